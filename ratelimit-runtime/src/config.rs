@@ -1,0 +1,193 @@
+//! Global configuration, set once: explicit [`init`], else from the environment on first use.
+
+use crate::store::{memory::MemoryStore, redis::RedisStore, StoreHandle, Unavailable};
+use crate::StoreError;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The default time a store call may take before the failure policy applies.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// What a call does when the store cannot decide (down, hung, timed out).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Let the call through and log a warning (the default: an outage of the limiter should not
+    /// become an outage of the service).
+    #[default]
+    Allow,
+    /// Refuse the call with a `RateLimited` whose cause is `StoreUnavailable`.
+    Deny,
+}
+
+impl FromStr for FailurePolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "allow" | "open" => Ok(FailurePolicy::Allow),
+            "deny" | "closed" => Ok(FailurePolicy::Deny),
+            other => Err(format!("unknown failure policy {other:?}: expected `allow` or `deny`")),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Backend {
+    Memory,
+    Redis(String),
+    Cluster(Vec<String>),
+    Store(StoreHandleDebug),
+}
+
+#[derive(Clone)]
+struct StoreHandleDebug(StoreHandle);
+impl fmt::Debug for StoreHandleDebug {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.describe())
+    }
+}
+
+/// The global configuration.
+///
+/// ```no_run
+/// use ratelimit_runtime::{Config, FailurePolicy};
+/// use std::time::Duration;
+/// ratelimit_runtime::init(
+///     Config::redis("redis://127.0.0.1:6379/")
+///         .on_error(FailurePolicy::Deny)
+///         .timeout(Duration::from_millis(100)),
+/// )
+/// .unwrap();
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    backend: Backend,
+    on_error: FailurePolicy,
+    timeout: Duration,
+}
+
+impl Config {
+    /// Counts in process memory (the default without `REDIS_URL`).
+    pub fn memory() -> Config {
+        Config { backend: Backend::Memory, on_error: FailurePolicy::Allow, timeout: DEFAULT_TIMEOUT }
+    }
+
+    /// Counts in one Redis server, shared by every process that uses it.
+    pub fn redis(url: impl Into<String>) -> Config {
+        Config { backend: Backend::Redis(url.into()), ..Config::memory() }
+    }
+
+    /// Counts in a Redis Cluster reached through these seed nodes.
+    pub fn cluster(urls: impl IntoIterator<Item = impl Into<String>>) -> Config {
+        Config { backend: Backend::Cluster(urls.into_iter().map(Into::into).collect()), ..Config::memory() }
+    }
+
+    /// Counts in this store.
+    pub fn store(store: StoreHandle) -> Config {
+        Config { backend: Backend::Store(StoreHandleDebug(store)), ..Config::memory() }
+    }
+
+    /// From the environment: `REDIS_CLUSTER_URLS` (comma-separated), else `REDIS_URL`, else
+    /// memory; `RATELIMIT_ON_ERROR=allow|deny`.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let mut config = if let Some(urls) = var("REDIS_CLUSTER_URLS") {
+            Config::cluster(urls.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned))
+        } else if let Some(url) = var("REDIS_URL") {
+            Config::redis(url)
+        } else {
+            Config::memory()
+        };
+        if let Some(policy) = var("RATELIMIT_ON_ERROR") {
+            config.on_error = policy.parse().map_err(ConfigError)?;
+        }
+        Ok(config)
+    }
+
+    /// The failure policy (default [`FailurePolicy::Allow`]).
+    pub fn on_error(mut self, policy: FailurePolicy) -> Config {
+        self.on_error = policy;
+        self
+    }
+
+    /// How long one store call may take (default 250 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Config {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Builds the store this configuration names.
+    pub fn build_store(&self) -> Result<StoreHandle, ConfigError> {
+        Ok(match &self.backend {
+            Backend::Memory => Arc::new(MemoryStore::new()),
+            Backend::Redis(url) => Arc::new(RedisStore::open(url, self.timeout).map_err(|e| ConfigError(e.to_string()))?),
+            Backend::Cluster(_) => {
+                return Err(ConfigError("Redis Cluster support is not built yet: use REDIS_URL for one Redis server".to_owned()))
+            }
+            Backend::Store(s) => s.0.clone(),
+        })
+    }
+}
+
+/// A configuration could not be applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ConfigError {}
+
+pub(crate) struct Global {
+    pub(crate) store: StoreHandle,
+    pub(crate) on_error: FailurePolicy,
+}
+
+static GLOBAL: OnceLock<Global> = OnceLock::new();
+
+/// Sets the global configuration. Call it once, before the first rate-limited call; a second
+/// call, or one after the configuration was taken from the environment, is an error.
+pub fn init(config: Config) -> Result<(), ConfigError> {
+    let store = config.build_store()?;
+    GLOBAL
+        .set(Global { store, on_error: config.on_error })
+        .map_err(|_| ConfigError("ratelimit is already initialised".to_owned()))
+}
+
+/// A description of the global store, for startup logs: `memory`, `redis://…`.
+pub fn describe_store() -> String {
+    global().store.describe()
+}
+
+pub(crate) fn global() -> &'static Global {
+    GLOBAL.get_or_init(|| {
+        let config = Config::from_env();
+        let on_error = config.as_ref().map_or(FailurePolicy::Allow, |c| c.on_error);
+        let store = config.and_then(|c| c.build_store()).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "ratelimit: cannot configure the store from the environment");
+            Arc::new(Unavailable(e.0))
+        });
+        Global { store, on_error }
+    })
+}
+
+/// Logs a failed store call under the fail-open policy, at most once per 10 s with the number of
+/// calls since: an outage must not turn into one log line per request.
+pub(crate) fn warn_store_failure(limiter: &str, error: &StoreError) {
+    static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    const EVERY: Duration = Duration::from_secs(10);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if last.is_some_and(|t| t.elapsed() < EVERY) {
+        SUPPRESSED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    *last = Some(Instant::now());
+    drop(last);
+    let suppressed = SUPPRESSED.swap(0, Ordering::Relaxed);
+    tracing::warn!(limiter, error = %error, suppressed, "rate-limit store failed; letting calls through (fail open)");
+}

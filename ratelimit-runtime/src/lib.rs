@@ -1,0 +1,37 @@
+//! Runtime of the [`ratelimit`](https://docs.rs/ratelimit) crate: rules, keys, the decision
+//! script, stores (Redis and in-memory), errors and configuration.
+//!
+//! Most users depend on the `ratelimit` facade and write `#[rate_limiter(...)]`; this crate is
+//! what the attribute calls, and [`Limiter`] is usable by hand.
+#![warn(missing_docs)]
+
+mod algorithm;
+mod clock;
+pub mod config;
+pub mod context;
+mod decision;
+mod error;
+mod io;
+mod key;
+mod limit_type;
+mod limiter;
+mod rule;
+mod store;
+mod subject;
+
+#[doc(hidden)]
+pub mod private;
+
+pub use algorithm::Algorithm;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{describe_store, init, Config, ConfigError, FailurePolicy, DEFAULT_TIMEOUT};
+pub use decision::Decision;
+pub use error::{Cause, RateLimited, StoreError};
+pub use key::{check_prefix, PrefixError, DEFAULT_PREFIX, MAX_PREFIX_LEN};
+pub use limit_type::LimitType;
+pub use limiter::{LazyLimiter, Limiter, LimiterBuilder, LimiterError, Permit, Policy, Quota};
+pub use rule::{Rule, RuleError, MAX_COUNT, MAX_WINDOW};
+pub use store::memory::MemoryStore;
+pub use store::redis::RedisStore;
+pub use store::{Call, Pending, RemoteDecision, Store, StoreHandle};
+pub use subject::{ip_key, IpValue, Subject, SubjectValue, DEFAULT_IPV6_PREFIX};

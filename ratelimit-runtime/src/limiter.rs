@@ -1,0 +1,405 @@
+//! `Limiter`: the function-level API the attribute expands to, usable by hand.
+
+use crate::config::{self, FailurePolicy};
+use crate::key::{check_prefix, KeyTemplate, PrefixError, DEFAULT_PREFIX};
+use crate::store::{Call, Pending, StoreHandle};
+use crate::{io, Algorithm, Cause, Decision, LimitType, RateLimited, Rule, RuleError, StoreError, Subject};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// One rule of one limit, as headers name it: `ip-20s`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// What the limit counts per.
+    pub limit_type: LimitType,
+    /// The rule.
+    pub rule: Rule,
+}
+
+impl Policy {
+    /// The policy's name in `RateLimit-Policy` / `RateLimit` headers: `<type>-<window>`.
+    pub fn name(&self) -> String {
+        format!("{}-{}", self.limit_type, self.rule.window_label())
+    }
+}
+
+/// One limit of a limiter (one `#[rate_limiter]` attribute): a type, an algorithm and rules
+/// that share one log per subject.
+#[derive(Debug)]
+pub(crate) struct Limit {
+    pub(crate) limit_type: LimitType,
+    /// Sorted by window, longest first (the script trims by the first).
+    pub(crate) rules: Vec<Rule>,
+    template: KeyTemplate,
+    /// Where this limit's policies start in the limiter's policy list.
+    policy_offset: usize,
+    /// The script's arguments for this limit: algorithm, rule count, (window µs, count)*.
+    pub(crate) script_args: Vec<Vec<u8>>,
+    /// Distinguishes this limit's logs in the in-memory store without building a Redis key.
+    memory_id: u64,
+}
+
+impl Limit {
+    pub(crate) fn longest_us(&self) -> u64 {
+        self.rules.first().map_or(0, |r| r.window_us())
+    }
+
+    pub(crate) fn redis_key(&self, subject: &[u8]) -> Vec<u8> {
+        self.template.key(subject)
+    }
+
+    pub(crate) fn memory_key(&self, subject: &[u8]) -> Vec<u8> {
+        let mut key = Vec::with_capacity(8 + subject.len());
+        key.extend_from_slice(&self.memory_id.to_le_bytes());
+        key.extend_from_slice(subject);
+        key
+    }
+}
+
+/// Why a limiter could not be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LimiterError {
+    /// A limit has no rules.
+    NoRules,
+    /// A rule is invalid.
+    Rule(RuleError),
+    /// Two rules of one limit have the same window.
+    DuplicateWindow(Duration),
+    /// The key prefix is invalid.
+    Prefix(PrefixError),
+    /// The limiter has no limit at all.
+    NoLimits,
+}
+
+impl fmt::Display for LimiterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LimiterError::NoRules => f.write_str("a limit needs at least one rule"),
+            LimiterError::Rule(e) => e.fmt(f),
+            LimiterError::DuplicateWindow(w) => write!(f, "two rules of one limit have the same window ({w:?})"),
+            LimiterError::Prefix(e) => e.fmt(f),
+            LimiterError::NoLimits => f.write_str("a limiter needs at least one limit"),
+        }
+    }
+}
+
+impl std::error::Error for LimiterError {}
+
+struct LimitSpec {
+    limit_type: LimitType,
+    rules: Vec<Rule>,
+    algorithm: Algorithm,
+    prefix: String,
+}
+
+/// Builds a [`Limiter`].
+pub struct LimiterBuilder {
+    name: String,
+    limits: Vec<LimitSpec>,
+    on_error: Option<FailurePolicy>,
+    store: Option<StoreHandle>,
+    error: Option<LimiterError>,
+}
+
+impl LimiterBuilder {
+    /// Adds a limit with the default algorithm and prefix.
+    pub fn limit(self, limit_type: LimitType, rules: impl IntoIterator<Item = Rule>) -> Self {
+        self.limit_with(limit_type, rules, Algorithm::default(), DEFAULT_PREFIX)
+    }
+
+    /// Adds a limit with an explicit algorithm and key prefix.
+    pub fn limit_with(
+        mut self,
+        limit_type: LimitType,
+        rules: impl IntoIterator<Item = Rule>,
+        algorithm: Algorithm,
+        prefix: &str,
+    ) -> Self {
+        let rules: Vec<Rule> = rules.into_iter().collect();
+        self.limits.push(LimitSpec { limit_type, rules, algorithm, prefix: prefix.to_owned() });
+        self
+    }
+
+    /// Adds a limit whose rules are `(window in ms, count)` pairs, remembering the first
+    /// invalid rule as the builder's error.
+    pub fn limit_ms(self, limit_type: LimitType, rules: &[(u64, u64)], algorithm: Algorithm, prefix: &str) -> Self {
+        let mut parsed = Vec::with_capacity(rules.len());
+        let mut error = None;
+        for &(ms, count) in rules {
+            match Rule::from_millis(ms, count) {
+                Ok(r) => parsed.push(r),
+                Err(e) => error = error.or(Some(LimiterError::Rule(e))),
+            }
+        }
+        let mut this = self.limit_with(limit_type, parsed, algorithm, prefix);
+        this.error = this.error.or(error);
+        this
+    }
+
+    /// Overrides the global failure policy for this limiter.
+    pub fn on_error(mut self, policy: FailurePolicy) -> Self {
+        self.on_error = Some(policy);
+        self
+    }
+
+    /// Uses this store instead of the global one.
+    pub fn store(mut self, store: StoreHandle) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Validates and builds the limiter.
+    pub fn build(self) -> Result<Limiter, LimiterError> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if self.limits.is_empty() {
+            return Err(LimiterError::NoLimits);
+        }
+        let mut limits = Vec::with_capacity(self.limits.len());
+        let mut policies = Vec::new();
+        for spec in self.limits {
+            check_prefix(&spec.prefix).map_err(LimiterError::Prefix)?;
+            let mut rules = spec.rules;
+            if rules.is_empty() {
+                return Err(LimiterError::NoRules);
+            }
+            rules.sort_by(|a, b| b.window_ms().cmp(&a.window_ms()).then(a.count().cmp(&b.count())));
+            if let Some(pair) = rules.windows(2).find(|p| p[0].window_ms() == p[1].window_ms()) {
+                return Err(LimiterError::DuplicateWindow(pair[0].window()));
+            }
+            let mut script_args = vec![spec.algorithm.code().as_bytes().to_vec(), rules.len().to_string().into_bytes()];
+            for rule in &rules {
+                script_args.push(rule.window_us().to_string().into_bytes());
+                script_args.push(rule.count().to_string().into_bytes());
+            }
+            let policy_offset = policies.len();
+            policies.extend(rules.iter().map(|&rule| Policy { limit_type: spec.limit_type, rule }));
+            limits.push(Limit {
+                limit_type: spec.limit_type,
+                template: KeyTemplate::new(&spec.prefix, &self.name, spec.limit_type, spec.algorithm, &rules),
+                rules,
+                policy_offset,
+                script_args,
+                memory_id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            });
+        }
+        Ok(Limiter {
+            inner: Arc::new(Inner {
+                name: self.name.into(),
+                limits,
+                policies: policies.into(),
+                on_error: self.on_error,
+                store: self.store,
+            }),
+        })
+    }
+}
+
+/// A rate limiter over one or more limits, decided together in one atomic step.
+///
+/// The attribute builds one per annotated function; build your own to limit by hand:
+///
+/// ```
+/// use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, MemoryStore};
+/// use std::{sync::Arc, time::Duration};
+///
+/// let limiter = Limiter::builder("search")
+///     .limit(LimitType::User, [Rule::new(Duration::from_secs(60), 2).unwrap()])
+///     .limit(LimitType::Global, [Rule::new(Duration::from_secs(1), 100).unwrap()])
+///     .store(Arc::new(MemoryStore::new()))
+///     .build()
+///     .unwrap();
+/// let alice = [Subject::bytes(&b"alice"[..]), Subject::global()];
+/// assert!(limiter.check_blocking(&alice, 1).is_ok());
+/// assert!(limiter.check_blocking(&alice, 1).is_ok());
+/// assert!(limiter.check_blocking(&alice, 1).is_err());
+/// ```
+#[derive(Clone)]
+pub struct Limiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: Arc<str>,
+    limits: Vec<Limit>,
+    policies: Arc<[Policy]>,
+    on_error: Option<FailurePolicy>,
+    store: Option<StoreHandle>,
+}
+
+/// The quota left after an allowed call, for `RateLimit` headers.
+#[derive(Clone, Debug)]
+pub struct Quota {
+    /// The tightest rule (least remaining).
+    pub policy: Policy,
+    /// Units left in it.
+    pub remaining: u64,
+    /// When its oldest counted unit leaves the window.
+    pub reset: Duration,
+    /// Every rule of the limiter.
+    pub policies: Arc<[Policy]>,
+}
+
+/// An allowed call.
+#[derive(Clone, Debug)]
+pub struct Permit {
+    quota: Option<Quota>,
+}
+
+impl Permit {
+    /// The quota left, or `None` when the store failed and the policy let the call through.
+    pub fn quota(&self) -> Option<&Quota> {
+        self.quota.as_ref()
+    }
+}
+
+impl fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter").field("name", &self.inner.name).field("policies", &self.inner.policies).finish()
+    }
+}
+
+/// A call prepared for a store: subjects resolved, or the refusal already known.
+enum Prepared {
+    Decide(Pending),
+    Refused(RateLimited),
+}
+
+impl Limiter {
+    /// Starts a limiter named `name` (used in keys, messages and logs).
+    pub fn builder(name: impl Into<String>) -> LimiterBuilder {
+        LimiterBuilder { name: name.into(), limits: Vec::new(), on_error: None, store: None, error: None }
+    }
+
+    /// The limiter's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Every rule of every limit, in limit order (rules longest window first).
+    pub fn policies(&self) -> &[Policy] {
+        &self.inner.policies
+    }
+
+    /// Decides a call of `cost` units: `subjects` holds one subject per limit, in the order the
+    /// limits were added. Runs on the library's I/O runtime for Redis, so it works from any
+    /// async runtime.
+    pub async fn check(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit, RateLimited> {
+        self.check_at(subjects, cost, None).await
+    }
+
+    /// As [`check`](Self::check), with the time pinned (µs since the Unix epoch) instead of the
+    /// store's clock: deterministic tests, and platforms that forbid `TIME` in scripts.
+    pub async fn check_at(&self, subjects: &[Subject<'_>], cost: u64, now_us: Option<u64>) -> Result<Permit, RateLimited> {
+        match self.prepare(subjects, cost, now_us) {
+            Prepared::Refused(e) => Err(e),
+            Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
+            Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::run(fut).await),
+        }
+    }
+
+    /// As [`check`](Self::check), blocking the thread: for plain `fn`s. Needs no async runtime
+    /// of the caller's.
+    pub fn check_blocking(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit, RateLimited> {
+        self.check_blocking_at(subjects, cost, None)
+    }
+
+    /// As [`check_blocking`](Self::check_blocking) with the time pinned (see
+    /// [`check_at`](Self::check_at)).
+    pub fn check_blocking_at(&self, subjects: &[Subject<'_>], cost: u64, now_us: Option<u64>) -> Result<Permit, RateLimited> {
+        match self.prepare(subjects, cost, now_us) {
+            Prepared::Refused(e) => Err(e),
+            Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
+            Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::block_on(fut)),
+        }
+    }
+
+    fn store(&self) -> StoreHandle {
+        match &self.inner.store {
+            Some(s) => s.clone(),
+            None => config::global().store.clone(),
+        }
+    }
+
+    fn prepare(&self, subjects: &[Subject<'_>], cost: u64, now_us: Option<u64>) -> Prepared {
+        let limits = &self.inner.limits;
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(limits.len());
+        for (i, limit) in limits.iter().enumerate() {
+            match subjects.get(i).and_then(Subject::key_bytes) {
+                Some(k) => keys.push(k),
+                None => return Prepared::Refused(self.refusal(limit.limit_type, None, Duration::ZERO, Cause::SubjectMissing, None)),
+            }
+        }
+        let call = Call { limits, subjects: &keys, cost, now_us };
+        Prepared::Decide(self.store().decide(&call))
+    }
+
+    fn conclude(&self, result: Result<Decision, StoreError>) -> Result<Permit, RateLimited> {
+        match result {
+            Ok(d) => {
+                let limit = self.inner.limits.get(d.limit);
+                let policy = limit.and_then(|l| self.inner.policies.get(l.policy_offset + d.rule)).copied();
+                let limit_type = limit.map_or(LimitType::Global, |l| l.limit_type);
+                if d.allowed {
+                    let quota = policy.map(|policy| Quota {
+                        policy,
+                        remaining: d.remaining,
+                        reset: d.reset,
+                        policies: self.inner.policies.clone(),
+                    });
+                    if let Some(q) = &quota {
+                        crate::context::record_quota(q);
+                    }
+                    Ok(Permit { quota })
+                } else {
+                    Err(self.refusal(limit_type, policy, d.retry_after, Cause::Exceeded, None))
+                }
+            }
+            Err(e) => {
+                let policy = self.inner.on_error.unwrap_or_else(|| config::global().on_error);
+                let limit_type = self.inner.limits.first().map_or(LimitType::Global, |l| l.limit_type);
+                match policy {
+                    FailurePolicy::Allow => {
+                        config::warn_store_failure(&self.inner.name, &e);
+                        Ok(Permit { quota: None })
+                    }
+                    FailurePolicy::Deny => Err(self.refusal(limit_type, None, Duration::from_secs(1), Cause::StoreUnavailable, Some(e))),
+                }
+            }
+        }
+    }
+
+    fn refusal(&self, limit_type: LimitType, policy: Option<Policy>, retry_after: Duration, cause: Cause, source: Option<StoreError>) -> RateLimited {
+        RateLimited {
+            limiter: self.inner.name.clone(),
+            policy,
+            policies: self.inner.policies.clone(),
+            retry_after,
+            cause,
+            limit_type,
+            source,
+        }
+    }
+}
+
+/// A limiter built on first use from a `static` spec: what the attribute expands to.
+pub struct LazyLimiter {
+    cell: OnceLock<Result<Limiter, LimiterError>>,
+    build: fn() -> Result<Limiter, LimiterError>,
+}
+
+impl LazyLimiter {
+    /// A limiter that `build` makes on first use.
+    pub const fn new(build: fn() -> Result<Limiter, LimiterError>) -> LazyLimiter {
+        LazyLimiter { cell: OnceLock::new(), build }
+    }
+
+    /// The limiter, or the reason it could not be built.
+    pub fn get(&self) -> Result<&Limiter, &LimiterError> {
+        self.cell.get_or_init(self.build).as_ref()
+    }
+}

@@ -1,0 +1,143 @@
+//! What `#[rate_limiter]` expands to. Not a public API: names and shapes change freely.
+//!
+//! The expansion of one annotated function is, in outline:
+//!
+//! ```ignore
+//! static LIMITER: LazyLimiter = LazyLimiter::new(|| {
+//!     Limiter::builder(name(module_path!(), "update", None))
+//!         .limit_ms(LimitType::Ip, &[(50_000, 100)], Algorithm::SlidingWindow, "rate_limit:")
+//!         .build()
+//! });
+//! let subjects = [ip_from_context()];
+//! if let Err(e) = check(&LIMITER, &subjects, cost(1)).await { return Err(From::from(e)); }
+//! ```
+
+use crate::{context, LazyLimiter, Permit, RateLimited, Subject, SubjectValue};
+use std::fmt::Display;
+
+pub use crate::{Algorithm, FailurePolicy, LimitType, Limiter, LimiterError};
+pub use crate::LazyLimiter as StaticLimiter;
+
+/// The limiter's name: the attribute's `name = "…"`, else `module::path::function`.
+pub fn name(module_path: &str, function: &str, explicit: Option<&str>) -> String {
+    match explicit {
+        Some(n) => n.to_owned(),
+        None => format!("{module_path}::{function}"),
+    }
+}
+
+/// Decides a call of an `async fn`.
+pub async fn check(limiter: &'static LazyLimiter, subjects: &[Subject<'_>], cost: u64) -> Result<Permit, RateLimited> {
+    match limiter.get() {
+        Ok(l) => l.check(subjects, cost).await,
+        Err(e) => Err(misconfigured(e)),
+    }
+}
+
+/// Decides a call of a plain `fn`.
+pub fn check_blocking(limiter: &'static LazyLimiter, subjects: &[Subject<'_>], cost: u64) -> Result<Permit, RateLimited> {
+    match limiter.get() {
+        Ok(l) => l.check_blocking(subjects, cost),
+        Err(e) => Err(misconfigured(e)),
+    }
+}
+
+/// The attribute validates everything the builder does, so this is unreachable in practice; it
+/// exists so that no input can make generated code panic.
+fn misconfigured(e: &LimiterError) -> RateLimited {
+    use std::sync::Arc;
+    RateLimited {
+        limiter: Arc::from("<invalid limiter>"),
+        policy: None,
+        policies: Arc::from(Vec::new()),
+        retry_after: std::time::Duration::ZERO,
+        cause: crate::Cause::StoreUnavailable,
+        limit_type: LimitType::Global,
+        source: Some(crate::StoreError::Unavailable(e.to_string())),
+    }
+}
+
+/// The subject of a `Global` limit.
+pub fn global() -> Subject<'static> {
+    Subject::global()
+}
+
+/// The client IP from the request context (`type = Ip` without `ip = …`).
+pub fn ip_from_context() -> Subject<'static> {
+    context::ip_subject()
+}
+
+/// The user id from the request context (`type = User` without `user = …`).
+pub fn user_from_context() -> Subject<'static> {
+    context::user_subject()
+}
+
+/// Wraps the value of a `user = …` / `key = …` expression. The method
+/// `__ratelimit_subject` prefers [`SubjectValue`] and falls back to `Display`
+/// (autoref specialisation: call it as `(&SubjectOf(&value)).__ratelimit_subject()` with
+/// both `ViaSubjectValue` and `ViaDisplay` in scope).
+pub struct SubjectOf<'a, T: ?Sized>(pub &'a T);
+
+/// See [`SubjectOf`].
+pub trait ViaSubjectValue<'a> {
+    /// The subject.
+    fn __ratelimit_subject(&self) -> Subject<'a>;
+}
+
+impl<'a, T: ?Sized + SubjectValue> ViaSubjectValue<'a> for SubjectOf<'a, T> {
+    fn __ratelimit_subject(&self) -> Subject<'a> {
+        let value: &'a T = self.0;
+        value.to_subject()
+    }
+}
+
+/// See [`SubjectOf`].
+pub trait ViaDisplay {
+    /// The subject.
+    fn __ratelimit_subject(&self) -> Subject<'static>;
+}
+
+impl<T: ?Sized + Display> ViaDisplay for &SubjectOf<'_, T> {
+    fn __ratelimit_subject(&self) -> Subject<'static> {
+        Subject::bytes(self.0.to_string().into_bytes())
+    }
+}
+
+/// The subject of an `ip = …` expression: anything [`IpValue`](crate::IpValue).
+pub fn ip<T: crate::IpValue + ?Sized>(value: &T) -> Subject<'_> {
+    value.to_ip_subject()
+}
+
+/// A value usable as `cost = …`: unsigned and signed integers (negative means 0).
+pub trait Cost {
+    /// The cost in units.
+    fn units(self) -> u64;
+}
+
+macro_rules! cost_unsigned {
+    ($($t:ty),*) => {$(
+        impl Cost for $t {
+            fn units(self) -> u64 { u64::try_from(self).unwrap_or(u64::MAX) }
+        }
+    )*};
+}
+macro_rules! cost_signed {
+    ($($t:ty),*) => {$(
+        impl Cost for $t {
+            fn units(self) -> u64 { u64::try_from(self).unwrap_or(if self < 0 { 0 } else { u64::MAX }) }
+        }
+    )*};
+}
+cost_unsigned!(u8, u16, u32, u64, u128, usize);
+cost_signed!(i8, i16, i32, i64, i128, isize);
+
+impl<T: Cost + Copy> Cost for &T {
+    fn units(self) -> u64 {
+        (*self).units()
+    }
+}
+
+/// The units of a `cost = …` expression.
+pub fn cost(value: impl Cost) -> u64 {
+    value.units()
+}

@@ -1,0 +1,146 @@
+//! A rule: at most `count` units per sliding `window`.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The longest window accepted: one year. Longer windows are almost certainly a unit mistake,
+/// and bounding them keeps every time computation (in microseconds) far from overflow.
+pub const MAX_WINDOW: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// The largest count accepted. Counts are compared with sums of costs inside Lua, whose numbers
+/// are doubles: staying under 2^53 keeps that arithmetic exact.
+pub const MAX_COUNT: u64 = (1 << 53) - 1;
+
+/// At most `count` units in any sliding `window`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Rule {
+    window_ms: u64,
+    count: u64,
+}
+
+/// Why a [`Rule`] could not be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RuleError {
+    /// The window is shorter than one millisecond.
+    ZeroWindow,
+    /// The window is longer than [`MAX_WINDOW`].
+    WindowTooLong,
+    /// The count is zero: such a rule would deny every call.
+    ZeroCount,
+    /// The count is larger than [`MAX_COUNT`].
+    CountTooLarge,
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RuleError::ZeroWindow => "the window must be at least 1ms",
+            RuleError::WindowTooLong => "the window must be at most 366 days",
+            RuleError::ZeroCount => "the count must be at least 1",
+            RuleError::CountTooLarge => "the count must be at most 2^53 - 1",
+        })
+    }
+}
+
+impl std::error::Error for RuleError {}
+
+impl Rule {
+    /// `count` units per `window` (millisecond resolution; sub-millisecond parts are dropped).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit_runtime::Rule;
+    /// let rule = Rule::new(Duration::from_secs(20), 10).unwrap();
+    /// assert_eq!(rule.to_string(), "10 per 20s");
+    /// assert!(Rule::new(Duration::ZERO, 10).is_err());
+    /// ```
+    pub fn new(window: Duration, count: u64) -> Result<Rule, RuleError> {
+        if window > MAX_WINDOW {
+            return Err(RuleError::WindowTooLong);
+        }
+        // Cannot truncate: MAX_WINDOW in ms fits in u64.
+        Rule::from_millis(window.as_millis() as u64, count)
+    }
+
+    /// `count` units per `window_ms` milliseconds.
+    pub const fn from_millis(window_ms: u64, count: u64) -> Result<Rule, RuleError> {
+        if window_ms == 0 {
+            return Err(RuleError::ZeroWindow);
+        }
+        if window_ms > MAX_WINDOW.as_millis() as u64 {
+            return Err(RuleError::WindowTooLong);
+        }
+        if count == 0 {
+            return Err(RuleError::ZeroCount);
+        }
+        if count > MAX_COUNT {
+            return Err(RuleError::CountTooLarge);
+        }
+        Ok(Rule { window_ms, count })
+    }
+
+    /// The window.
+    pub const fn window(&self) -> Duration {
+        Duration::from_millis(self.window_ms)
+    }
+
+    /// The window in milliseconds.
+    pub const fn window_ms(&self) -> u64 {
+        self.window_ms
+    }
+
+    /// The window in microseconds, the unit every store computes in.
+    pub(crate) const fn window_us(&self) -> u64 {
+        self.window_ms * 1000
+    }
+
+    /// How many units the window admits.
+    pub const fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// A short name for the rule, used in headers: `20s`, `500ms`, `1h`.
+    pub fn window_label(&self) -> String {
+        format_window(self.window_ms)
+    }
+}
+
+/// `20000` → `20s`, `90000` → `90s`, `3600000` → `1h`, `1500` → `1500ms`.
+fn format_window(ms: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s")];
+    for (size, unit) in UNITS {
+        if ms % size == 0 {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} per {}", self.count, format_window(self.window_ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validates() {
+        assert_eq!(Rule::from_millis(0, 1), Err(RuleError::ZeroWindow));
+        assert_eq!(Rule::from_millis(1, 0), Err(RuleError::ZeroCount));
+        assert_eq!(Rule::from_millis(1, MAX_COUNT + 1), Err(RuleError::CountTooLarge));
+        assert_eq!(Rule::new(MAX_WINDOW + Duration::from_millis(1), 1), Err(RuleError::WindowTooLong));
+        assert!(Rule::new(MAX_WINDOW, MAX_COUNT).is_ok());
+    }
+
+    #[test]
+    fn labels() {
+        let label = |ms| Rule::from_millis(ms, 1).unwrap().window_label();
+        assert_eq!(label(20_000), "20s");
+        assert_eq!(label(60_000), "1m");
+        assert_eq!(label(1500), "1500ms");
+        assert_eq!(label(86_400_000), "1d");
+    }
+}

@@ -1,0 +1,68 @@
+//! Stores: where the counts live. The algorithm (the script and its in-memory twin) decides; the
+//! store only holds state and runs the decision atomically.
+
+pub(crate) mod memory;
+pub(crate) mod redis;
+
+use crate::limiter::Limit;
+use crate::{Decision, StoreError};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A decision still travelling to a remote store. It owns everything it needs (`'static`) so it
+/// can run on the library's I/O runtime whatever runtime, if any, the caller has.
+pub type RemoteDecision = Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send + 'static>>;
+
+/// What [`Store::decide`] answers: at once (in memory), or a future for the I/O runtime.
+pub enum Pending {
+    /// Already decided.
+    Ready(Result<Decision, StoreError>),
+    /// To be run on the I/O runtime (with the store's timeout applied inside).
+    Remote(RemoteDecision),
+}
+
+/// One call to decide: every limit of the call with its subject, and the cost.
+pub struct Call<'a> {
+    pub(crate) limits: &'a [Limit],
+    /// One subject (key bytes, empty for global) per limit.
+    pub(crate) subjects: &'a [&'a [u8]],
+    pub(crate) cost: u64,
+    /// Pinned time in µs since the Unix epoch (tests and platforms without `TIME`).
+    pub(crate) now_us: Option<u64>,
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A place where counts live: [`MemoryStore`](crate::MemoryStore) or
+/// [`RedisStore`](crate::RedisStore). Sealed: the decision semantics are the library's.
+pub trait Store: sealed::Sealed + Send + Sync + 'static {
+    /// Decides `call` atomically: every rule of every limit passes and the call is recorded in
+    /// all of them, or nothing is recorded.
+    fn decide(&self, call: &Call<'_>) -> Pending;
+
+    /// A short description for logs: `memory`, `redis://127.0.0.1:6379`.
+    fn describe(&self) -> String;
+}
+
+impl sealed::Sealed for memory::MemoryStore {}
+impl sealed::Sealed for redis::RedisStore {}
+impl sealed::Sealed for Unavailable {}
+
+/// A shared handle to a store.
+pub type StoreHandle = Arc<dyn Store>;
+
+/// A store that could not be built (for example a malformed `REDIS_URL`): every call fails with
+/// the reason, so the failure policy applies instead of a silent fallback to memory.
+pub(crate) struct Unavailable(pub(crate) String);
+
+impl Store for Unavailable {
+    fn decide(&self, _call: &Call<'_>) -> Pending {
+        Pending::Ready(Err(StoreError::Unavailable(self.0.clone())))
+    }
+    fn describe(&self) -> String {
+        format!("unavailable ({})", self.0)
+    }
+}

@@ -1,0 +1,148 @@
+//! One Redis server: every decision is one `EVALSHA` of the decision script.
+
+use super::{Call, Pending, Store};
+use crate::{io, Decision, StoreError};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Cmd, ErrorKind, ServerErrorKind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The decision script (see `decide.lua` for its arguments and answer).
+pub(crate) const SCRIPT: &str = include_str!("decide.lua");
+
+/// The script's SHA-1, as `EVALSHA` names it.
+pub(crate) fn script_sha() -> &'static str {
+    static SHA: OnceLock<String> = OnceLock::new();
+    SHA.get_or_init(|| redis::Script::new(SCRIPT).get_hash().to_owned())
+}
+
+/// A member no other call, in this process or any other, will use: a random per-process UUID
+/// with a per-call counter folded into its low half. 16 raw bytes keep the ZSET small.
+pub(crate) fn unique_member() -> [u8; 16] {
+    static PROCESS: OnceLock<u128> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let base = *PROCESS.get_or_init(|| uuid::Uuid::new_v4().as_u128());
+    (base ^ u128::from(COUNTER.fetch_add(1, Ordering::Relaxed))).to_be_bytes()
+}
+
+/// A store on one Redis server (or a primary behind a proxy), through a connection that
+/// reconnects by itself.
+pub struct RedisStore {
+    conn: ConnectionManager,
+    timeout: Duration,
+    url: String,
+}
+
+impl RedisStore {
+    /// Connects lazily to `url` (`redis://host:port/db`): Redis need not be up yet. Every call
+    /// gives up after `timeout`, and the failure policy applies.
+    pub fn open(url: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
+        let client = redis::Client::open(url).map_err(|e| StoreError::Unavailable(format!("invalid Redis URL {url:?}: {e}")))?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(timeout))
+            .set_connection_timeout(Some(timeout))
+            // Reconnection is driven by calls: a couple of quick tries each, never a long queue.
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(100));
+        // Created inside the I/O runtime so that the connection and its reconnections live there.
+        let _guard = io::handle()?.enter();
+        let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(|e| StoreError::Redis(e.to_string()))?;
+        let store = RedisStore { conn, timeout, url: redact(url) };
+        // Connect now, in the background, so the first call does not pay for it.
+        let mut warm = store.conn.clone();
+        io::handle()?.spawn(async move {
+            let _ = redis::cmd("PING").query_async::<()>(&mut warm).await;
+        });
+        Ok(store)
+    }
+
+    /// The per-call timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn command(call: &Call<'_>) -> Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script_sha()).arg(call.limits.len());
+        for (limit, subject) in call.limits.iter().zip(call.subjects) {
+            cmd.arg(limit.redis_key(subject));
+        }
+        cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(&unique_member()[..]);
+        for limit in call.limits {
+            for a in &limit.script_args {
+                cmd.arg(a.as_slice());
+            }
+        }
+        cmd
+    }
+}
+
+/// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server).
+pub(crate) async fn eval(conn: &mut ConnectionManager, cmd: &Cmd) -> Result<Decision, StoreError> {
+    let answer = match cmd.query_async::<Vec<i64>>(conn).await {
+        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).query_async::<String>(conn).await.map_err(redis_error)?;
+            cmd.query_async::<Vec<i64>>(conn).await
+        }
+        other => other,
+    }
+    .map_err(redis_error)?;
+    let v: [i64; 6] = answer.try_into().map_err(|v: Vec<i64>| StoreError::Protocol(format!("{} values instead of 6", v.len())))?;
+    Ok(Decision::from_script(v))
+}
+
+fn redis_error(e: redis::RedisError) -> StoreError {
+    StoreError::Redis(e.to_string())
+}
+
+/// The URL without its password, for logs.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
+        _ => url.to_owned(),
+    }
+}
+
+impl Store for RedisStore {
+    fn decide(&self, call: &Call<'_>) -> Pending {
+        let cmd = Self::command(call);
+        let mut conn = self.conn.clone();
+        let timeout = self.timeout;
+        Pending::Remote(Box::pin(async move {
+            match tokio::time::timeout(timeout, eval(&mut conn, &cmd)).await {
+                Ok(result) => result,
+                Err(_) => Err(StoreError::Timeout(timeout)),
+            }
+        }))
+    }
+
+    fn describe(&self) -> String {
+        format!("redis ({})", self.url)
+    }
+}
+
+/// Lets tests and tools share one connection's view (e.g. to inspect keys).
+impl RedisStore {
+    /// Wraps the store in a handle.
+    pub fn into_handle(self) -> Arc<RedisStore> {
+        Arc::new(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(super::redact("redis://user:secret@host:6379/0"), "redis://***@host:6379/0");
+        assert_eq!(super::redact("redis://host:6379"), "redis://host:6379");
+    }
+
+    #[test]
+    fn members_are_unique() {
+        let a = super::unique_member();
+        let b = super::unique_member();
+        assert_ne!(a, b);
+    }
+}

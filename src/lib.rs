@@ -1,0 +1,18 @@
+//! Rate-limit functions with an attribute, backed by Redis (or memory).
+//!
+//! See the README for a tour; the attribute's grammar is documented on [`rate_limiter`].
+#![warn(missing_docs)]
+
+pub use ratelimit_macros::rate_limiter;
+pub use ratelimit_runtime::{
+    check_prefix, context, describe_store, init, ip_key, Algorithm, Cause, Clock, Config, ConfigError,
+    Decision, FailurePolicy, IpValue, LazyLimiter, LimitType, Limiter, LimiterBuilder, LimiterError,
+    ManualClock, MemoryStore, Permit, Policy, PrefixError, Quota, RateLimited, RedisStore, Rule,
+    RuleError, Store, StoreError, StoreHandle, Subject, SubjectValue, SystemClock, DEFAULT_IPV6_PREFIX,
+    DEFAULT_PREFIX, DEFAULT_TIMEOUT, MAX_COUNT, MAX_WINDOW,
+};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use ratelimit_runtime::private::*;
+}
