@@ -122,9 +122,13 @@ impl Config {
     pub fn build_store(&self) -> Result<StoreHandle, ConfigError> {
         Ok(match &self.backend {
             Backend::Memory => Arc::new(MemoryStore::new()),
-            Backend::Redis(url) => Arc::new(RedisStore::open(url, self.timeout).map_err(|e| ConfigError(e.to_string()))?),
+            Backend::Redis(url) => {
+                Arc::new(RedisStore::open(url, self.timeout).map_err(|e| ConfigError(e.to_string()))?)
+            }
             Backend::Cluster(_) => {
-                return Err(ConfigError("Redis Cluster support is not built yet: use REDIS_URL for one Redis server".to_owned()))
+                return Err(ConfigError(
+                    "Redis Cluster support is not built yet: use REDIS_URL for one Redis server".to_owned(),
+                ))
             }
             Backend::Store(s) => s.0.clone(),
         })

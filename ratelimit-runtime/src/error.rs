@@ -94,7 +94,9 @@ impl fmt::Display for RateLimited {
         write!(f, "rate limited by {} ", self.limiter)?;
         match (self.cause, self.policy) {
             (Cause::Exceeded, Some(p)) => write!(f, "({}, {})", p.limit_type, p.rule)?,
-            (Cause::SubjectMissing, _) => write!(f, "({}: no {} to count the call for)", self.limit_type, self.limit_type)?,
+            (Cause::SubjectMissing, _) => {
+                write!(f, "({}: no {} to count the call for)", self.limit_type, self.limit_type)?
+            }
             (_, _) => write!(f, "({}: store unavailable)", self.limit_type)?,
         }
         f.write_str("; retry after ")?;

@@ -31,13 +31,17 @@ pub(crate) fn handle() -> Result<&'static Handle, StoreError> {
 }
 
 /// Runs `fut` on the I/O runtime and awaits it from any executor.
-pub(crate) async fn run<T: Send + 'static>(fut: impl Future<Output = Result<T, StoreError>> + Send + 'static) -> Result<T, StoreError> {
+pub(crate) async fn run<T: Send + 'static>(
+    fut: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> Result<T, StoreError> {
     let task = handle()?.spawn(fut);
     task.await.map_err(|e| StoreError::Unavailable(format!("store task failed: {e}")))?
 }
 
 /// Runs `fut` on the I/O runtime and blocks this thread until it is done.
-pub(crate) fn block_on<T: Send + 'static>(fut: impl Future<Output = Result<T, StoreError>> + Send + 'static) -> Result<T, StoreError> {
+pub(crate) fn block_on<T: Send + 'static>(
+    fut: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> Result<T, StoreError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     handle()?.spawn(async move {
         let _ = tx.send(fut.await);

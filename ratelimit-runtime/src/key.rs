@@ -36,7 +36,9 @@ impl std::fmt::Display for PrefixError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             PrefixError::TooLong => "the key prefix must be at most 64 bytes",
-            PrefixError::Brace => "the key prefix may not contain `{` or `}` (they would move the Redis Cluster hash tag)",
+            PrefixError::Brace => {
+                "the key prefix may not contain `{` or `}` (they would move the Redis Cluster hash tag)"
+            }
         })
     }
 }
@@ -102,7 +104,8 @@ impl KeyTemplate {
 
 /// Bytes that stand for themselves in a key; every other byte is written `%XX`.
 fn is_plain(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'/' | b'@' | b'+' | b'=' | b'!' | b'~' | b'*' | b',' | b';')
+    b.is_ascii_alphanumeric()
+        || matches!(b, b'.' | b'-' | b'_' | b':' | b'/' | b'@' | b'+' | b'=' | b'!' | b'~' | b'*' | b',' | b';')
 }
 
 /// Appends the injective encoding of `part` to `out`: percent-escaping when that stays short,
@@ -138,7 +141,13 @@ mod tests {
     use std::collections::HashSet;
 
     fn template(t: LimitType) -> KeyTemplate {
-        KeyTemplate::new(DEFAULT_PREFIX, "app::update", t, Algorithm::SlidingWindow, &[Rule::from_millis(20_000, 10).unwrap()])
+        KeyTemplate::new(
+            DEFAULT_PREFIX,
+            "app::update",
+            t,
+            Algorithm::SlidingWindow,
+            &[Rule::from_millis(20_000, 10).unwrap()],
+        )
     }
 
     #[test]
@@ -150,7 +159,23 @@ mod tests {
     #[test]
     fn hostile_subjects_are_injective_and_bounded() {
         let long = vec![b'a'; 10_000];
-        let subjects: Vec<&[u8]> = vec![b"", b"{", b"}", b":", b"|", b"\n", b"%7B", b"#", b"a|ip|b", b"}:sw:x", &long, &long[1..], b"\xff\xfe", b"\xef\xbf\xbd", b"1.2.3.4"];
+        let subjects: Vec<&[u8]> = vec![
+            b"",
+            b"{",
+            b"}",
+            b":",
+            b"|",
+            b"\n",
+            b"%7B",
+            b"#",
+            b"a|ip|b",
+            b"}:sw:x",
+            &long,
+            &long[1..],
+            b"\xff\xfe",
+            b"\xef\xbf\xbd",
+            b"1.2.3.4",
+        ];
         let mut seen = HashSet::new();
         for t in [LimitType::Ip, LimitType::User] {
             for s in &subjects {

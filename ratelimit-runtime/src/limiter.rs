@@ -294,7 +294,12 @@ impl Limiter {
 
     /// As [`check`](Self::check), with the time pinned (µs since the Unix epoch) instead of the
     /// store's clock: deterministic tests, and platforms that forbid `TIME` in scripts.
-    pub async fn check_at(&self, subjects: &[Subject<'_>], cost: u64, now_us: Option<u64>) -> Result<Permit, RateLimited> {
+    pub async fn check_at(
+        &self,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        now_us: Option<u64>,
+    ) -> Result<Permit, RateLimited> {
         match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
@@ -310,7 +315,12 @@ impl Limiter {
 
     /// As [`check_blocking`](Self::check_blocking) with the time pinned (see
     /// [`check_at`](Self::check_at)).
-    pub fn check_blocking_at(&self, subjects: &[Subject<'_>], cost: u64, now_us: Option<u64>) -> Result<Permit, RateLimited> {
+    pub fn check_blocking_at(
+        &self,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        now_us: Option<u64>,
+    ) -> Result<Permit, RateLimited> {
         match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
@@ -331,7 +341,15 @@ impl Limiter {
         for (i, limit) in limits.iter().enumerate() {
             match subjects.get(i).and_then(Subject::key_bytes) {
                 Some(k) => keys.push(k),
-                None => return Prepared::Refused(self.refusal(limit.limit_type, None, Duration::ZERO, Cause::SubjectMissing, None)),
+                None => {
+                    return Prepared::Refused(self.refusal(
+                        limit.limit_type,
+                        None,
+                        Duration::ZERO,
+                        Cause::SubjectMissing,
+                        None,
+                    ))
+                }
             }
         }
         let call = Call { limits, subjects: &keys, cost, now_us };
@@ -367,13 +385,22 @@ impl Limiter {
                         config::warn_store_failure(&self.inner.name, &e);
                         Ok(Permit { quota: None })
                     }
-                    FailurePolicy::Deny => Err(self.refusal(limit_type, None, Duration::from_secs(1), Cause::StoreUnavailable, Some(e))),
+                    FailurePolicy::Deny => {
+                        Err(self.refusal(limit_type, None, Duration::from_secs(1), Cause::StoreUnavailable, Some(e)))
+                    }
                 }
             }
         }
     }
 
-    fn refusal(&self, limit_type: LimitType, policy: Option<Policy>, retry_after: Duration, cause: Cause, source: Option<StoreError>) -> RateLimited {
+    fn refusal(
+        &self,
+        limit_type: LimitType,
+        policy: Option<Policy>,
+        retry_after: Duration,
+        cause: Cause,
+        source: Option<StoreError>,
+    ) -> RateLimited {
         RateLimited {
             limiter: self.inner.name.clone(),
             policy,

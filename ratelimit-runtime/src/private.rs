@@ -15,8 +15,8 @@
 use crate::{context, LazyLimiter, Permit, RateLimited, Subject, SubjectValue};
 use std::fmt::Display;
 
-pub use crate::{Algorithm, FailurePolicy, LimitType, Limiter, LimiterError};
 pub use crate::LazyLimiter as StaticLimiter;
+pub use crate::{Algorithm, FailurePolicy, LimitType, Limiter, LimiterError};
 
 /// The limiter's name: the attribute's `name = "…"`, else `module::path::function`.
 pub fn name(module_path: &str, function: &str, explicit: Option<&str>) -> String {
@@ -35,7 +35,11 @@ pub async fn check(limiter: &'static LazyLimiter, subjects: &[Subject<'_>], cost
 }
 
 /// Decides a call of a plain `fn`.
-pub fn check_blocking(limiter: &'static LazyLimiter, subjects: &[Subject<'_>], cost: u64) -> Result<Permit, RateLimited> {
+pub fn check_blocking(
+    limiter: &'static LazyLimiter,
+    subjects: &[Subject<'_>],
+    cost: u64,
+) -> Result<Permit, RateLimited> {
     match limiter.get() {
         Ok(l) => l.check_blocking(subjects, cost),
         Err(e) => Err(misconfigured(e)),

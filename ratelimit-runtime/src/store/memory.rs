@@ -115,18 +115,15 @@ impl MemoryStore {
 
     fn decide_now(&self, call: &Call<'_>) -> Decision {
         let now = call.now_us.unwrap_or_else(|| self.clock.now_us());
-        let keys: Vec<Vec<u8>> = call
-            .limits
-            .iter()
-            .zip(call.subjects)
-            .map(|(limit, subject)| limit.memory_key(subject))
-            .collect();
+        let keys: Vec<Vec<u8>> =
+            call.limits.iter().zip(call.subjects).map(|(limit, subject)| limit.memory_key(subject)).collect();
         // Lock every shard the call touches, in index order so two calls cannot deadlock.
         let mut order: Vec<usize> = keys.iter().map(|k| self.shard_of(k)).collect();
         let shard_of_key = order.clone();
         order.sort_unstable();
         order.dedup();
-        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = order.iter().map(|&i| (i, lock(&self.shards[i]))).collect();
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
+            order.iter().map(|&i| (i, lock(&self.shards[i]))).collect();
 
         for (_, shard) in &mut guards {
             shard.ops = shard.ops.wrapping_add(1);
@@ -136,7 +133,14 @@ impl MemoryStore {
         }
 
         let cost = call.cost;
-        let mut decision = Decision { allowed: true, limit: 0, rule: 0, retry_after: Duration::ZERO, remaining: 0, reset: Duration::ZERO };
+        let mut decision = Decision {
+            allowed: true,
+            limit: 0,
+            rule: 0,
+            retry_after: Duration::ZERO,
+            remaining: 0,
+            reset: Duration::ZERO,
+        };
         let mut tightest: Option<u64> = None;
         for (g, limit) in call.limits.iter().enumerate() {
             let shard = shard_mut(&mut guards, shard_of_key[g]);
@@ -205,7 +209,14 @@ fn judge(
         if tightest.is_none_or(|t| left < t) {
             *tightest = Some(left);
             let reset = if used > 0 { oldest_wait() } else { window_us };
-            *d = Decision { allowed: true, limit, rule, retry_after: Duration::ZERO, remaining: left, reset: Duration::from_micros(reset) };
+            *d = Decision {
+                allowed: true,
+                limit,
+                rule,
+                retry_after: Duration::ZERO,
+                remaining: left,
+                reset: Duration::from_micros(reset),
+            };
         }
     }
 }

@@ -38,7 +38,8 @@ impl RedisStore {
     /// Connects lazily to `url` (`redis://host:port/db`): Redis need not be up yet. Every call
     /// gives up after `timeout`, and the failure policy applies.
     pub fn open(url: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(url).map_err(|e| StoreError::Unavailable(format!("invalid Redis URL {url:?}: {e}")))?;
+        let client =
+            redis::Client::open(url).map_err(|e| StoreError::Unavailable(format!("invalid Redis URL {url:?}: {e}")))?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(timeout))
             .set_connection_timeout(Some(timeout))
@@ -48,7 +49,8 @@ impl RedisStore {
             .set_max_delay(Duration::from_millis(100));
         // Created inside the I/O runtime so that the connection and its reconnections live there.
         let _guard = io::handle()?.enter();
-        let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(|e| StoreError::Redis(e.to_string()))?;
+        let conn =
+            ConnectionManager::new_lazy_with_config(client, config).map_err(|e| StoreError::Redis(e.to_string()))?;
         let store = RedisStore { conn, timeout, url: redact(url) };
         // Connect now, in the background, so the first call does not pay for it.
         let mut warm = store.conn.clone();
@@ -89,7 +91,8 @@ pub(crate) async fn eval(conn: &mut ConnectionManager, cmd: &Cmd) -> Result<Deci
         other => other,
     }
     .map_err(redis_error)?;
-    let v: [i64; 6] = answer.try_into().map_err(|v: Vec<i64>| StoreError::Protocol(format!("{} values instead of 6", v.len())))?;
+    let v: [i64; 6] =
+        answer.try_into().map_err(|v: Vec<i64>| StoreError::Protocol(format!("{} values instead of 6", v.len())))?;
     Ok(Decision::from_script(v))
 }
 

@@ -1,0 +1,437 @@
+//! The runtime core against a real `redis-server` and the in-memory store: exactness under
+//! concurrency, all-or-nothing, exact retry-after, TTLs, hostile subjects, and the two stores
+//! agreeing decision for decision.
+
+mod support;
+
+use ratelimit::{
+    Cause, FailurePolicy, LimitType, Limiter, ManualClock, MemoryStore, RateLimited, RedisStore, Rule, StoreHandle,
+    Subject,
+};
+use redis::Commands;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use support::RedisServer;
+
+fn rule(ms: u64, count: u64) -> Rule {
+    Rule::from_millis(ms, count).unwrap()
+}
+
+fn redis_store(server: &RedisServer) -> StoreHandle {
+    Arc::new(RedisStore::open(&server.url(), Duration::from_millis(500)).unwrap())
+}
+
+fn ip(s: &str) -> Subject<'static> {
+    Subject::ip(s.parse().unwrap())
+}
+
+fn user(s: &str) -> Subject<'static> {
+    Subject::bytes(s.as_bytes().to_vec())
+}
+
+/// Every key in the server, sorted.
+fn keys(server: &RedisServer) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = server.client().keys("*").unwrap();
+    keys.sort();
+    keys
+}
+
+/// Every (member, score) of every key.
+fn snapshot(server: &RedisServer) -> Vec<(Vec<u8>, Vec<(Vec<u8>, f64)>)> {
+    let mut con = server.client();
+    keys(server)
+        .into_iter()
+        .map(|k| {
+            let members: Vec<(Vec<u8>, f64)> = con.zrange_withscores(&k, 0, -1).unwrap();
+            (k, members)
+        })
+        .collect()
+}
+
+// ---------- exactness under concurrency ----------
+
+async fn concurrent_calls_admit_exactly_the_limit(store: StoreHandle) {
+    const LIMIT: u64 = 100;
+    let limiter = Limiter::builder("core::exact").limit(LimitType::Ip, [rule(60_000, LIMIT)]).store(store).build().unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let mut admitted = 0u64;
+                for _ in 0..40 {
+                    if limiter.check(&[ip("203.0.113.7")], 1).await.is_ok() {
+                        admitted += 1;
+                    }
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for t in tasks {
+        admitted += t.await.unwrap();
+    }
+    assert_eq!(admitted, LIMIT, "8 tasks x 40 calls on one key with limit {LIMIT}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_concurrent_calls_admit_exactly_the_limit() {
+    let server = RedisServer::start();
+    concurrent_calls_admit_exactly_the_limit(redis_store(&server)).await;
+    let log = &keys(&server)[0];
+    let n: u64 = server.client().zcard(log).unwrap();
+    assert_eq!(n, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_concurrent_calls_admit_exactly_the_limit() {
+    concurrent_calls_admit_exactly_the_limit(Arc::new(MemoryStore::new())).await;
+}
+
+#[test]
+fn memory_threads_admit_exactly_the_limit() {
+    let limiter = Limiter::builder("core::threads")
+        .limit(LimitType::Global, [rule(60_000, 1000)])
+        .store(Arc::new(MemoryStore::new()))
+        .build()
+        .unwrap();
+    let admitted: u64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| (0..600).filter(|_| limiter.check_blocking(&[Subject::global()], 1).is_ok()).count() as u64)
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(admitted, 1000);
+}
+
+// ---------- all or nothing ----------
+
+fn three_rules_two_subjects(store: StoreHandle) -> Limiter {
+    Limiter::builder("core::all_or_nothing")
+        .limit(LimitType::Ip, [rule(60_000, 10), rule(30_000, 5)])
+        .limit(LimitType::User, [rule(60_000, 2)])
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn redis_denied_call_changes_no_key() {
+    let server = RedisServer::start();
+    let limiter = three_rules_two_subjects(redis_store(&server));
+    let subjects = [ip("198.51.100.1"), user("alice")];
+    assert!(limiter.check(&subjects, 1).await.is_ok());
+    assert!(limiter.check(&subjects, 1).await.is_ok());
+    let before = snapshot(&server);
+    assert_eq!(before.len(), 2, "one log per subject");
+    assert!(before.iter().all(|(_, members)| members.len() == 2));
+
+    // The user's rule denies: the IP's log must not record the call either.
+    let err = limiter.check(&subjects, 1).await.unwrap_err();
+    assert_eq!(err.cause(), Cause::Exceeded);
+    assert_eq!(err.limit_type(), LimitType::User);
+    assert_eq!(err.rule(), Some(rule(60_000, 2)));
+    assert_eq!(snapshot(&server), before, "a denied call must leave every key unchanged");
+
+    // Another user on the same IP is still admitted, and both logs grow by one.
+    assert!(limiter.check(&[ip("198.51.100.1"), user("bob")], 1).await.is_ok());
+    let ip_key = &before.iter().find(|(k, _)| k.windows(4).any(|w| w == b"|ip|")).unwrap().0;
+    let n: usize = server.client().zcard(ip_key).unwrap();
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn memory_denied_call_records_nothing() {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let limiter = three_rules_two_subjects(Arc::new(MemoryStore::with_clock(clock.clone())));
+    let alice = [ip("198.51.100.1"), user("alice")];
+    assert!(limiter.check_blocking(&alice, 1).is_ok());
+    assert!(limiter.check_blocking(&alice, 1).is_ok());
+    assert!(limiter.check_blocking(&alice, 1).is_err());
+    // Had the denied call been recorded under the IP, these 3 would exceed the 30s rule of 5.
+    for other in ["u1", "u2", "u3"] {
+        assert!(limiter.check_blocking(&[ip("198.51.100.1"), user(other)], 1).is_ok());
+    }
+    let err = limiter.check_blocking(&[ip("198.51.100.1"), user("u4")], 1).unwrap_err();
+    assert_eq!((err.limit_type(), err.rule()), (LimitType::Ip, Some(rule(30_000, 5))));
+}
+
+// ---------- retry-after ----------
+
+const T0: u64 = 1_700_000_000_000_000;
+
+async fn retry_after_is_exact(store: StoreHandle) {
+    let limiter = Limiter::builder("core::retry").limit(LimitType::Global, [rule(1000, 2)]).store(store).build().unwrap();
+    let g = [Subject::global()];
+    assert!(limiter.check_at(&g, 1, Some(T0)).await.is_ok());
+    assert!(limiter.check_at(&g, 1, Some(T0 + 100_000)).await.is_ok());
+    let err = limiter.check_at(&g, 1, Some(T0 + 200_000)).await.unwrap_err();
+    // The oldest call (at T0) leaves the 1s window at T0 + 1s: 800ms after the denied call.
+    assert_eq!(err.retry_after(), Duration::from_millis(800));
+    let at = T0 + 200_000 + 800_000;
+    assert!(limiter.check_at(&g, 1, Some(at - 1)).await.is_err(), "one µs early is still denied");
+    assert!(limiter.check_at(&g, 1, Some(at)).await.is_ok(), "waiting retry_after admits the call");
+    // A cost-2 call needs both the T0+100ms and the new call to leave.
+    let err = limiter.check_at(&g, 2, Some(at)).await.unwrap_err();
+    assert_eq!(err.retry_after(), Duration::from_millis(1000));
+}
+
+#[tokio::test]
+async fn redis_retry_after_is_exact() {
+    let server = RedisServer::start();
+    retry_after_is_exact(redis_store(&server)).await;
+}
+
+#[tokio::test]
+async fn memory_retry_after_is_exact() {
+    retry_after_is_exact(Arc::new(MemoryStore::new())).await;
+}
+
+/// The same on the server's own clock, with generous margins for a noisy machine.
+#[tokio::test]
+async fn redis_retry_after_on_server_time() {
+    let server = RedisServer::start();
+    let limiter = Limiter::builder("core::retry_live")
+        .limit(LimitType::Global, [rule(1500, 1)])
+        .store(redis_store(&server))
+        .build()
+        .unwrap();
+    let g = [Subject::global()];
+    assert!(limiter.check(&g, 1).await.is_ok());
+    let wait = limiter.check(&g, 1).await.unwrap_err().retry_after();
+    assert!(wait > Duration::from_millis(1000) && wait <= Duration::from_millis(1500), "{wait:?}");
+    tokio::time::sleep(wait / 3).await;
+    assert!(limiter.check(&g, 1).await.is_err(), "a third of the wait is not enough");
+    let wait = limiter.check(&g, 1).await.unwrap_err().retry_after();
+    tokio::time::sleep(wait + Duration::from_millis(50)).await;
+    assert!(limiter.check(&g, 1).await.is_ok(), "waiting retry_after is enough");
+}
+
+// ---------- TTLs ----------
+
+#[tokio::test]
+async fn redis_keys_have_ttls_and_vanish() {
+    let server = RedisServer::start();
+    let limiter = Limiter::builder("core::ttl")
+        .limit(LimitType::Ip, [rule(600, 5), rule(300, 2)])
+        .limit(LimitType::Global, [rule(400, 100)])
+        .store(redis_store(&server))
+        .build()
+        .unwrap();
+    limiter.check(&[ip("192.0.2.1"), Subject::global()], 1).await.unwrap();
+    let mut con = server.client();
+    let all = keys(&server);
+    assert_eq!(all.len(), 2);
+    for key in &all {
+        let ttl: i64 = con.pttl(key).unwrap();
+        assert!(ttl > 0 && ttl <= 600 + 2, "TTL {ttl}ms must be positive and at most the longest window + margin");
+    }
+    // After the windows pass with no traffic, nothing is left (poll: expiry is lazy + active).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !keys(&server).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "keys outlived their windows: {:?}", keys(&server));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn memory_evicts_idle_subjects() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let limiter =
+        Limiter::builder("core::evict").limit(LimitType::User, [rule(1000, 5)]).store(store.clone()).build().unwrap();
+    for i in 0..5000 {
+        limiter.check_blocking(&[user(&format!("user-{i}"))], 1).unwrap();
+    }
+    assert_eq!(store.len(), 5000);
+    clock.advance(Duration::from_millis(1001));
+    // Traffic from a new subject sweeps the idle ones as the shards are used.
+    for _ in 0..70_000 {
+        limiter.check_blocking(&[user("active")], 0).unwrap();
+    }
+    assert_eq!(store.len(), 0, "idle subjects are evicted");
+}
+
+// ---------- hostile subjects ----------
+
+#[tokio::test]
+async fn redis_hostile_subjects_never_share_keys() {
+    let server = RedisServer::start();
+    let store = redis_store(&server);
+    let limiter = |t| Limiter::builder("core::hostile").limit(t, [rule(60_000, 1)]).store(store.clone()).build().unwrap();
+    let (users, ips) = (limiter(LimitType::User), limiter(LimitType::Ip));
+    let long = "x".repeat(10_000);
+    let hostile: Vec<Subject<'static>> = vec![
+        user("{"),
+        user("}"),
+        user(":"),
+        user("|"),
+        user("\n"),
+        user("a|user|b"),
+        user("}:sw:60sx1"),
+        user("%7B"),
+        user("#"),
+        user(&long),
+        user(&long[1..]),
+        Subject::bytes(vec![0xff, 0xfe, 0x00]),
+        Subject::bytes(vec![0xef, 0xbf, 0xbd]),
+        user("203.0.113.9"),
+    ];
+    for s in &hostile {
+        users.check(std::slice::from_ref(s), 1).await.unwrap();
+    }
+    ips.check(&[ip("203.0.113.9")], 1).await.unwrap();
+    let all = keys(&server);
+    assert_eq!(all.len(), hostile.len() + 1, "every subject has its own key");
+    assert_eq!(all.iter().collect::<HashSet<_>>().len(), all.len());
+    for key in &all {
+        assert!(key.len() < 300, "{} bytes: {}", key.len(), String::from_utf8_lossy(key));
+    }
+    // Each subject used its one unit: a second call of each is denied, of the IP too.
+    for s in &hostile {
+        assert!(users.check(std::slice::from_ref(s), 1).await.is_err());
+    }
+    assert!(ips.check(&[ip("203.0.113.9")], 1).await.is_err());
+}
+
+// ---------- the two stores agree ----------
+
+/// A fixed pseudo-random sequence of (time step, cost, subject) calls gives the same decisions
+/// from the Redis script and the in-memory twin.
+#[tokio::test]
+async fn redis_and_memory_decide_alike() {
+    let server = RedisServer::start();
+    let build = |store: StoreHandle| {
+        Limiter::builder("core::differential")
+            .limit(LimitType::Ip, [rule(1000, 5), rule(300, 2)])
+            .limit(LimitType::Global, [rule(2000, 8)])
+            .store(store)
+            .build()
+            .unwrap()
+    };
+    let (remote, local) = (build(redis_store(&server)), build(Arc::new(MemoryStore::new())));
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut now = T0;
+    let mut allowed = 0;
+    for _ in 0..400 {
+        now += next(120_000);
+        let cost = [1, 1, 1, 2, 0, 3][next(6) as usize];
+        let subjects = [ip(["10.0.0.1", "10.0.0.2", "10.0.0.3"][next(3) as usize]), Subject::global()];
+        let a = summarize(remote.check_at(&subjects, cost, Some(now)).await);
+        let b = summarize(local.check_at(&subjects, cost, Some(now)).await);
+        assert_eq!(a, b, "at {now}");
+        allowed += usize::from(a.0);
+    }
+    assert!(allowed > 50 && allowed < 350, "the sequence exercises both outcomes: {allowed} allowed");
+}
+
+type Summary = (bool, Option<(LimitType, Rule)>, Duration, u64, Duration);
+
+fn summarize(r: Result<ratelimit::Permit, RateLimited>) -> Summary {
+    match r {
+        Ok(p) => {
+            let q = p.quota().expect("quota");
+            (true, Some((q.policy.limit_type, q.policy.rule)), Duration::ZERO, q.remaining, q.reset)
+        }
+        Err(e) => (false, e.policy().map(|p| (p.limit_type, p.rule)), e.retry_after(), 0, Duration::ZERO),
+    }
+}
+
+// ---------- plain fns need no runtime ----------
+
+#[test]
+fn redis_blocking_check_needs_no_runtime() {
+    let server = RedisServer::start();
+    let limiter = Limiter::builder("core::blocking")
+        .limit(LimitType::Key, [rule(60_000, 3)])
+        .store(redis_store(&server))
+        .build()
+        .unwrap();
+    let key = [Subject::bytes(&b"report"[..])];
+    let results: Vec<bool> = (0..5).map(|_| limiter.check_blocking(&key, 1).is_ok()).collect();
+    assert_eq!(results, [true, true, true, false, false]);
+}
+
+// ---------- failures ----------
+
+fn failing_limiter(server: &RedisServer, policy: FailurePolicy, timeout: Duration) -> Limiter {
+    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), timeout).unwrap());
+    Limiter::builder(format!("core::failure::{policy:?}"))
+        .limit(LimitType::Global, [rule(60_000, 1000)])
+        .on_error(policy)
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+/// Calls until one is decided by the store (a quota is known), or panics after `within`.
+async fn until_recovered(limiter: &Limiter, within: Duration) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Ok(p) = limiter.check(&[Subject::global()], 1).await {
+            if p.quota().is_some() {
+                return;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "the store did not recover within {within:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_and_restarted() {
+    let mut server = RedisServer::start();
+    let timeout = Duration::from_millis(200);
+    let open = failing_limiter(&server, FailurePolicy::Allow, timeout);
+    let closed = failing_limiter(&server, FailurePolicy::Deny, timeout);
+    assert!(open.check(&[Subject::global()], 1).await.unwrap().quota().is_some());
+    assert!(closed.check(&[Subject::global()], 1).await.is_ok());
+
+    server.kill();
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let permit = open.check(&[Subject::global()], 1).await.expect("fail open lets the call through");
+        assert!(permit.quota().is_none(), "no quota: the store did not decide");
+        let err = closed.check(&[Subject::global()], 1).await.unwrap_err();
+        assert_eq!(err.cause(), Cause::StoreUnavailable);
+        assert!(std::error::Error::source(&err).is_some(), "the store error is the source");
+        assert!(started.elapsed() < Duration::from_secs(2), "a dead Redis answers fast: {:?}", started.elapsed());
+    }
+
+    server.restart();
+    until_recovered(&open, Duration::from_secs(10)).await;
+    until_recovered(&closed, Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_answers_within_the_timeout() {
+    let server = RedisServer::start();
+    let timeout = Duration::from_millis(200);
+    let open = failing_limiter(&server, FailurePolicy::Allow, timeout);
+    let closed = failing_limiter(&server, FailurePolicy::Deny, timeout);
+    until_recovered(&open, Duration::from_secs(5)).await;
+    until_recovered(&closed, Duration::from_secs(5)).await;
+
+    server.pause();
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        assert!(open.check(&[Subject::global()], 1).await.unwrap().quota().is_none());
+        let err = closed.check(&[Subject::global()], 1).await.unwrap_err();
+        assert_eq!(err.cause(), Cause::StoreUnavailable);
+        let took = started.elapsed();
+        // Two calls, each bounded by the 200ms timeout; generous slack for a loaded machine.
+        assert!(took < Duration::from_millis(1500), "a hung Redis must not hang the caller: {took:?}");
+    }
+    server.resume();
+    until_recovered(&open, Duration::from_secs(10)).await;
+    until_recovered(&closed, Duration::from_secs(10)).await;
+}
