@@ -161,7 +161,8 @@ fn memory_denied_call_records_nothing() {
 
 // ---------- retry-after ----------
 
-const T0: u64 = 1_700_000_000_000_000;
+/// Pinned times lie in the future: keys expire at pinned time + TTL by the server clock.
+const T0: u64 = 4_000_000_000_000_000;
 
 async fn retry_after_is_exact(store: StoreHandle) {
     let limiter = Limiter::builder("core::retry").limit(LimitType::Global, [rule(1000, 2)]).store(store).build().unwrap();

@@ -68,6 +68,7 @@ impl KeyTemplate {
         limiter: &str,
         limit_type: LimitType,
         algorithm: Algorithm,
+        burst: Option<u64>,
         rules: &[Rule],
     ) -> KeyTemplate {
         let mut head = Vec::with_capacity(prefix.len() + 64);
@@ -78,7 +79,7 @@ impl KeyTemplate {
         head.extend_from_slice(limit_type.as_str().as_bytes());
         head.push(b'|');
 
-        let mut rule_list = String::new();
+        let mut rule_list = burst.map_or(String::new(), |b| format!("b{b}-"));
         for (i, rule) in rules.iter().enumerate() {
             if i > 0 {
                 rule_list.push('-');

@@ -11,6 +11,8 @@ pub mod config;
 pub mod context;
 mod decision;
 mod error;
+#[cfg(feature = "axum")]
+mod http_response;
 mod io;
 mod key;
 mod limit_type;

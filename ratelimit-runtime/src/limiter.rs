@@ -30,6 +30,9 @@ impl Policy {
 #[derive(Debug)]
 pub(crate) struct Limit {
     pub(crate) limit_type: LimitType,
+    pub(crate) algorithm: Algorithm,
+    /// Capacity other than `count` (token/leaky bucket, GCRA).
+    pub(crate) burst: Option<u64>,
     /// Sorted by window, longest first (the script trims by the first).
     pub(crate) rules: Vec<Rule>,
     template: KeyTemplate,
@@ -71,6 +74,11 @@ pub enum LimiterError {
     Prefix(PrefixError),
     /// The limiter has no limit at all.
     NoLimits,
+    /// `burst` was given for an algorithm without a capacity (only token bucket, leaky bucket
+    /// and GCRA have one).
+    BurstUnsupported(Algorithm),
+    /// `burst` is zero or larger than [`MAX_COUNT`](crate::MAX_COUNT).
+    InvalidBurst(u64),
 }
 
 impl fmt::Display for LimiterError {
@@ -81,6 +89,10 @@ impl fmt::Display for LimiterError {
             LimiterError::DuplicateWindow(w) => write!(f, "two rules of one limit have the same window ({w:?})"),
             LimiterError::Prefix(e) => e.fmt(f),
             LimiterError::NoLimits => f.write_str("a limiter needs at least one limit"),
+            LimiterError::BurstUnsupported(a) => {
+                write!(f, "`burst` applies to TokenBucket, LeakyBucket and Gcra, not {a:?}")
+            }
+            LimiterError::InvalidBurst(b) => write!(f, "`burst` must be between 1 and 2^53 - 1, not {b}"),
         }
     }
 }
@@ -92,6 +104,7 @@ struct LimitSpec {
     rules: Vec<Rule>,
     algorithm: Algorithm,
     prefix: String,
+    burst: Option<u64>,
 }
 
 /// Builds a [`Limiter`].
@@ -118,7 +131,7 @@ impl LimiterBuilder {
         prefix: &str,
     ) -> Self {
         let rules: Vec<Rule> = rules.into_iter().collect();
-        self.limits.push(LimitSpec { limit_type, rules, algorithm, prefix: prefix.to_owned() });
+        self.limits.push(LimitSpec { limit_type, rules, algorithm, prefix: prefix.to_owned(), burst: None });
         self
     }
 
@@ -136,6 +149,15 @@ impl LimiterBuilder {
         let mut this = self.limit_with(limit_type, parsed, algorithm, prefix);
         this.error = this.error.or(error);
         this
+    }
+
+    /// Sets the capacity of the last added limit's buckets (token bucket, leaky bucket, GCRA):
+    /// up to `burst` units at once, refilled at `count` per window.
+    pub fn burst(mut self, burst: u64) -> Self {
+        if let Some(last) = self.limits.last_mut() {
+            last.burst = Some(burst);
+        }
+        self
     }
 
     /// Overrides the global failure policy for this limiter.
@@ -171,7 +193,19 @@ impl LimiterBuilder {
             if let Some(pair) = rules.windows(2).find(|p| p[0].window_ms() == p[1].window_ms()) {
                 return Err(LimiterError::DuplicateWindow(pair[0].window()));
             }
-            let mut script_args = vec![spec.algorithm.code().as_bytes().to_vec(), rules.len().to_string().into_bytes()];
+            if let Some(burst) = spec.burst {
+                if !spec.algorithm.supports_burst() {
+                    return Err(LimiterError::BurstUnsupported(spec.algorithm));
+                }
+                if burst == 0 || burst > crate::MAX_COUNT {
+                    return Err(LimiterError::InvalidBurst(burst));
+                }
+            }
+            let mut script_args = vec![
+                spec.algorithm.code().as_bytes().to_vec(),
+                rules.len().to_string().into_bytes(),
+                spec.burst.unwrap_or(0).to_string().into_bytes(),
+            ];
             for rule in &rules {
                 script_args.push(rule.window_us().to_string().into_bytes());
                 script_args.push(rule.count().to_string().into_bytes());
@@ -180,7 +214,9 @@ impl LimiterBuilder {
             policies.extend(rules.iter().map(|&rule| Policy { limit_type: spec.limit_type, rule }));
             limits.push(Limit {
                 limit_type: spec.limit_type,
-                template: KeyTemplate::new(&spec.prefix, &self.name, spec.limit_type, spec.algorithm, &rules),
+                algorithm: spec.algorithm,
+                burst: spec.burst,
+                template: KeyTemplate::new(&spec.prefix, &self.name, spec.limit_type, spec.algorithm, spec.burst, &rules),
                 rules,
                 policy_offset,
                 script_args,

@@ -1,16 +1,19 @@
--- One atomic decision over every limit of a call (spec §4).
+-- One atomic decision over every limit of a call (spec §4, §6).
 --
--- KEYS[g]  one log per limit of the call (a ZSET: score = admit time in µs, member unique per unit)
+-- KEYS[g]  one key per limit of the call: a ZSET log (sliding window) or a HASH (the others)
 -- ARGV[1]  now in µs, or 0 to read the server's TIME (the usual case; tests pin time)
 -- ARGV[2]  cost: units this call consumes
--- ARGV[3]  member: a process-unique id for this call (unit i > 1 gets the suffix ":i")
--- then for each KEYS[g]: algorithm code, rule count n, then n pairs (window µs, count)
+-- ARGV[3]  member: a process-unique id for this call (sliding window; unit i > 1 adds ":i")
+-- ARGV[4]  mode: "d" decides; "r" releases what a "d" with the same member and cost admitted
+--          (Redis Cluster: a later slot denied, so earlier slots give the call back)
+-- then per KEYS[g]: algorithm, rule count n, parameter (burst; 0 = count), n x (window µs, count)
 --
 -- Returns {allowed, limit, rule, retry_after_us, remaining, reset_us}: when allowed, `limit` and
--- `rule` (1-based) name the tightest rule (least remaining), else the rule that denied (the one
--- with the longest wait, so that waiting `retry_after_us` is exactly enough for every rule).
--- A denied call writes nothing but the trimming of entries that were already outside every
--- window.
+-- `rule` (1-based) name the tightest rule (least remaining), else the denying rule with the
+-- longest wait, so that waiting `retry_after_us` is exactly enough for every rule.
+-- A denied call records nothing. Keys expire (PEXPIREAT) when their state stops mattering, at
+-- most the longest window after `now` (twice it for the sliding window counter, whose previous
+-- window still counts); with a pinned `now`, expiry follows the pinned clock. The arithmetic is mirrored by src/algorithm.rs (in-memory twin).
 
 local now = tonumber(ARGV[1])
 if now == 0 then
@@ -18,67 +21,217 @@ if now == 0 then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local cost = tonumber(ARGV[2])
+local member = ARGV[3]
+local release = ARGV[4] == 'r'
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 
-local pos = 4
-local longest = {}
-local allowed = 1
-local limit_at, rule_at, retry, remaining, reset = 0, 0, 0, -1, 0
+local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
+local function deny(g, r, wait)
+  if allowed == 1 or wait > retry then
+    allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
+  end
+end
+local function room(g, r, left, rst)
+  if allowed == 1 and (remaining < 0 or left < remaining) then
+    at_g, at_r, remaining, reset = g, r, left, rst
+  end
+end
 
+-- Field names of the O(1) algorithms' HASH, per rule r.
+local FIELDS = { fw = {'i', 'c'}, swc = {'i', 'c', 'p'}, tb = {'t', 's'}, lb = {'l', 's'}, gcra = {'a'} }
+
+-- One rule of an O(1) algorithm: returns left (units), wait or reset (µs), new state, ttl (µs).
+-- `v` holds the rule's stored fields (false when absent).
+local STEP = {}
+STEP.fw = function(w, count, cap, v)
+  local idx = floor(now / w)
+  local used = 0
+  if tonumber(v[1]) == idx then used = tonumber(v[2]) end
+  local left = count - used - cost
+  local wait = (idx + 1) * w - now
+  if left < 0 and cost > count then wait = w end
+  return left, wait, {idx, used + cost}, (idx + 1) * w - now
+end
+STEP.swc = function(w, count, cap, v)
+  local idx = floor(now / w)
+  local i, cur, prev = tonumber(v[1]), 0, 0
+  if i == idx then cur, prev = tonumber(v[2]), tonumber(v[3])
+  elseif i == idx - 1 then prev = tonumber(v[2]) end
+  local elapsed = now - idx * w
+  local est = prev * (w - elapsed) / w + cur
+  local left = floor(count - est - cost)
+  local wait = idx * w + w - now
+  if count - est - cost < 0 then
+    if cost > count then
+      wait = w
+    elseif cur + cost > count then
+      -- Not before the next window, once this window's count has decayed enough.
+      wait = idx * w + w + ceil(w * (1 - (count - cost) / (cur + 0))) - now
+    else
+      wait = idx * w + ceil(w * (1 - (count - cost - cur) / prev)) - now
+    end
+  end
+  return left, wait, {idx, cur + cost, prev}, idx * w + 2 * w - now
+end
+STEP.tb = function(w, count, cap, v)
+  local tokens = cap
+  if v[1] then tokens = min(cap, tonumber(v[1]) + (now - tonumber(v[2])) * count / w) end
+  local left = tokens - cost
+  local wait
+  if left < 0 then
+    if cost > cap then wait = w else wait = ceil((cost - tokens) * w / count) end
+  else
+    wait = ceil((cap - left) * w / count)
+  end
+  return floor(left), wait, {left, now}, ceil((cap - left) * w / count)
+end
+STEP.lb = function(w, count, cap, v)
+  local level = 0
+  if v[1] then level = max(0, tonumber(v[1]) - (now - tonumber(v[2])) * count / w) end
+  local left = cap - level - cost
+  local wait
+  if left < 0 then
+    if cost > cap then wait = w else wait = ceil((level + cost - cap) * w / count) end
+  else
+    wait = ceil((level + cost) * w / count)
+  end
+  return floor(left), wait, {level + cost, now}, ceil((level + cost) * w / count)
+end
+STEP.gcra = function(w, count, cap, v)
+  local t = w / count
+  local tat = now
+  if v[1] then tat = max(tonumber(v[1]), now) end
+  local new_tat = tat + cost * t
+  local tau = cap * t
+  local left = floor((tau - (new_tat - now)) / t)
+  local wait
+  if new_tat - now > tau then
+    if cost > cap then wait = w else wait = ceil(new_tat - tau - now) end
+  else
+    wait = ceil(new_tat - now)
+  end
+  return left, wait, {new_tat}, new_tat - now
+end
+
+-- Undo of one rule's admission (release mode).
+local UNDO = {}
+UNDO.fw = function(w, count, cap, v)
+  if v[1] and tonumber(v[1]) == floor(now / w) then return {v[1], max(0, tonumber(v[2]) - cost)} end
+end
+UNDO.swc = function(w, count, cap, v)
+  local i = tonumber(v[1])
+  if i and i >= floor(now / w) - 1 then return {v[1], max(0, tonumber(v[2]) - cost), v[3]} end
+end
+UNDO.tb = function(w, count, cap, v)
+  if v[1] then return {min(cap, tonumber(v[1]) + cost), v[2]} end
+end
+UNDO.lb = function(w, count, cap, v)
+  if v[1] then return {max(0, tonumber(v[1]) - cost), v[2]} end
+end
+UNDO.gcra = function(w, count, cap, v)
+  if v[1] then return {tonumber(v[1]) - cost * w / count} end
+end
+
+local pos = 5
+local writes = {}
 for g = 1, #KEYS do
   local key = KEYS[g]
+  local alg = ARGV[pos]
   local n = tonumber(ARGV[pos + 1])
-  pos = pos + 2
-  -- Rules are sorted by window, longest first: trim by the longest, count it with ZCARD.
-  local maxw = tonumber(ARGV[pos])
-  longest[g] = maxw
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - maxw)
-  for r = 1, n do
-    local w = tonumber(ARGV[pos])
-    local count = tonumber(ARGV[pos + 1])
-    pos = pos + 2
-    local used
-    if r == 1 then
-      used = redis.call('ZCARD', key)
+  local param = tonumber(ARGV[pos + 2])
+  pos = pos + 3
+  if alg == 'sw' then
+    -- Rules are sorted by window, longest first: trim by the longest, count it with ZCARD.
+    local maxw = tonumber(ARGV[pos])
+    if release then
+      pos = pos + 2 * n
+      if cost == 1 then redis.call('ZREM', key, member) else
+        for i = 1, cost do redis.call('ZREM', key, member .. ':' .. i) end
+      end
     else
-      used = redis.call('ZCOUNT', key, now - w + 1, '+inf')
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', now - maxw)
+      for r = 1, n do
+        local w = tonumber(ARGV[pos])
+        local count = tonumber(ARGV[pos + 1])
+        pos = pos + 2
+        local used
+        if r == 1 then used = redis.call('ZCARD', key) else used = redis.call('ZCOUNT', key, now - w + 1, '+inf') end
+        if used + cost > count then
+          -- The oldest `need` units in this window must leave before the call fits.
+          local wait = w
+          if cost <= count then
+            local e = redis.call('ZRANGEBYSCORE', key, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', used + cost - count - 1, 1)
+            wait = tonumber(e[2]) + w - now
+          end
+          deny(g, r, wait)
+        elseif allowed == 1 and (remaining < 0 or count - used - cost < remaining) then
+          -- Reset: when the oldest unit of this window leaves (this call's own if it is the first).
+          local rst = w
+          if used > 0 then
+            local e = redis.call('ZRANGEBYSCORE', key, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+            rst = tonumber(e[2]) + w - now
+          end
+          room(g, r, count - used - cost, rst)
+        end
+      end
+      writes[g] = {sw = maxw}
     end
-    local left = count - used - cost
-    if left < 0 then
-      -- The oldest `need` units in this window must leave before the call fits.
-      local wait = w
-      local need = used + cost - count
-      if cost <= count then
-        local e = redis.call('ZRANGEBYSCORE', key, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', need - 1, 1)
-        wait = tonumber(e[2]) + w - now
+  else
+    local names = FIELDS[alg]
+    if not names then return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg)) end
+    local k = #names
+    local fields = {}
+    for r = 1, n do
+      for j = 1, k do fields[(r - 1) * k + j] = r .. names[j] end
+    end
+    local stored = redis.call('HMGET', key, unpack(fields))
+    local hset = {}
+    local ttl = 0
+    for r = 1, n do
+      local w = tonumber(ARGV[pos])
+      local count = tonumber(ARGV[pos + 1])
+      pos = pos + 2
+      local cap = count
+      if param > 0 then cap = param end
+      local v = {}
+      for j = 1, k do v[j] = stored[(r - 1) * k + j] end
+      if release then
+        local undone = UNDO[alg](w, count, cap, v)
+        if undone then
+          for j = 1, k do hset[#hset + 1] = fields[(r - 1) * k + j]; hset[#hset + 1] = undone[j] end
+        end
+      else
+        local left, wait, state, rule_ttl = STEP[alg](w, count, cap, v)
+        if left < 0 then deny(g, r, wait) else room(g, r, left, wait) end
+        for j = 1, k do hset[#hset + 1] = fields[(r - 1) * k + j]; hset[#hset + 1] = state[j] end
+        ttl = max(ttl, rule_ttl)
       end
-      if allowed == 1 or wait > retry then
-        allowed, limit_at, rule_at, retry, remaining, reset = 0, g, r, wait, 0, wait
-      end
-    elseif allowed == 1 and (remaining < 0 or left < remaining) then
-      limit_at, rule_at, remaining = g, r, left
-      -- Reset: when the oldest unit of this window leaves (this call's own if it is the first).
-      reset = w
-      if used > 0 then
-        local e = redis.call('ZRANGEBYSCORE', key, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-        reset = tonumber(e[2]) + w - now
-      end
+    end
+    if release then
+      if #hset > 0 then redis.call('HSET', key, unpack(hset)) end
+    else
+      writes[g] = {hset = hset, ttl = ttl}
     end
   end
 end
+
+if release then return {1, 0, 0, 0, 0, 0} end
 
 if allowed == 1 then
-  local member = ARGV[3]
   for g = 1, #KEYS do
-    local key = KEYS[g]
-    if cost == 1 then
-      redis.call('ZADD', key, now, member)
-    else
-      for i = 1, cost do
-        redis.call('ZADD', key, now, member .. ':' .. i)
+    local key, wr = KEYS[g], writes[g]
+    if wr.sw then
+      if cost == 1 then
+        redis.call('ZADD', key, now, member)
+      else
+        for i = 1, cost do redis.call('ZADD', key, now, member .. ':' .. i) end
       end
+      redis.call('PEXPIREAT', key, ceil((now + wr.sw) / 1000) + 1)
+    else
+      redis.call('HSET', key, unpack(wr.hset))
+      redis.call('PEXPIREAT', key, ceil((now + wr.ttl) / 1000) + 1)
     end
-    redis.call('PEXPIRE', key, math.ceil(longest[g] / 1000) + 1)
   end
 end
 
-return {allowed, limit_at, rule_at, retry, remaining, reset}
+return {allowed, at_g, at_r, retry, remaining, reset}

@@ -6,7 +6,8 @@
 
 use super::{Call, Pending, Store};
 use crate::clock::{Clock, SystemClock};
-use crate::Decision;
+use crate::algorithm::step;
+use crate::{Algorithm, Decision};
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
@@ -26,8 +27,29 @@ pub struct MemoryStore {
 
 #[derive(Default)]
 struct Shard {
-    logs: HashMap<Box<[u8]>, Log>,
+    states: HashMap<Box<[u8]>, State>,
     ops: u32,
+}
+
+/// One key's state: a log (sliding window) or the stored values of an O(1) algorithm.
+enum State {
+    Log(Log),
+    Cells(Cells),
+}
+
+impl State {
+    fn expired(&self, now: u64) -> bool {
+        match self {
+            State::Log(log) => log.expired(now),
+            State::Cells(cells) => cells.expires_at <= now,
+        }
+    }
+}
+
+/// An O(1) algorithm's values, `cells()` per rule, `None` where never written.
+struct Cells {
+    values: Vec<Option<f64>>,
+    expires_at: u64,
 }
 
 /// One subject's log: admitted units in time order.
@@ -70,6 +92,12 @@ impl Log {
     }
 }
 
+/// What an allowed call writes to one key.
+enum Write {
+    Log,
+    Cells(Vec<Option<f64>>, u64),
+}
+
 impl Default for MemoryStore {
     fn default() -> Self {
         MemoryStore::new()
@@ -98,8 +126,8 @@ impl MemoryStore {
             .iter()
             .map(|s| {
                 let mut shard = lock(s);
-                shard.logs.retain(|_, log| !log.expired(now));
-                shard.logs.len()
+                shard.states.retain(|_, st| !st.expired(now));
+                shard.states.len()
             })
             .sum()
     }
@@ -128,65 +156,137 @@ impl MemoryStore {
         for (_, shard) in &mut guards {
             shard.ops = shard.ops.wrapping_add(1);
             if shard.ops % SWEEP_EVERY == 0 {
-                shard.logs.retain(|_, log| !log.expired(now));
+                shard.states.retain(|_, st| !st.expired(now));
             }
         }
 
         let cost = call.cost;
-        let mut decision = Decision {
-            allowed: true,
-            limit: 0,
-            rule: 0,
-            retry_after: Duration::ZERO,
-            remaining: 0,
-            reset: Duration::ZERO,
-        };
+        let mut d = Decision { allowed: true, limit: 0, rule: 0, retry_after: Duration::ZERO, remaining: 0, reset: Duration::ZERO };
         let mut tightest: Option<u64> = None;
+        let mut writes = Vec::with_capacity(call.limits.len());
         for (g, limit) in call.limits.iter().enumerate() {
             let shard = shard_mut(&mut guards, shard_of_key[g]);
-            let log = shard.logs.get_mut(keys[g].as_slice());
-            let Some(log) = log else {
-                // An empty log: every rule has `count` room.
-                for (r, rule) in limit.rules.iter().enumerate() {
-                    judge(&mut decision, &mut tightest, g, r, rule.count(), 0, cost, rule.window_us(), || 0, |_| 0);
-                }
-                continue;
-            };
-            log.longest_us = limit.longest_us();
-            log.trim(now);
-            for (r, rule) in limit.rules.iter().enumerate() {
-                let w = rule.window_us();
-                let (start, before) = log.window_start(now, w);
-                let used = log.total() - before;
-                let oldest_wait = || log.entries.get(start).map_or(w, |&(t, _)| t + w - now);
-                let nth_wait = |need: u64| {
-                    // The first entry whose cumulative units (from the window start) reach `need`.
-                    let i = start + partition(&log.entries, start, |cum| cum - before < need);
-                    log.entries.get(i).map_or(w, |&(t, _)| t + w - now)
+            let state = shard.states.get_mut(keys[g].as_slice()).filter(|st| !st.expired(now));
+            if limit.algorithm == Algorithm::SlidingWindow {
+                writes.push(Write::Log);
+                let Some(State::Log(log)) = state else {
+                    // An empty log: every rule has `count` room.
+                    for (r, rule) in limit.rules.iter().enumerate() {
+                        sliding(&mut d, &mut tightest, g, r, rule.count(), 0, cost, rule.window_us(), || 0, |_| 0);
+                    }
+                    continue;
                 };
-                judge(&mut decision, &mut tightest, g, r, rule.count(), used, cost, w, oldest_wait, nth_wait);
+                log.longest_us = limit.longest_us();
+                log.trim(now);
+                for (r, rule) in limit.rules.iter().enumerate() {
+                    let w = rule.window_us();
+                    let (start, before) = log.window_start(now, w);
+                    let used = log.total() - before;
+                    let oldest_wait = || log.entries.get(start).map_or(w, |&(t, _)| t + w - now);
+                    let nth_wait = |need: u64| {
+                        // The first entry whose cumulative units (from the window start) reach `need`.
+                        let i = start + partition(&log.entries, start, |cum| cum - before < need);
+                        log.entries.get(i).map_or(w, |&(t, _)| t + w - now)
+                    };
+                    sliding(&mut d, &mut tightest, g, r, rule.count(), used, cost, w, oldest_wait, nth_wait);
+                }
+            } else {
+                let k = limit.algorithm.cells();
+                let stored = match state {
+                    Some(State::Cells(c)) if c.values.len() == k * limit.rules.len() => Some(&c.values),
+                    _ => None,
+                };
+                let mut values = Vec::with_capacity(k * limit.rules.len());
+                let mut ttl: f64 = 0.0;
+                let none = [None; 3];
+                for (r, rule) in limit.rules.iter().enumerate() {
+                    let cap = limit.burst.unwrap_or(rule.count());
+                    let v = stored.map_or(&none[..k], |s| &s[r * k..(r + 1) * k]);
+                    let s = step(
+                        limit.algorithm,
+                        now as f64,
+                        cost as f64,
+                        rule.window_us() as f64,
+                        rule.count() as f64,
+                        cap as f64,
+                        v,
+                    );
+                    // Redis turns the script's numbers into integers by truncation.
+                    if s.left < 0.0 {
+                        deny(&mut d, g, r, s.wait as u64);
+                    } else {
+                        room(&mut d, &mut tightest, g, r, s.left as u64, s.wait as u64);
+                    }
+                    values.extend(s.state[..k].iter().map(|&x| Some(x)));
+                    ttl = ttl.max(s.ttl);
+                }
+                writes.push(Write::Cells(values, now + ttl.ceil() as u64));
             }
         }
 
-        if decision.allowed {
-            for (g, limit) in call.limits.iter().enumerate() {
+        if d.allowed {
+            for (g, (limit, write)) in call.limits.iter().zip(writes).enumerate() {
                 let shard = shard_mut(&mut guards, shard_of_key[g]);
-                let log = shard.logs.entry(keys[g].clone().into_boxed_slice()).or_default();
-                log.longest_us = limit.longest_us();
-                if cost > 0 {
-                    let cum = log.total() + cost;
-                    log.entries.push_back((now, cum));
+                let key = keys[g].as_slice();
+                match write {
+                    Write::Log => {
+                        let state = match shard.states.get_mut(key) {
+                            Some(st) => st,
+                            None => shard.states.entry(key.into()).or_insert(State::Log(Log::default())),
+                        };
+                        if !matches!(state, State::Log(_)) {
+                            *state = State::Log(Log::default());
+                        }
+                        if let State::Log(log) = state {
+                            log.longest_us = limit.longest_us();
+                            if cost > 0 {
+                                let cum = log.total() + cost;
+                                log.entries.push_back((now, cum));
+                            }
+                        }
+                    }
+                    Write::Cells(values, expires_at) => {
+                        let cells = State::Cells(Cells { values, expires_at });
+                        match shard.states.get_mut(key) {
+                            Some(st) => *st = cells,
+                            None => {
+                                shard.states.insert(key.into(), cells);
+                            }
+                        }
+                    }
                 }
             }
         }
-        decision
+        d
     }
 }
 
-/// Applies one rule's count to the decision, exactly as the script does: the denying rule with
-/// the longest wait wins; while allowed, the rule with the least remaining is the tightest.
+/// The script's `deny`: the denying rule with the longest wait wins.
+fn deny(d: &mut Decision, limit: usize, rule: usize, wait_us: u64) {
+    let wait = Duration::from_micros(wait_us);
+    if d.allowed || wait > d.retry_after {
+        *d = Decision { allowed: false, limit, rule, retry_after: wait, remaining: 0, reset: wait };
+    }
+}
+
+/// The script's `room`: while allowed, the rule with the least remaining is the tightest.
+fn room(d: &mut Decision, tightest: &mut Option<u64>, limit: usize, rule: usize, left: u64, reset_us: u64) {
+    if d.allowed && tightest.is_none_or(|t| left < t) {
+        *tightest = Some(left);
+        *d = Decision {
+            allowed: true,
+            limit,
+            rule,
+            retry_after: Duration::ZERO,
+            remaining: left,
+            reset: Duration::from_micros(reset_us),
+        };
+    }
+}
+
+/// One sliding-window rule, as the script's `sw` branch: the waits are computed only when needed.
 #[allow(clippy::too_many_arguments)]
-fn judge(
+fn sliding(
     d: &mut Decision,
     tightest: &mut Option<u64>,
     limit: usize,
@@ -199,25 +299,9 @@ fn judge(
     nth_wait: impl Fn(u64) -> u64,
 ) {
     if used + cost > count {
-        let wait = if cost <= count { nth_wait(used + cost - count) } else { window_us };
-        if d.allowed || Duration::from_micros(wait) > d.retry_after {
-            let wait = Duration::from_micros(wait);
-            *d = Decision { allowed: false, limit, rule, retry_after: wait, remaining: 0, reset: wait };
-        }
-    } else if d.allowed {
-        let left = count - used - cost;
-        if tightest.is_none_or(|t| left < t) {
-            *tightest = Some(left);
-            let reset = if used > 0 { oldest_wait() } else { window_us };
-            *d = Decision {
-                allowed: true,
-                limit,
-                rule,
-                retry_after: Duration::ZERO,
-                remaining: left,
-                reset: Duration::from_micros(reset),
-            };
-        }
+        deny(d, limit, rule, if cost <= count { nth_wait(used + cost - count) } else { window_us });
+    } else if d.allowed && tightest.is_none_or(|t| count - used - cost < t) {
+        room(d, tightest, limit, rule, count - used - cost, if used > 0 { oldest_wait() } else { window_us });
     }
 }
 

@@ -71,7 +71,7 @@ impl RedisStore {
         for (limit, subject) in call.limits.iter().zip(call.subjects) {
             cmd.arg(limit.redis_key(subject));
         }
-        cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(&unique_member()[..]);
+        cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(&unique_member()[..]).arg("d");
         for limit in call.limits {
             for a in &limit.script_args {
                 cmd.arg(a.as_slice());

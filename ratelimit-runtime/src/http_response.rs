@@ -1,0 +1,155 @@
+//! HTTP rendering of limits (feature `axum`): `impl IntoResponse for RateLimited` and the IETF
+//! `RateLimit` / `RateLimit-Policy` fields (draft-ietf-httpapi-ratelimit-headers-10).
+//!
+//! ```text
+//! RateLimit-Policy: "ip-20s";q=10;w=20, "ip-50s";q=100;w=50
+//! RateLimit: "ip-20s";r=0;t=4
+//! ```
+
+use crate::limiter::{Policy, Quota};
+use crate::{Cause, RateLimited};
+use axum_core::body::Body;
+use axum_core::response::{IntoResponse, Response};
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use std::fmt::Write;
+use std::time::Duration;
+
+/// The `RateLimit-Policy` field name.
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// The `RateLimit` field name.
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// Structured-field integers have at most 15 digits (RFC 9651 §3.3.1).
+const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
+/// Whole seconds, rounded up: what `Retry-After` and the `w` / `t` parameters carry.
+fn secs_ceil(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+fn sf_int(n: u64) -> u64 {
+    n.min(SF_INTEGER_MAX)
+}
+
+/// Writes `s` as a structured-field string (`"…"`, with `"` and `\` escaped and anything outside
+/// printable ASCII replaced, so the result is always a valid header value).
+fn sf_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('_'),
+        }
+    }
+    out.push('"');
+}
+
+/// `"ip-20s";q=10;w=20, "ip-50s";q=100;w=50`, or `None` when there are no policies.
+fn policy_field(policies: &[Policy]) -> Option<HeaderValue> {
+    let mut out = String::new();
+    for (i, p) in policies.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        sf_string(&mut out, &p.name());
+        let _ = write!(out, ";q={};w={}", sf_int(p.rule.count()), sf_int(secs_ceil(p.rule.window())));
+    }
+    if out.is_empty() {
+        return None;
+    }
+    HeaderValue::from_str(&out).ok()
+}
+
+/// `"ip-20s";r=0;t=4`.
+fn ratelimit_field(policy: &Policy, remaining: u64, reset: Duration) -> Option<HeaderValue> {
+    let mut out = String::new();
+    sf_string(&mut out, &policy.name());
+    let _ = write!(out, ";r={};t={}", sf_int(remaining), sf_int(secs_ceil(reset)));
+    HeaderValue::from_str(&out).ok()
+}
+
+impl RateLimited {
+    /// The HTTP status of this refusal: `429 Too Many Requests`, or `503 Service Unavailable`
+    /// when the store could not decide ([`Cause::StoreUnavailable`]).
+    pub fn status(&self) -> StatusCode {
+        match self.cause {
+            Cause::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Cause::Exceeded | Cause::SubjectMissing => StatusCode::TOO_MANY_REQUESTS,
+        }
+    }
+
+    /// [`retry_after`](Self::retry_after) in whole seconds, rounded up: the `Retry-After` value.
+    pub fn retry_after_secs(&self) -> u64 {
+        secs_ceil(self.retry_after)
+    }
+
+    /// The header fields of this refusal: `Retry-After`, `RateLimit-Policy` (every rule of the
+    /// limiter) and `RateLimit` (the rule that refused: `r=0`, `t` = retry-after in seconds).
+    ///
+    /// ```
+    /// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, MemoryStore};
+    /// # use std::{sync::Arc, time::Duration};
+    /// let limiter = Limiter::builder("demo")
+    ///     .limit(LimitType::Ip, [Rule::new(Duration::from_secs(20), 1).unwrap()])
+    ///     .store(Arc::new(MemoryStore::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let ip = [Subject::ip("203.0.113.7".parse().unwrap())];
+    /// limiter.check_blocking(&ip, 1).unwrap();
+    /// let headers = limiter.check_blocking(&ip, 1).unwrap_err().headers();
+    /// assert_eq!(headers["retry-after"], "20");
+    /// assert_eq!(headers["ratelimit-policy"], r#""ip-20s";q=1;w=20"#);
+    /// assert_eq!(headers["ratelimit"], r#""ip-20s";r=0;t=20"#);
+    /// ```
+    pub fn headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::with_capacity(3);
+        headers.insert(RETRY_AFTER, HeaderValue::from(self.retry_after_secs()));
+        if let Some(v) = policy_field(&self.policies) {
+            headers.insert(RATELIMIT_POLICY, v);
+        }
+        if let Some(v) = self.policy.and_then(|p| ratelimit_field(&p, 0, self.retry_after)) {
+            headers.insert(RATELIMIT, v);
+        }
+        headers
+    }
+
+    /// The JSON body of the response: `{"error":"rate_limited","retry_after_ms":3200}`.
+    pub fn json_body(&self) -> String {
+        let ms = self.retry_after.as_micros().div_ceil(1000);
+        format!(r#"{{"error":"rate_limited","retry_after_ms":{ms}}}"#)
+    }
+}
+
+/// `429 Too Many Requests` (`503` when the store was unavailable) with `Retry-After`,
+/// `RateLimit-Policy`, `RateLimit` and a JSON body `{"error":"rate_limited","retry_after_ms":N}`.
+impl IntoResponse for RateLimited {
+    fn into_response(self) -> Response {
+        let mut response = Response::new(Body::from(self.json_body()));
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.extend(self.headers());
+        response
+    }
+}
+
+impl Quota {
+    /// The header fields of an allowed call: `RateLimit-Policy` (every rule of the limiter) and
+    /// `RateLimit` for the tightest rule (`r` = units left, `t` = seconds until its oldest
+    /// counted unit leaves the window).
+    pub fn headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::with_capacity(2);
+        if let Some(v) = policy_field(&self.policies) {
+            headers.insert(RATELIMIT_POLICY, v);
+        }
+        if let Some(v) = ratelimit_field(&self.policy, self.remaining, self.reset) {
+            headers.insert(RATELIMIT, v);
+        }
+        headers
+    }
+}

@@ -1,0 +1,223 @@
+//! Every algorithm of spec §6 on a real `redis-server`: the script and its in-memory twin decide
+//! alike call for call, each algorithm shows its defining property, and the O(1) ones stay small.
+
+mod support;
+
+use ratelimit::{Algorithm, LimitType, Limiter, MemoryStore, RateLimited, RedisStore, Rule, StoreHandle, Subject};
+use redis::Commands;
+use std::sync::Arc;
+use std::time::Duration;
+use support::RedisServer;
+
+/// Pinned times lie in the future: keys expire at pinned time + TTL by the server clock.
+const T0: u64 = 4_000_000_000_000_000;
+const MS: u64 = 1000;
+const S: u64 = 1_000_000;
+
+const ALL: [Algorithm; 6] = [
+    Algorithm::SlidingWindow,
+    Algorithm::SlidingWindowCounter,
+    Algorithm::FixedWindow,
+    Algorithm::TokenBucket,
+    Algorithm::LeakyBucket,
+    Algorithm::Gcra,
+];
+
+fn rule(ms: u64, count: u64) -> Rule {
+    Rule::from_millis(ms, count).unwrap()
+}
+
+fn redis_store(server: &RedisServer) -> StoreHandle {
+    Arc::new(RedisStore::open(&server.url(), Duration::from_secs(2)).unwrap())
+}
+
+fn limiter(name: &str, store: StoreHandle, alg: Algorithm, rules: &[Rule], burst: Option<u64>) -> Limiter {
+    let mut b = Limiter::builder(name).limit_with(LimitType::Global, rules.iter().copied(), alg, ratelimit::DEFAULT_PREFIX);
+    if let Some(n) = burst {
+        b = b.burst(n);
+    }
+    b.store(store).build().unwrap()
+}
+
+type Summary = (bool, Option<Rule>, Duration, u64, Duration);
+
+fn summarize(r: Result<ratelimit::Permit, RateLimited>) -> Summary {
+    match r {
+        Ok(p) => {
+            let q = p.quota().expect("quota");
+            (true, Some(q.policy.rule), Duration::ZERO, q.remaining, q.reset)
+        }
+        Err(e) => (false, e.rule(), e.retry_after(), 0, Duration::ZERO),
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// The same pseudo-random (time, cost) sequence through Redis and memory gives equal decisions.
+#[tokio::test]
+async fn every_algorithm_decides_alike_in_redis_and_memory() {
+    let server = RedisServer::start();
+    let rules = [rule(60_000, 8), rule(20_000, 3)];
+    for alg in ALL {
+        for burst in [None, Some(12)] {
+            if burst.is_some() && !alg.supports_burst() {
+                continue;
+            }
+            let name = format!("diff::{alg:?}::{burst:?}");
+            let remote = limiter(&name, redis_store(&server), alg, &rules, burst);
+            let local = limiter(&name, Arc::new(MemoryStore::new()), alg, &rules, burst);
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+            let (mut now, mut allowed) = (T0, 0);
+            for i in 0..300 {
+                now += rng.below(9 * S);
+                let cost = [1, 1, 1, 2, 0, 3][rng.below(6) as usize];
+                let a = summarize(remote.check_at(&[Subject::global()], cost, Some(now)).await);
+                let b = summarize(local.check_at(&[Subject::global()], cost, Some(now)).await);
+                assert_eq!(a, b, "{alg:?} burst {burst:?}, call {i} at +{}µs cost {cost}", now - T0);
+                allowed += usize::from(a.0);
+            }
+            assert!(allowed > 30 && allowed < 270, "{alg:?}: both outcomes exercised ({allowed} allowed)");
+        }
+    }
+}
+
+/// Stacked limits of different algorithms are decided in one call, alike in both stores.
+#[tokio::test]
+async fn mixed_algorithms_decide_in_one_call() {
+    let server = RedisServer::start();
+    let build = |store: StoreHandle| {
+        Limiter::builder("diff::mixed")
+            .limit_with(LimitType::Ip, [rule(10_000, 4)], Algorithm::TokenBucket, "rl:")
+            .limit_with(LimitType::Global, [rule(30_000, 10)], Algorithm::SlidingWindow, "rl:")
+            .limit_with(LimitType::Key, [rule(5_000, 3)], Algorithm::Gcra, "rl:")
+            .store(store)
+            .build()
+            .unwrap()
+    };
+    let (remote, local) = (build(redis_store(&server)), build(Arc::new(MemoryStore::new())));
+    let mut rng = Rng(7);
+    let mut now = T0;
+    for i in 0..300 {
+        now += rng.below(3 * S);
+        let ip = Subject::ip(["10.0.0.1", "10.0.0.2"][rng.below(2) as usize].parse().unwrap());
+        let key = Subject::bytes(["a", "b", "c"][rng.below(3) as usize].as_bytes());
+        let subjects = [ip, Subject::global(), key];
+        let a = summarize(remote.check_at(&subjects, 1, Some(now)).await);
+        let b = summarize(local.check_at(&subjects, 1, Some(now)).await);
+        assert_eq!(a, b, "call {i}");
+    }
+}
+
+// ---------- defining properties, on Redis ----------
+
+async fn calls(l: &Limiter, at: u64, n: usize) -> usize {
+    let mut ok = 0;
+    for _ in 0..n {
+        ok += usize::from(l.check_at(&[Subject::global()], 1, Some(at)).await.is_ok());
+    }
+    ok
+}
+
+#[tokio::test]
+async fn fixed_window_allows_twice_the_count_across_a_boundary() {
+    let server = RedisServer::start();
+    let l = limiter("prop::fw", redis_store(&server), Algorithm::FixedWindow, &[rule(10_000, 5)], None);
+    let boundary = (T0 / (10 * S) + 1) * 10 * S;
+    assert_eq!(calls(&l, boundary - MS, 8).await, 5);
+    assert_eq!(calls(&l, boundary, 8).await, 5, "a new window: 10 calls within 1ms (documented 2x burst)");
+    let err = l.check_at(&[Subject::global()], 1, Some(boundary + S)).await.unwrap_err();
+    assert_eq!(err.retry_after(), Duration::from_secs(9), "retry at the next window");
+}
+
+#[tokio::test]
+async fn sliding_window_counter_stays_within_its_error_bound() {
+    let server = RedisServer::start();
+    let count = 20;
+    let l = limiter("prop::swc", redis_store(&server), Algorithm::SlidingWindowCounter, &[rule(1000, count)], None);
+    // Uniform demand at 5x the limit for 30 windows.
+    let mut admitted = Vec::new();
+    let mut t = T0;
+    while t < T0 + 30 * S {
+        if l.check_at(&[Subject::global()], 1, Some(t)).await.is_ok() {
+            admitted.push(t);
+        }
+        t += 10 * MS;
+    }
+    // Long-run rate within 10% of the limit.
+    let per_window = admitted.len() as f64 / 30.0;
+    assert!((per_window - count as f64).abs() <= count as f64 * 0.1, "{per_window} per window");
+    // In any sliding window the count stays within one unit plus 10% of the limit (uniform
+    // traffic: the estimate's assumption holds); the worst case (bunched traffic) is 2x.
+    for (i, &start) in admitted.iter().enumerate() {
+        let n = admitted[i..].iter().take_while(|&&x| x < start + S).count() as u64;
+        assert!(n <= count + 1 + count / 10, "{n} calls in the window from {start}");
+    }
+}
+
+#[tokio::test]
+async fn token_bucket_refills_at_its_rate_and_caps_at_capacity() {
+    let server = RedisServer::start();
+    // 10 per second, capacity 20.
+    let l = limiter("prop::tb", redis_store(&server), Algorithm::TokenBucket, &[rule(1000, 10)], Some(20));
+    assert_eq!(calls(&l, T0, 25).await, 20, "a full bucket holds the burst");
+    let err = l.check_at(&[Subject::global()], 1, Some(T0)).await.unwrap_err();
+    assert_eq!(err.retry_after(), Duration::from_millis(100), "one token per 100ms");
+    assert_eq!(calls(&l, T0 + 250 * MS, 5).await, 2, "2.5 tokens after 250ms");
+    assert_eq!(calls(&l, T0 + 60 * S, 30).await, 20, "an idle minute refills to capacity, not beyond");
+}
+
+#[tokio::test]
+async fn leaky_bucket_drains_at_its_leak_rate() {
+    let server = RedisServer::start();
+    let l = limiter("prop::lb", redis_store(&server), Algorithm::LeakyBucket, &[rule(1000, 10)], None);
+    assert_eq!(calls(&l, T0, 15).await, 10, "the funnel holds its capacity");
+    assert_eq!(calls(&l, T0 + 300 * MS, 5).await, 3, "300ms leaks 3 units");
+    let err = l.check_at(&[Subject::global()], 1, Some(T0 + 300 * MS)).await.unwrap_err();
+    assert_eq!(err.retry_after(), Duration::from_millis(100));
+}
+
+#[tokio::test]
+async fn gcra_spaces_calls_by_the_emission_interval() {
+    let server = RedisServer::start();
+    let l = limiter("prop::gcra", redis_store(&server), Algorithm::Gcra, &[rule(1000, 10)], None);
+    assert_eq!(calls(&l, T0, 12).await, 10, "burst tolerance = count");
+    let err = l.check_at(&[Subject::global()], 1, Some(T0)).await.unwrap_err();
+    assert_eq!(err.retry_after(), Duration::from_millis(100), "emission interval 1s/10");
+    assert_eq!(calls(&l, T0 + 100 * MS, 3).await, 1);
+    // Without burst (burst = 1) calls must be a full interval apart.
+    let strict = limiter("prop::gcra1", redis_store(&server), Algorithm::Gcra, &[rule(1000, 10)], Some(1));
+    assert_eq!(calls(&strict, T0, 3).await, 1);
+    assert_eq!(calls(&strict, T0 + 99 * MS, 1).await, 0);
+    assert_eq!(calls(&strict, T0 + 100 * MS, 1).await, 1);
+}
+
+/// `MEMORY USAGE` of one key at limit 10 000 after 10 000 admitted units (printed for the README).
+#[tokio::test]
+async fn o1_algorithms_use_constant_memory() {
+    let server = RedisServer::start();
+    let mut con = server.client();
+    println!("MEMORY USAGE per key, limit 10000 per 60s, after 10000 admitted units:");
+    for alg in ALL {
+        let l = limiter(&format!("mem::{alg:?}"), redis_store(&server), alg, &[rule(60_000, 10_000)], None);
+        for i in 0..100 {
+            l.check_at(&[Subject::global()], 100, Some(T0 + i * MS)).await.unwrap();
+        }
+        let keys: Vec<String> = con.keys(format!("*mem::{alg:?}*")).unwrap();
+        assert_eq!(keys.len(), 1);
+        let bytes: u64 = redis::cmd("MEMORY").arg("USAGE").arg(&keys[0]).query(&mut con).unwrap();
+        println!("  {alg:?}: {bytes} bytes");
+        if alg == Algorithm::SlidingWindow {
+            assert!(bytes > 100_000, "the exact log grows with the limit");
+        } else {
+            assert!(bytes < 200, "{alg:?} uses {bytes} bytes per key");
+        }
+    }
+}
