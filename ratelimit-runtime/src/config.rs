@@ -125,10 +125,16 @@ impl Config {
             Backend::Redis(url) => {
                 Arc::new(RedisStore::open(url, self.timeout).map_err(|e| ConfigError(e.to_string()))?)
             }
-            Backend::Cluster(_) => {
-                return Err(ConfigError(
-                    "Redis Cluster support is not built yet: use REDIS_URL for one Redis server".to_owned(),
-                ))
+            #[cfg(feature = "cluster")]
+            Backend::Cluster(urls) => Arc::new(
+                crate::store::cluster::ClusterStore::open(urls, self.timeout).map_err(|e| ConfigError(e.to_string()))?,
+            ),
+            #[cfg(not(feature = "cluster"))]
+            Backend::Cluster(urls) => {
+                return Err(ConfigError(format!(
+                    "Redis Cluster ({}) needs the `cluster` feature of ratelimit: rebuild with `--features cluster`",
+                    urls.join(",")
+                )))
             }
             Backend::Store(s) => s.0.clone(),
         })

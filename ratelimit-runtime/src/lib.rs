@@ -29,10 +29,12 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{describe_store, init, Config, ConfigError, FailurePolicy, DEFAULT_TIMEOUT};
 pub use decision::Decision;
 pub use error::{Cause, RateLimited, StoreError};
-pub use key::{check_prefix, PrefixError, DEFAULT_PREFIX, MAX_PREFIX_LEN};
+pub use key::{check_prefix, cluster_slot, PrefixError, DEFAULT_PREFIX, MAX_PREFIX_LEN};
 pub use limit_type::LimitType;
 pub use limiter::{LazyLimiter, Limiter, LimiterBuilder, LimiterError, Permit, Policy, Quota};
 pub use rule::{Rule, RuleError, MAX_COUNT, MAX_WINDOW};
+#[cfg(feature = "cluster")]
+pub use store::cluster::ClusterStore;
 pub use store::memory::MemoryStore;
 pub use store::redis::RedisStore;
 pub use store::{Call, Pending, RemoteDecision, Store, StoreHandle};

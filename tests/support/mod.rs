@@ -2,6 +2,8 @@
 //! drop. A missing `redis-server` binary fails the test loudly (never a silent skip).
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;

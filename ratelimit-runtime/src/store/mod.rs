@@ -1,6 +1,8 @@
 //! Stores: where the counts live. The algorithm (the script and its in-memory twin) decides; the
 //! store only holds state and runs the decision atomically.
 
+#[cfg(feature = "cluster")]
+pub(crate) mod cluster;
 pub(crate) mod memory;
 pub(crate) mod redis;
 
@@ -36,8 +38,8 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A place where counts live: [`MemoryStore`](crate::MemoryStore) or
-/// [`RedisStore`](crate::RedisStore). Sealed: the decision semantics are the library's.
+/// A place where counts live: [`MemoryStore`](crate::MemoryStore),
+/// [`RedisStore`](crate::RedisStore) or `ClusterStore` (feature `cluster`). Sealed: the decision semantics are the library's.
 pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// Decides `call` atomically: every rule of every limit passes and the call is recorded in
     /// all of them, or nothing is recorded.
@@ -50,6 +52,8 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
 impl sealed::Sealed for memory::MemoryStore {}
 impl sealed::Sealed for redis::RedisStore {}
 impl sealed::Sealed for Unavailable {}
+#[cfg(feature = "cluster")]
+impl sealed::Sealed for cluster::ClusterStore {}
 
 /// A shared handle to a store.
 pub type StoreHandle = Arc<dyn Store>;

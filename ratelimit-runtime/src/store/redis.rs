@@ -2,7 +2,7 @@
 
 use super::{Call, Pending, Store};
 use crate::{io, Decision, StoreError};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, ErrorKind, ServerErrorKind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -65,27 +65,42 @@ impl RedisStore {
         self.timeout
     }
 
-    fn command(call: &Call<'_>) -> Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script_sha()).arg(call.limits.len());
-        for (limit, subject) in call.limits.iter().zip(call.subjects) {
-            cmd.arg(limit.redis_key(subject));
-        }
-        cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(&unique_member()[..]).arg("d");
-        for limit in call.limits {
-            for a in &limit.script_args {
-                cmd.arg(a.as_slice());
-            }
-        }
-        cmd
+}
+
+/// The script's mode: decide, or give back what a decision with the same member admitted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Decide,
+    /// Used by the cluster store.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    Release,
+}
+
+/// The `EVALSHA` of the decision script for the limits `indices` of `call`.
+pub(crate) fn command(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone, member: &[u8], mode: Mode) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script_sha()).arg(indices.clone().count());
+    for i in indices.clone() {
+        cmd.arg(call.limits[i].redis_key(call.subjects[i]));
     }
+    cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(member).arg(match mode {
+        Mode::Decide => "d",
+        Mode::Release => "r",
+    });
+    for i in indices {
+        for a in &call.limits[i].script_args {
+            cmd.arg(a.as_slice());
+        }
+    }
+    cmd
 }
 
 /// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server).
-pub(crate) async fn eval(conn: &mut ConnectionManager, cmd: &Cmd) -> Result<Decision, StoreError> {
+pub(crate) async fn eval(conn: &mut impl ConnectionLike, cmd: &Cmd) -> Result<Decision, StoreError> {
     let answer = match cmd.query_async::<Vec<i64>>(conn).await {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).query_async::<String>(conn).await.map_err(redis_error)?;
+            // On a cluster this reaches every primary (a promoted replica may never have seen it).
+            redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).query_async::<redis::Value>(conn).await.map_err(redis_error)?;
             cmd.query_async::<Vec<i64>>(conn).await
         }
         other => other,
@@ -96,12 +111,12 @@ pub(crate) async fn eval(conn: &mut ConnectionManager, cmd: &Cmd) -> Result<Deci
     Ok(Decision::from_script(v))
 }
 
-fn redis_error(e: redis::RedisError) -> StoreError {
+pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
     StoreError::Redis(e.to_string())
 }
 
 /// The URL without its password, for logs.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
         _ => url.to_owned(),
@@ -110,7 +125,7 @@ fn redact(url: &str) -> String {
 
 impl Store for RedisStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        let cmd = Self::command(call);
+        let cmd = command(call, 0..call.limits.len(), &unique_member(), Mode::Decide);
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         Pending::Remote(Box::pin(async move {

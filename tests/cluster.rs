@@ -1,0 +1,158 @@
+//! The cluster store on a real local Redis Cluster (3 primaries; 3 + 3 for failover).
+#![cfg(feature = "cluster")]
+
+mod support;
+
+use ratelimit::{cluster_slot, ClusterStore, FailurePolicy, LimitType, Limiter, Rule, StoreHandle, Subject};
+use redis::Commands;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::cluster::RedisCluster;
+
+fn rule(ms: u64, count: u64) -> Rule {
+    Rule::from_millis(ms, count).unwrap()
+}
+
+fn cluster_store(cluster: &RedisCluster, timeout: Duration) -> StoreHandle {
+    Arc::new(ClusterStore::open(&cluster.urls(), timeout).unwrap())
+}
+
+fn ip(s: &str) -> Subject<'static> {
+    Subject::ip(s.parse().unwrap())
+}
+
+fn user(s: &str) -> Subject<'static> {
+    Subject::bytes(s.as_bytes().to_vec())
+}
+
+/// The key a limiter writes for a subject, as the store builds it (for slot and inspection).
+fn key_of(limiter: &str, t: &str, subject: &str, rules: &str) -> String {
+    format!("rate_limit:{{{limiter}|{t}|{subject}}}:sw:{rules}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_exact_per_ip_and_all_or_nothing_across_slots() {
+    let cluster = RedisCluster::start(3, 0);
+    let store = cluster_store(&cluster, Duration::from_secs(2));
+
+    // Exactness per IP, under concurrency.
+    let per_ip = Limiter::builder("cl::ip").limit(LimitType::Ip, [rule(60_000, 50)]).store(store.clone()).build().unwrap();
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let l = per_ip.clone();
+            tokio::spawn(async move {
+                let mut ok = 0;
+                for _ in 0..30 {
+                    ok += usize::from(l.check(&[ip("192.0.2.10")], 1).await.is_ok());
+                }
+                ok
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for t in tasks {
+        admitted += t.await.unwrap();
+    }
+    assert_eq!(admitted, 50);
+
+    // Ip stacked with User, the two subjects in different slots.
+    let stacked = Limiter::builder("cl::orders")
+        .limit(LimitType::Ip, [rule(60_000, 15)])
+        .limit(LimitType::User, [rule(60_000, 2)])
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let ip_key = key_of("cl::orders", "ip", "198.51.100.7", "1mx15");
+    let ip_slot = cluster_slot(ip_key.as_bytes());
+    // A user whose log lives on another primary than the IP's.
+    let (name, user_slot) = (0..100)
+        .map(|i| format!("alice{i}"))
+        .map(|n| {
+            let slot = cluster_slot(key_of("cl::orders", "user", &n, "1mx2").as_bytes());
+            (n, slot)
+        })
+        .find(|&(_, slot)| cluster.primary_of(slot) != cluster.primary_of(ip_slot))
+        .expect("some user on another primary");
+    assert_ne!(ip_slot, user_slot);
+    let alice = [ip("198.51.100.7"), user(&name)];
+    assert!(stacked.check(&alice, 1).await.is_ok());
+    assert!(stacked.check(&alice, 1).await.is_ok());
+    let ip_count = || -> usize { cluster.client_for_slot(ip_slot).zcard(&ip_key).unwrap() };
+    assert_eq!(ip_count(), 2);
+    for _ in 0..5 {
+        let err = stacked.check(&alice, 1).await.unwrap_err();
+        assert_eq!(err.limit_type(), LimitType::User);
+    }
+    assert_eq!(ip_count(), 2, "the IP slot admitted each denied call, then released it");
+    // The IP budget is intact: 13 more calls from other users pass, the 14th is denied by the IP.
+    for i in 0..13 {
+        assert!(stacked.check(&[ip("198.51.100.7"), user(&format!("u{i}"))], 1).await.is_ok(), "call {i}");
+    }
+    let err = stacked.check(&[ip("198.51.100.7"), user("late")], 1).await.unwrap_err();
+    assert_eq!(err.limit_type(), LimitType::Ip);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_global_limit_shared_by_two_clients() {
+    let cluster = RedisCluster::start(3, 0);
+    let build = || {
+        Limiter::builder("cl::global")
+            .limit(LimitType::Global, [rule(60_000, 30)])
+            .store(cluster_store(&cluster, Duration::from_secs(2)))
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (build(), build());
+    let mut admitted = 0;
+    for _ in 0..25 {
+        admitted += usize::from(a.check(&[Subject::global()], 1).await.is_ok());
+        admitted += usize::from(b.check(&[Subject::global()], 1).await.is_ok());
+    }
+    assert_eq!(admitted, 30);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_failover_keeps_answering_and_resumes_exact_limiting() {
+    let mut cluster = RedisCluster::start(3, 1);
+    let timeout = Duration::from_millis(250);
+    let limiter = Limiter::builder("cl::failover")
+        .limit(LimitType::Key, [rule(60_000, 1_000_000)])
+        .on_error(FailurePolicy::Allow)
+        .store(cluster_store(&cluster, timeout))
+        .build()
+        .unwrap();
+    let subject = [Subject::bytes(&b"hot"[..])];
+    assert!(limiter.check(&subject, 1).await.unwrap().quota().is_some());
+
+    let slot = cluster_slot(key_of("cl::failover", "key", "hot", "1mx1000000").as_bytes());
+    let primary = cluster.primary_of(slot);
+    cluster.kill(primary);
+
+    // Calls keep returning within the timeout (failing open) until the replica is promoted.
+    let started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    loop {
+        let t = Instant::now();
+        let permit = limiter.check(&subject, 1).await.expect("fail open");
+        slowest = slowest.max(t.elapsed());
+        if permit.quota().is_some() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no recovery after a failover");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(slowest < Duration::from_millis(1500), "a call took {slowest:?} during the failover");
+    assert_ne!(cluster.primary_of(slot), primary, "a replica was promoted");
+
+    // Exact limiting resumes on the promoted replica by itself.
+    let exact = Limiter::builder("cl::after_failover")
+        .limit(LimitType::Key, [rule(60_000, 10)])
+        .store(cluster_store(&cluster, Duration::from_secs(2)))
+        .build()
+        .unwrap();
+    let mut admitted = 0;
+    for _ in 0..15 {
+        admitted += usize::from(exact.check(&subject, 1).await.is_ok());
+    }
+    assert_eq!(admitted, 10);
+}
