@@ -12,6 +12,9 @@ pub use ratelimit_runtime::{
     DEFAULT_PREFIX, DEFAULT_TIMEOUT, MAX_COUNT, MAX_WINDOW,
 };
 
+#[cfg(feature = "axum")]
+pub mod http;
+
 #[doc(hidden)]
 pub mod __private {
     pub use ratelimit_runtime::private::*;

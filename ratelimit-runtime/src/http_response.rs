@@ -49,10 +49,20 @@ fn sf_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// `"ip-20s";q=10;w=20, "ip-50s";q=100;w=50`, or `None` when there are no policies.
+/// `"ip-20s";q=10;w=20, "ip-50s";q=100;w=50`, or `None` when there are no policies. Limits in
+/// their order, the rules of each by window, shortest first.
 fn policy_field(policies: &[Policy]) -> Option<HeaderValue> {
-    let mut out = String::new();
+    let mut ordered: Vec<(usize, &Policy)> = Vec::with_capacity(policies.len());
+    let mut group = 0;
     for (i, p) in policies.iter().enumerate() {
+        if i > 0 && policies[i - 1].limit_type != p.limit_type {
+            group += 1;
+        }
+        ordered.push((group, p));
+    }
+    ordered.sort_by_key(|&(g, p)| (g, p.rule.window_ms()));
+    let mut out = String::new();
+    for (i, (_, p)) in ordered.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }

@@ -1,0 +1,239 @@
+//! The example server: rate-limited HTTP routes with `#[rate_limiter]` and the axum layer.
+//!
+//! ```text
+//! cargo run --release --example server                      # in memory, 127.0.0.1:3000
+//! REDIS_URL=redis://127.0.0.1:6379/ cargo run --release --example server -- --listen 127.0.0.1:3001
+//! ```
+//!
+//! Routes: `GET /healthz`, `GET /api/hello` (per IP: 20 per 10s and 50 per 60s),
+//! `GET /api/global` (30 per 10s for everyone), `POST /api/orders` (per user from `X-User-Id`:
+//! 10 per 10s, and per IP: 15 per 10s, decided together).
+
+use axum::extract::FromRequestParts;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use ratelimit::http::{Cidr, RateLimitLayer};
+use ratelimit::{rate_limiter, RateLimited};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+Usage: server [--listen ADDR:PORT] [--trust-proxy CIDR]...
+
+Serves rate-limited HTTP routes:
+  GET  /healthz      no limit
+  GET  /api/hello    per client IP: 20 per 10s and 50 per 60s
+  GET  /api/global   30 per 10s, shared by everyone
+  POST /api/orders   per user (X-User-Id header, required): 10 per 10s,
+                     and per client IP: 15 per 10s
+
+Options:
+  --listen ADDR:PORT   where to listen (default 127.0.0.1:3000; port 0 picks a free one)
+  --trust-proxy CIDR   believe X-Forwarded-For / Forwarded / X-Real-IP from peers in CIDR
+                       (e.g. 10.0.0.0/8, ::1/128, 192.0.2.1); repeatable
+  -h, --help           print this help
+
+Environment:
+  REDIS_URL            count in this Redis (e.g. redis://127.0.0.1:6379/); else in memory
+  REDIS_CLUSTER_URLS   count in a Redis Cluster: comma-separated seed node URLs
+  RATELIMIT_ON_ERROR   allow (default) or deny calls when the store cannot decide
+";
+
+/// The command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Args {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Proxies whose forwarded headers are believed.
+    pub trust_proxy: Vec<Cidr>,
+}
+
+/// What the command line asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Serve.
+    Serve(Args),
+    /// Print the usage.
+    Help,
+}
+
+/// Parses the arguments (without the program name).
+pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Command, String> {
+    let mut parsed = Args { listen: SocketAddr::from(([127, 0, 0, 1], 3000)), trust_proxy: Vec::new() };
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |flag: &str| inline.clone().or_else(|| args.next()).ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--listen" => {
+                let v = value("--listen")?;
+                parsed.listen =
+                    v.parse().map_err(|_| format!("--listen {v:?}: expected ADDR:PORT, e.g. 127.0.0.1:3000 or [::1]:3000"))?;
+            }
+            "--trust-proxy" => {
+                let v = value("--trust-proxy")?;
+                parsed.trust_proxy.push(v.parse().map_err(|e| format!("--trust-proxy: {e}"))?);
+            }
+            _ => return Err(format!("unknown argument {arg:?}")),
+        }
+    }
+    Ok(Command::Serve(parsed))
+}
+
+/// The routes, behind the rate-limit layer.
+pub fn app(trust_proxy: &[Cidr]) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/api/hello", get(hello))
+        .route("/api/global", get(global))
+        .route("/api/orders", post(orders))
+        .layer(RateLimitLayer::new().trust_proxies(trust_proxy.iter().copied()))
+}
+
+/// A handler's error: no user id, or rate limited.
+#[derive(Debug)]
+pub enum AppError {
+    /// The request has no `X-User-Id`.
+    MissingUser,
+    /// A limit refused the call.
+    RateLimited(RateLimited),
+}
+
+impl From<RateLimited> for AppError {
+    fn from(e: RateLimited) -> Self {
+        AppError::RateLimited(e)
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        match self {
+            AppError::MissingUser => (
+                StatusCode::UNAUTHORIZED,
+                [(CONTENT_TYPE, "application/json")],
+                r#"{"error":"unauthorized","message":"send the user id in the X-User-Id header"}"#,
+            )
+                .into_response(),
+            AppError::RateLimited(e) => e.into_response(),
+        }
+    }
+}
+
+/// The user id from `X-User-Id` (401 without it), recorded in the request context for
+/// `type = User` limits. A real application would authenticate here.
+pub struct UserId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for UserId {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, AppError> {
+        let user = parts.headers.get("x-user-id").and_then(|v| v.to_str().ok()).map(str::trim).unwrap_or("");
+        if user.is_empty() {
+            return Err(AppError::MissingUser);
+        }
+        ratelimit::context::set_user(user);
+        Ok(UserId(user.to_owned()))
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+#[rate_limiter(type = Ip, rules = [(10s, 20), (60s, 50)])]
+async fn hello() -> Result<&'static str, AppError> {
+    Ok("hello\n")
+}
+
+#[rate_limiter(type = Global, rules = [(10s, 30)])]
+async fn global() -> Result<&'static str, AppError> {
+    Ok("global\n")
+}
+
+#[rate_limiter(type = User, rules = [(10s, 10)])]
+#[rate_limiter(type = Ip, rules = [(10s, 15)])]
+async fn orders(user: UserId) -> Result<String, AppError> {
+    Ok(format!("order accepted for {}\n", user.0))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// Runs the server with these arguments (without the program name); returns the exit code.
+pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
+    let args = match parse_args(args) {
+        Ok(Command::Serve(args)) => args,
+        Ok(Command::Help) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("server: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = ratelimit::Config::from_env().and_then(ratelimit::init) {
+        eprintln!("server: cannot configure the rate-limit store: {e}");
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("server: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let listener = match tokio::net::TcpListener::bind(args.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("server: cannot listen on {}: {e}", args.listen);
+                return ExitCode::FAILURE;
+            }
+        };
+        let addr = listener.local_addr().unwrap_or(args.listen);
+        println!("server: listening on http://{addr} (rate-limit store: {})", ratelimit::describe_store());
+        let app = app(&args.trust_proxy).into_make_service_with_connect_info::<SocketAddr>();
+        match axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await {
+            Ok(()) => {
+                eprintln!("server: shut down");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("server: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+#[allow(dead_code)] // The tests include this file as a module and call `run`.
+fn main() -> ExitCode {
+    run(std::env::args().skip(1))
+}

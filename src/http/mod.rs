@@ -1,0 +1,217 @@
+//! HTTP integration (feature `axum`): a tower layer that tells rate-limited handlers who the
+//! client is, and adds `RateLimit` header fields to responses.
+//!
+//! ```no_run
+//! use axum::{routing::get, Router};
+//! use ratelimit::{http::RateLimitLayer, rate_limiter, RateLimited};
+//! use std::net::SocketAddr;
+//!
+//! #[rate_limiter(type = Ip, rules = [(10s, 20), (60s, 50)])]
+//! async fn hello() -> Result<&'static str, RateLimited> {
+//!     Ok("hello\n")
+//! }
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! let app = Router::new()
+//!     .route("/api/hello", get(hello))
+//!     .layer(RateLimitLayer::new().trust_proxy("10.0.0.0/8".parse().unwrap()));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! // The layer reads the socket peer from `ConnectInfo<SocketAddr>`: serve with connect info.
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
+//! # }
+//! ```
+//!
+//! `RateLimited` implements axum's `IntoResponse` (`429`, or `503` when the store is
+//! unavailable, with `Retry-After`, `RateLimit-Policy`, `RateLimit` and a JSON body), so a
+//! handler can return it directly or convert it into its own error type.
+
+mod cidr;
+mod client_ip;
+
+pub use cidr::{Cidr, CidrError, CidrErrorKind};
+pub use client_ip::{ClientIpResolver, ForwardedHeader};
+
+use axum::extract::ConnectInfo;
+use http::{HeaderName, Request, Response};
+use ratelimit_runtime::context::{self, RequestContext};
+use ratelimit_runtime::DEFAULT_IPV6_PREFIX;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tower_layer::Layer;
+use tower_service::Service;
+
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+
+/// The client IP the layer resolved, as a request extension (`Extension<ClientIp>` in axum).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ClientIp(pub IpAddr);
+
+/// A tower [`Layer`] that runs each request inside a [`RequestContext`]
+/// (see [`ratelimit::context`](crate::context)):
+///
+/// - the client IP: the socket peer from axum's `ConnectInfo<SocketAddr>` (serve with
+///   `into_make_service_with_connect_info::<SocketAddr>()`; without it the request has no IP and
+///   `type = Ip` limits refuse it with a missing-subject cause), or, when the peer is a
+///   [trusted proxy](Self::trust_proxy), the client named by its forwarded headers (see
+///   [`ClientIpResolver`]);
+/// - IPv6 clients counted per `/64` ([`ipv6_prefix`](Self::ipv6_prefix) to change);
+/// - optionally the user id, copied from a [request header](Self::user_header); otherwise an
+///   extractor or middleware inside the layer calls [`context::set_user`].
+///
+/// After the handler, an allowed rate-limited call's quota is added to the response as
+/// `RateLimit-Policy` and `RateLimit` fields, unless the response already has them.
+#[derive(Clone, Debug)]
+pub struct RateLimitLayer {
+    config: Arc<Config>,
+}
+
+#[derive(Clone, Debug)]
+struct Config {
+    resolver: ClientIpResolver,
+    ipv6_prefix: u8,
+    user_header: Option<HeaderName>,
+    quota_headers: bool,
+}
+
+impl Default for RateLimitLayer {
+    fn default() -> Self {
+        RateLimitLayer::new()
+    }
+}
+
+impl RateLimitLayer {
+    /// A layer with no trusted proxies, IPv6 grouped by /64, no user header, quota headers on.
+    pub fn new() -> RateLimitLayer {
+        RateLimitLayer {
+            config: Arc::new(Config {
+                resolver: ClientIpResolver::new(),
+                ipv6_prefix: DEFAULT_IPV6_PREFIX,
+                user_header: None,
+                quota_headers: true,
+            }),
+        }
+    }
+
+    fn config(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
+    }
+
+    /// Believes forwarded headers (`X-Forwarded-For`, `Forwarded`, `X-Real-IP`) from peers in
+    /// `network`. Repeatable.
+    pub fn trust_proxy(mut self, network: Cidr) -> RateLimitLayer {
+        let c = self.config();
+        c.resolver = std::mem::take(&mut c.resolver).trust(network);
+        self
+    }
+
+    /// Believes forwarded headers from peers in each of `networks`.
+    pub fn trust_proxies(self, networks: impl IntoIterator<Item = Cidr>) -> RateLimitLayer {
+        networks.into_iter().fold(self, RateLimitLayer::trust_proxy)
+    }
+
+    /// Replaces the client-IP resolver (trusted proxies and the headers they set).
+    pub fn resolver(mut self, resolver: ClientIpResolver) -> RateLimitLayer {
+        self.config().resolver = resolver;
+        self
+    }
+
+    /// Groups IPv6 clients by their first `bits` bits (default 64; 128 = per address).
+    pub fn ipv6_prefix(mut self, bits: u8) -> RateLimitLayer {
+        self.config().ipv6_prefix = bits.min(128);
+        self
+    }
+
+    /// Takes the user id from this request header (when present, non-empty and visible ASCII).
+    /// Only for headers that a trusted component sets (an authenticating proxy): anyone can send
+    /// any header.
+    pub fn user_header(mut self, name: HeaderName) -> RateLimitLayer {
+        self.config().user_header = Some(name);
+        self
+    }
+
+    /// Whether to add `RateLimit-Policy` / `RateLimit` to allowed responses (default `true`).
+    pub fn quota_headers(mut self, on: bool) -> RateLimitLayer {
+        self.config().quota_headers = on;
+        self
+    }
+
+    /// The client-IP resolver.
+    pub fn client_ip_resolver(&self) -> &ClientIpResolver {
+        &self.config.resolver
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimitService<S>;
+
+    fn layer(&self, inner: S) -> RateLimitService<S> {
+        RateLimitService { inner, config: self.config.clone() }
+    }
+}
+
+/// The service of [`RateLimitLayer`].
+#[derive(Clone, Debug)]
+pub struct RateLimitService<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S> RateLimitService<S> {
+    /// The request context for `req`.
+    fn context<B>(&self, req: &Request<B>) -> RequestContext {
+        let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+        let mut ctx = RequestContext::new().with_ipv6_prefix(self.config.ipv6_prefix);
+        if let Some(ip) = self.config.resolver.resolve(peer, req.headers()) {
+            ctx = ctx.with_ip(ip);
+        }
+        if let Some(name) = &self.config.user_header {
+            let user = req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+            if let Some(user) = user.filter(|u| !u.is_empty()) {
+                ctx = ctx.with_user(user);
+            }
+        }
+        ctx
+    }
+}
+
+/// The response future of [`RateLimitService`].
+pub type ResponseFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send>>;
+
+impl<S, B, ResBody> Service<Request<B>> for RateLimitService<S>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<Response<ResBody>, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        let ctx = Arc::new(self.context(&req));
+        if let Some(ip) = ctx.ip() {
+            req.extensions_mut().insert(ClientIp(ip));
+        }
+        // The synchronous part of the inner call sees the context too.
+        let fut = context::sync_scope(ctx.clone(), || self.inner.call(req));
+        let quota_headers = self.config.quota_headers;
+        Box::pin(async move {
+            let mut response = context::scope(ctx.clone(), fut).await?;
+            if quota_headers {
+                let headers = response.headers_mut();
+                let present = headers.contains_key(RATELIMIT) || headers.contains_key(RATELIMIT_POLICY);
+                if let Some(quota) = ctx.quota().filter(|_| !present) {
+                    headers.extend(quota.headers());
+                }
+            }
+            Ok(response)
+        })
+    }
+}
