@@ -1,0 +1,141 @@
+//! `rules = [(20s, 10), (1m, 100)]`: literal windows with units and literal counts, checked and
+//! converted to milliseconds at compile time.
+
+use crate::errors::Errors;
+use crate::parse::ungroup;
+use syn::{Error, Expr, Lit, LitInt};
+
+/// The longest window the runtime accepts: 366 days (`ratelimit::MAX_WINDOW`).
+const MAX_WINDOW_MS: u64 = 366 * 24 * 3600 * 1000;
+/// The largest count the runtime accepts: 2^53 - 1 (`ratelimit::MAX_COUNT`).
+const MAX_COUNT: u64 = (1 << 53) - 1;
+/// Units and their length in milliseconds.
+const UNITS: &[(&str, u64)] = &[("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)];
+const EXAMPLE: &str = "rules = [(20s, 10), (1m, 100)]";
+
+/// One checked rule.
+pub(crate) struct Rule {
+    pub window_ms: u64,
+    pub count: u64,
+    /// The window as written, for spans and messages.
+    pub window: LitInt,
+}
+
+/// Reads the value of `rules = …`, reporting every bad rule.
+pub(crate) fn parse(value: &Expr) -> syn::Result<Vec<Rule>> {
+    let Expr::Array(list) = ungroup(value) else {
+        return Err(Error::new_spanned(
+            value,
+            format!("`rules` is a list of `(window, count)` literals: write `{EXAMPLE}`"),
+        ));
+    };
+    if list.elems.is_empty() {
+        return Err(Error::new_spanned(
+            value,
+            format!("`rules` is empty: give at least one `(window, count)`, e.g. `{EXAMPLE}`"),
+        ));
+    }
+    let mut errors = Errors::default();
+    let mut rules: Vec<Rule> = Vec::with_capacity(list.elems.len());
+    for elem in &list.elems {
+        let Some(rule) = errors.take(rule(elem)) else { continue };
+        if let Some(first) = rules.iter().find(|r| r.window_ms == rule.window_ms) {
+            errors.push(Error::new_spanned(
+                &rule.window,
+                format!(
+                    "duplicate rule: `{}` is the same window as `{}` before it; keep one rule per window",
+                    rule.window, first.window
+                ),
+            ));
+            continue;
+        }
+        rules.push(rule);
+    }
+    errors.finish()?;
+    Ok(rules)
+}
+
+fn rule(elem: &Expr) -> syn::Result<Rule> {
+    let shape =
+        || Error::new_spanned(elem, "a rule is `(window, count)`, e.g. `(20s, 10)` for 10 calls per 20 seconds");
+    let Expr::Tuple(tuple) = ungroup(elem) else { return Err(shape()) };
+    if tuple.elems.len() != 2 {
+        return Err(shape());
+    }
+    let mut errors = Errors::default();
+    let window = errors.take(window(&tuple.elems[0]));
+    let count = errors.take(count(&tuple.elems[1], "count"));
+    errors.finish()?;
+    match (window, count) {
+        (Some((window_ms, window)), Some(count)) => Ok(Rule { window_ms, count, window }),
+        _ => Err(shape()),
+    }
+}
+
+fn literal(expr: &Expr) -> Option<&Lit> {
+    match ungroup(expr) {
+        Expr::Lit(l) if l.attrs.is_empty() => Some(&l.lit),
+        _ => None,
+    }
+}
+
+fn window(expr: &Expr) -> syn::Result<(u64, LitInt)> {
+    let units = "ms, s, m, h or d";
+    let lit = match literal(expr) {
+        Some(Lit::Int(lit)) => lit,
+        Some(Lit::Float(_)) => {
+            return Err(Error::new_spanned(expr, "the window must be a whole number: write e.g. `1500ms` for 1.5s"))
+        }
+        _ => {
+            return Err(Error::new_spanned(
+                expr,
+                format!(
+                    "the window must be an integer literal with a unit ({units}), e.g. `20s`; \
+                     constants and expressions are not supported"
+                ),
+            ))
+        }
+    };
+    let suffix = lit.suffix();
+    if suffix.is_empty() {
+        return Err(Error::new_spanned(lit, format!("the window needs a unit: write `{lit}s` or use {units}")));
+    }
+    let Some(&(_, unit_ms)) = UNITS.iter().find(|(u, _)| *u == suffix) else {
+        return Err(Error::new_spanned(lit, format!("unknown unit `{suffix}` in `{lit}`: use {units}")));
+    };
+    let too_long =
+        || Error::new_spanned(lit, format!("the window `{lit}` is longer than 366 days: use at most `366d`"));
+    let amount: u64 = lit.base10_parse().map_err(|_| too_long())?;
+    let ms = amount.checked_mul(unit_ms).ok_or_else(too_long)?;
+    if ms == 0 {
+        return Err(Error::new_spanned(lit, "the window must be at least 1ms"));
+    }
+    if ms > MAX_WINDOW_MS {
+        return Err(too_long());
+    }
+    Ok((ms, lit.clone()))
+}
+
+/// A count (or a `burst`): a positive integer literal of at most 2^53 - 1.
+pub(crate) fn count(expr: &Expr, what: &str) -> syn::Result<u64> {
+    let Some(Lit::Int(lit)) = literal(expr) else {
+        return Err(Error::new_spanned(
+            expr,
+            format!(
+                "the {what} must be a positive integer literal, e.g. `10`; constants and expressions are not supported"
+            ),
+        ));
+    };
+    if !lit.suffix().is_empty() {
+        return Err(Error::new_spanned(lit, format!("the {what} is a plain number: write `{}`", lit.base10_digits())));
+    }
+    let too_large = || Error::new_spanned(lit, format!("the {what} must be at most 2^53 - 1 ({MAX_COUNT})"));
+    let count: u64 = lit.base10_parse().map_err(|_| too_large())?;
+    if count == 0 {
+        return Err(Error::new_spanned(lit, format!("the {what} must be at least 1 (0 would refuse every call)")));
+    }
+    if count > MAX_COUNT {
+        return Err(too_large());
+    }
+    Ok(count)
+}

@@ -1,0 +1,325 @@
+//! Checks that need more than one option, more than one attribute, or the function itself, and
+//! the checked model the expansion works from.
+
+use crate::errors::Errors;
+use crate::parse::{Attr, Given, Kind, OnError, ALGORITHMS, BURST_ALGORITHMS};
+use crate::rules::Rule;
+use quote::ToTokens;
+use syn::{
+    Block, Error, Expr, GenericArgument, Ident, ItemFn, LitStr, PathArguments, ReturnType, Stmt, Type, TypeParamBound,
+};
+
+/// One limit (one attribute), checked.
+pub(crate) struct Limit {
+    pub kind: Kind,
+    pub rules: Vec<Rule>,
+    pub algorithm: Option<Ident>,
+    pub burst: Option<u64>,
+    pub prefix: Option<LitStr>,
+    /// The `ip`/`user`/`key` expression, if any.
+    pub subject: Option<Expr>,
+}
+
+/// Everything the expansion needs: the limits of all stacked attributes, outermost first, and
+/// the options that apply to the whole limiter.
+pub(crate) struct Plan {
+    pub limits: Vec<Limit>,
+    pub name: Option<LitStr>,
+    pub on_error: Option<OnError>,
+    pub krate: Option<syn::Path>,
+    pub cost: Option<Expr>,
+}
+
+/// Checks one attribute's options against each other.
+fn limit(attr: &mut Attr) -> syn::Result<Limit> {
+    let mut errors = Errors::default();
+    if attr.kind.is_none() {
+        errors.push(Error::new_spanned(
+            &attr.site,
+            "missing `type`: add `type = Global`, `type = Ip`, `type = User` or `type = Key`",
+        ));
+    }
+    if attr.rules.is_none() {
+        errors.push(Error::new_spanned(
+            &attr.site,
+            "missing `rules`: add e.g. `rules = [(20s, 10)]` (at most 10 calls in any 20 seconds)",
+        ));
+    }
+    let kind = attr.kind.as_ref().map(|k| k.value.0);
+    let mut subject = None;
+    for (option, given) in [("ip", attr.ip.take()), ("user", attr.user.take()), ("key", attr.key.take())] {
+        let Some(given) = given else { continue };
+        match kind {
+            Some(kind) if kind.subject_option() == Some(option) => subject = Some(given.value),
+            Some(kind) => errors.push(Error::new_spanned(
+                &given.key,
+                format!(
+                    "`{option} = …` only applies to `type = {}`, and this limit is `type = {}`: {}",
+                    variant_of(option),
+                    kind.variant(),
+                    match kind.subject_option() {
+                        Some(own) => format!("use `{own} = …` instead, or change the type"),
+                        None => "remove it, or change the type".to_owned(),
+                    }
+                ),
+            )),
+            None => {}
+        }
+    }
+    if let Some(Given { value: (Kind::Key, expr), .. }) = &attr.kind {
+        if subject.is_none() {
+            errors.push(Error::new_spanned(
+                expr,
+                "`type = Key` needs `key = <expr>`, the value to count per (e.g. `key = format!(\"{tenant}:{route}\")`)",
+            ));
+        }
+    }
+    if let Some(burst) = &attr.burst {
+        let algorithm = attr.algorithm.as_ref().map_or_else(|| ALGORITHMS[0].to_owned(), |a| a.value.to_string());
+        if !BURST_ALGORITHMS.contains(&algorithm.as_str()) {
+            errors.push(Error::new_spanned(
+                &burst.key,
+                format!(
+                    "`burst` sets a bucket's capacity, and {algorithm} has none: use `algorithm = {}` or remove `burst`",
+                    BURST_ALGORITHMS.join("`, `algorithm = ")
+                ),
+            ));
+        }
+    }
+    errors.finish()?;
+    match (attr.kind.take(), attr.rules.take()) {
+        (Some(kind), Some(rules)) => Ok(Limit {
+            kind: kind.value.0,
+            rules: rules.value,
+            algorithm: attr.algorithm.take().map(|g| g.value),
+            burst: attr.burst.take().map(|g| g.value),
+            prefix: attr.prefix.take().map(|g| g.value),
+            subject,
+        }),
+        // Reported above.
+        _ => Err(Error::new_spanned(&attr.site, "incomplete #[rate_limiter]")),
+    }
+}
+
+fn variant_of(option: &str) -> &'static str {
+    match option {
+        "ip" => "Ip",
+        "user" => "User",
+        _ => "Key",
+    }
+}
+
+/// Merges the stacked attributes (outermost first) into one plan.
+pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
+    let mut errors = Errors::default();
+    let mut plan = Plan { limits: Vec::new(), name: None, on_error: None, krate: None, cost: None };
+    // The first attribute that gave each limiter-wide option, to compare the others with.
+    let mut name: Option<Given<LitStr>> = None;
+    let mut on_error: Option<Given<(OnError, Expr)>> = None;
+    let mut krate: Option<Given<(syn::Path, LitStr)>> = None;
+    let mut cost: Option<Given<Expr>> = None;
+    for mut attr in attrs {
+        agree(&mut name, attr.name.take(), |a, b| a.value() == b.value(), &mut errors);
+        agree(&mut on_error, attr.on_error.take(), |a, b| a.0 == b.0, &mut errors);
+        agree(&mut krate, attr.krate.take(), |a, b| same_tokens(&a.0, &b.0), &mut errors);
+        agree(&mut cost, attr.cost.take(), same_tokens, &mut errors);
+        if let Some(limit) = errors.take(limit(&mut attr)) {
+            if let Err(e) = repeats(&plan.limits, &limit) {
+                errors.push(e);
+            }
+            plan.limits.push(limit);
+        }
+    }
+    errors.finish()?;
+    plan.name = name.map(|g| g.value);
+    plan.on_error = on_error.map(|g| g.value.0);
+    plan.krate = krate.map(|g| g.value.0);
+    plan.cost = cost.map(|g| g.value);
+    Ok(plan)
+}
+
+fn same_tokens<T: ToTokens>(a: &T, b: &T) -> bool {
+    a.to_token_stream().to_string() == b.to_token_stream().to_string()
+}
+
+/// Stacked attributes may each give a limiter-wide option, but must then agree.
+fn agree<T>(first: &mut Option<Given<T>>, next: Option<Given<T>>, same: impl Fn(&T, &T) -> bool, errors: &mut Errors) {
+    let Some(next) = next else { return };
+    match first {
+        None => *first = Some(next),
+        Some(first) if same(&first.value, &next.value) => {}
+        Some(first) => {
+            let key = &next.key;
+            let mut e = Error::new_spanned(
+                key,
+                format!(
+                    "`{key}` conflicts with the `{key}` of another #[rate_limiter] on this function: \
+                     stacked attributes make one limiter, so give `{key}` once"
+                ),
+            );
+            e.combine(Error::new_spanned(&first.key, format!("the other `{key}` is here")));
+            errors.push(e);
+        }
+    }
+}
+
+/// Two stacked limits that count the same subject the same way over the same window would
+/// count every call twice.
+fn repeats(earlier: &[Limit], limit: &Limit) -> syn::Result<()> {
+    let prefix = |l: &Limit| l.prefix.as_ref().map(LitStr::value);
+    let algorithm = |l: &Limit| l.algorithm.as_ref().map(Ident::to_string);
+    let subject = |l: &Limit| l.subject.as_ref().map(|e| e.to_token_stream().to_string());
+    let mut errors = Errors::default();
+    for other in earlier {
+        if other.kind != limit.kind
+            || prefix(other) != prefix(limit)
+            || algorithm(other) != algorithm(limit)
+            || subject(other) != subject(limit)
+        {
+            continue;
+        }
+        for rule in &limit.rules {
+            if let Some(first) = other.rules.iter().find(|r| r.window_ms == rule.window_ms) {
+                errors.push(Error::new_spanned(
+                    &rule.window,
+                    format!(
+                        "duplicate rule: window `{}` is already limited as `{}` by another #[rate_limiter] \
+                         of the same type and subject; keep one rule per window",
+                        rule.window, first.window
+                    ),
+                ));
+            }
+        }
+    }
+    errors.finish()
+}
+
+/// How the function's body runs, which decides where and how the check goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Body {
+    /// A plain `fn`: the blocking check at the top of the body.
+    Blocking,
+    /// An `async fn`: the awaited check at the top of the body.
+    Async,
+    /// A `fn` returning `Pin<Box<dyn Future<Output = Result<..>>>>` whose body is
+    /// `Box::pin(async move { … })` (what `#[async_trait]` makes): the awaited check at the top
+    /// of the async block.
+    BoxedAsync,
+}
+
+/// The function's shape: how its body runs, and its `Result` type (whose span the
+/// `From<RateLimited>` conversion takes, so a missing impl is reported there).
+pub(crate) struct Shape {
+    pub body: Body,
+    pub result: proc_macro2::TokenStream,
+}
+
+const NEEDS_RESULT: &str =
+    "#[rate_limiter] needs the function to return Result<T, E> where E: From<ratelimit::RateLimited> \
+     (a refused call returns Err(RateLimited.into()))";
+
+/// Checks the function's signature and finds its shape.
+pub(crate) fn signature(func: &ItemFn) -> syn::Result<Shape> {
+    let sig = &func.sig;
+    let mut errors = Errors::default();
+    if let Some(constness) = &sig.constness {
+        errors.push(Error::new_spanned(
+            constness,
+            "#[rate_limiter] cannot limit a `const fn` (limits are decided at run time): remove `const`",
+        ));
+    }
+    let shape = match &sig.output {
+        ReturnType::Default => Err(Error::new_spanned(sig, format!("{NEEDS_RESULT}; this function returns `()`"))),
+        ReturnType::Type(_, ty) => match (sig.asyncness.is_some(), future_output(ty)) {
+            (false, Some(output)) => {
+                if boxed_async(&func.block).is_none() {
+                    Err(Error::new_spanned(
+                        ty,
+                        "#[rate_limiter] on a function that returns a boxed future needs its body to be \
+                         `Box::pin(async move { … })` (as #[async_trait] writes it): write an `async fn` instead",
+                    ))
+                } else if is_result(output) {
+                    Ok(Shape { body: Body::BoxedAsync, result: output.to_token_stream() })
+                } else {
+                    Err(Error::new_spanned(output, NEEDS_RESULT))
+                }
+            }
+            _ if is_result(ty) => Ok(Shape {
+                body: if sig.asyncness.is_some() { Body::Async } else { Body::Blocking },
+                result: ty.to_token_stream(),
+            }),
+            _ => Err(Error::new_spanned(ty, NEEDS_RESULT)),
+        },
+    };
+    let shape = errors.take(shape);
+    errors.finish()?;
+    shape.ok_or_else(|| Error::new_spanned(sig, NEEDS_RESULT))
+}
+
+fn strip(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(g) => strip(&g.elem),
+        Type::Paren(p) => strip(&p.elem),
+        other => other,
+    }
+}
+
+/// A path type whose last segment is `Result`: `Result<T, E>`, `io::Result<T>`,
+/// `anyhow::Result<T>`.
+fn is_result(ty: &Type) -> bool {
+    match strip(ty) {
+        Type::Path(p) => p.qself.is_none() && p.path.segments.last().is_some_and(|s| s.ident == "Result"),
+        _ => false,
+    }
+}
+
+/// `Name<T, ..>` → `T`.
+fn first_type_arg<'a>(ty: &'a Type, name: &str) -> Option<&'a Type> {
+    let Type::Path(p) = strip(ty) else { return None };
+    let segment = p.path.segments.last().filter(|s| s.ident == name)?;
+    let PathArguments::AngleBracketed(args) = &segment.arguments else { return None };
+    args.args.iter().find_map(|a| match a {
+        GenericArgument::Type(t) => Some(t),
+        _ => None,
+    })
+}
+
+/// `Pin<Box<dyn Future<Output = T> + ..>>` → `T`.
+fn future_output(ty: &Type) -> Option<&Type> {
+    let boxed = first_type_arg(ty, "Pin")?;
+    let Type::TraitObject(object) = strip(first_type_arg(boxed, "Box")?) else { return None };
+    object.bounds.iter().find_map(|bound| {
+        let TypeParamBound::Trait(bound) = bound else { return None };
+        let segment = bound.path.segments.last().filter(|s| s.ident == "Future")?;
+        let PathArguments::AngleBracketed(args) = &segment.arguments else { return None };
+        args.args.iter().find_map(|a| match a {
+            GenericArgument::AssocType(assoc) if assoc.ident == "Output" => Some(&assoc.ty),
+            _ => None,
+        })
+    })
+}
+
+/// The body is exactly `Box::pin(async move { … })` (the shape `#[async_trait]` gives a
+/// method): the async block.
+fn boxed_async(block: &Block) -> Option<&Block> {
+    let [Stmt::Expr(Expr::Call(call), None)] = block.stmts.as_slice() else { return None };
+    let Expr::Path(callee) = &*call.func else { return None };
+    let segments: Vec<String> = callee.path.segments.iter().map(|s| s.ident.to_string()).collect();
+    if !segments.ends_with(&["Box".to_owned(), "pin".to_owned()]) || call.args.len() != 1 {
+        return None;
+    }
+    match call.args.first() {
+        Some(Expr::Async(inner)) => Some(&inner.block),
+        _ => None,
+    }
+}
+
+/// The async block of a [`Body::BoxedAsync`] body, to inject the check into.
+pub(crate) fn boxed_async_mut(block: &mut Block) -> Option<&mut Block> {
+    boxed_async(block)?;
+    let [Stmt::Expr(Expr::Call(call), None)] = block.stmts.as_mut_slice() else { return None };
+    match call.args.first_mut() {
+        Some(Expr::Async(inner)) => Some(&mut inner.block),
+        _ => None,
+    }
+}
