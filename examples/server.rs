@@ -75,8 +75,9 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Command, Str
             "-h" | "--help" => return Ok(Command::Help),
             "--listen" => {
                 let v = value("--listen")?;
-                parsed.listen =
-                    v.parse().map_err(|_| format!("--listen {v:?}: expected ADDR:PORT, e.g. 127.0.0.1:3000 or [::1]:3000"))?;
+                parsed.listen = v
+                    .parse()
+                    .map_err(|_| format!("--listen {v:?}: expected ADDR:PORT, e.g. 127.0.0.1:3000 or [::1]:3000"))?;
             }
             "--trust-proxy" => {
                 let v = value("--trust-proxy")?;
@@ -185,28 +186,29 @@ async fn shutdown_signal() {
     }
 }
 
-/// Runs the server with these arguments (without the program name); returns the exit code.
-pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
+/// Runs the server with these arguments (without the program name); returns the exit status:
+/// 0 after a graceful shutdown (or `--help`), 1 if it cannot start, 2 for a bad command line.
+pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     let args = match parse_args(args) {
         Ok(Command::Serve(args)) => args,
         Ok(Command::Help) => {
             print!("{USAGE}");
-            return ExitCode::SUCCESS;
+            return 0;
         }
         Err(e) => {
             eprintln!("server: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
+            return 2;
         }
     };
     if let Err(e) = ratelimit::Config::from_env().and_then(ratelimit::init) {
         eprintln!("server: cannot configure the rate-limit store: {e}");
-        return ExitCode::FAILURE;
+        return 1;
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("server: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            return 1;
         }
     };
     runtime.block_on(async {
@@ -214,7 +216,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("server: cannot listen on {}: {e}", args.listen);
-                return ExitCode::FAILURE;
+                return 1;
             }
         };
         let addr = listener.local_addr().unwrap_or(args.listen);
@@ -223,11 +225,11 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         match axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await {
             Ok(()) => {
                 eprintln!("server: shut down");
-                ExitCode::SUCCESS
+                0
             }
             Err(e) => {
                 eprintln!("server: {e}");
-                ExitCode::FAILURE
+                1
             }
         }
     })
@@ -235,5 +237,5 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
 
 #[allow(dead_code)] // The tests include this file as a module and call `run`.
 fn main() -> ExitCode {
-    run(std::env::args().skip(1))
+    ExitCode::from(run(std::env::args().skip(1)))
 }

@@ -7,7 +7,7 @@ use axum::extract::ConnectInfo;
 use axum::routing::get;
 use axum::Router;
 use http::{HeaderMap, HeaderName, Request, StatusCode};
-use ratelimit::http::{Cidr, CidrErrorKind, ClientIpResolver, ClientIp, ForwardedHeader, RateLimitLayer};
+use ratelimit::http::{Cidr, CidrErrorKind, ClientIp, ClientIpResolver, ForwardedHeader, RateLimitLayer};
 use ratelimit::{
     context, Cause, FailurePolicy, LimitType, Limiter, MemoryStore, RateLimited, RedisStore, Rule, Subject,
 };
@@ -47,7 +47,11 @@ fn untrusted_peer_is_the_client_whatever_the_headers_say() {
     let r = resolver();
     let spoof = [("x-forwarded-for", "1.2.3.4"), ("forwarded", "for=1.2.3.4"), ("x-real-ip", "1.2.3.4")];
     assert_eq!(client(&r, "203.0.113.5", &spoof), Some(ip("203.0.113.5")));
-    assert_eq!(client(&ClientIpResolver::new(), "10.0.0.1", &spoof), Some(ip("10.0.0.1")), "nothing trusted by default");
+    assert_eq!(
+        client(&ClientIpResolver::new(), "10.0.0.1", &spoof),
+        Some(ip("10.0.0.1")),
+        "nothing trusted by default"
+    );
     // IPv6 peer, untrusted.
     assert_eq!(client(&r, "2001:db8::7", &spoof), Some(ip("2001:db8::7")));
 }
@@ -214,7 +218,10 @@ fn cidr_errors_say_what_to_write() {
         r#"invalid CIDR "10.0.0.0/33": the prefix length must be at most 32 for this address family"#
     );
     assert!(err("nope").to_string().contains("expected e.g. 10.0.0.0/8"));
-    assert_eq!(err("2001:db8::1/64").to_string(), r#"invalid CIDR "2001:db8::1/64": bits set after the /64 prefix (did you mean 2001:db8::/64?)"#);
+    assert_eq!(
+        err("2001:db8::1/64").to_string(),
+        r#"invalid CIDR "2001:db8::1/64": bits set after the /64 prefix (did you mean 2001:db8::/64?)"#
+    );
 }
 
 // ---- header fields -----------------------------------------------------------------------
@@ -263,7 +270,10 @@ fn sub_second_windows_round_up() {
 fn stacked_limits_list_every_policy() {
     let limiter = Limiter::builder("t::stacked")
         .limit(LimitType::User, [Rule::new(Duration::from_secs(10), 2).unwrap()])
-        .limit(LimitType::Ip, [Rule::new(Duration::from_secs(10), 15).unwrap(), Rule::new(Duration::from_secs(60), 50).unwrap()])
+        .limit(
+            LimitType::Ip,
+            [Rule::new(Duration::from_secs(10), 15).unwrap(), Rule::new(Duration::from_secs(60), 50).unwrap()],
+        )
         .store(Arc::new(MemoryStore::new()))
         .build()
         .unwrap();
@@ -385,14 +395,20 @@ async fn ipv6_clients_share_their_64_unless_configured() {
     let limiter = memory_limiter("t::v6", LimitType::Ip, &[(10_000, 1)]);
     let app = limited_app(RateLimitLayer::new(), limiter);
     assert_eq!(send(&app, request("/limited", Some("2001:db8:1:2::a"), &[])).await.status, StatusCode::OK);
-    assert_eq!(send(&app, request("/limited", Some("2001:db8:1:2::b"), &[])).await.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        send(&app, request("/limited", Some("2001:db8:1:2::b"), &[])).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
     assert_eq!(send(&app, request("/limited", Some("2001:db8:1:3::a"), &[])).await.status, StatusCode::OK);
 
     let limiter = memory_limiter("t::v6-128", LimitType::Ip, &[(10_000, 1)]);
     let app = limited_app(RateLimitLayer::new().ipv6_prefix(128), limiter);
     assert_eq!(send(&app, request("/limited", Some("2001:db8:1:2::a"), &[])).await.status, StatusCode::OK);
     assert_eq!(send(&app, request("/limited", Some("2001:db8:1:2::b"), &[])).await.status, StatusCode::OK);
-    assert_eq!(send(&app, request("/limited", Some("2001:db8:1:2::b"), &[])).await.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        send(&app, request("/limited", Some("2001:db8:1:2::b"), &[])).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
     let r = send(&app, request("/whoami", Some("2001:db8:1:2::b"), &[])).await;
     assert!(r.body.contains("subject=2001:db8:1:2::b/128"), "{}", r.body);
 }
@@ -416,7 +432,12 @@ async fn allowed_and_refused_responses_carry_the_fields() {
     assert_eq!(r.headers["ratelimit-policy"], r#""ip-20s";q=2;w=20, "ip-1m";q=10;w=60"#);
     assert_eq!(r.headers.get_all("ratelimit").iter().count(), 1, "the layer does not add a second one");
     assert!(r.body.starts_with(r#"{"error":"rate_limited","retry_after_ms":"#), "{}", r.body);
-    let ms: u64 = r.body.trim_start_matches(r#"{"error":"rate_limited","retry_after_ms":"#).trim_end_matches('}').parse().unwrap();
+    let ms: u64 = r
+        .body
+        .trim_start_matches(r#"{"error":"rate_limited","retry_after_ms":"#)
+        .trim_end_matches('}')
+        .parse()
+        .unwrap();
     assert!((19_000..=20_000).contains(&ms), "{ms}");
     // No limiter ran: no fields.
     let r = send(&app, request("/whoami", Some("192.0.2.1"), &[])).await;

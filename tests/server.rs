@@ -1,1 +1,460 @@
-//! placeholder
+//! The example server (spec §8) over real TCP on loopback.
+//!
+//! Every server runs in its own process: the rate-limit configuration and the limiters of the
+//! annotated handlers are per process (as in production), so tests must not share one. The
+//! process is this test binary, re-executed to run only [`server_process`], which calls the
+//! example's `run` (`examples/server.rs` is compiled into this binary with `#[path]`). That needs
+//! no second build of the example and always runs the code under test, whatever the profile
+//! or features. Clients bind to 127.0.0.2, 127.0.0.3, … to be distinct client IPs.
+
+#[path = "../examples/server.rs"]
+#[allow(dead_code)]
+mod server;
+mod support;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, SocketAddr};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use support::RedisServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpSocket;
+
+/// The arguments of a server process, one per line.
+const CHILD_ARGS: &str = "RATELIMIT_TEST_SERVER_ARGS";
+
+/// Not a test: the body of the server processes that the tests start. Does nothing unless
+/// this binary was started as such a process.
+#[test]
+fn server_process() {
+    let Ok(args) = std::env::var(CHILD_ARGS) else { return };
+    let status = server::run(args.lines().filter(|a| !a.is_empty()).map(str::to_owned));
+    std::process::exit(i32::from(status));
+}
+
+fn server_command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
+    cmd.args(["server_process", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .env(CHILD_ARGS, args.join("\n") + "\n")
+        .env_remove("REDIS_URL")
+        .env_remove("REDIS_CLUSTER_URLS")
+        .env_remove("RATELIMIT_ON_ERROR")
+        .envs(env.iter().copied());
+    cmd
+}
+
+/// A running server process, killed on drop.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    startup_line: String,
+}
+
+impl Server {
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut all = vec!["--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let mut child = server_command(&all, env)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the server process");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        // Drains stdout for the life of the process, forwarding the startup line.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("listening on http://") {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the server did not print its startup line within 30s: {:?}", child.wait());
+            }
+        };
+        let addr = line
+            .split("listening on http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in the startup line {line:?}"));
+        Server { child, addr, startup_line: line }
+    }
+
+    /// `kill -INT`: what Ctrl-C sends.
+    fn interrupt(&self) {
+        let ok = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status().is_ok_and(|s| s.success());
+        assert!(ok, "kill -INT failed");
+    }
+
+    /// Waits up to `timeout` for the process to exit.
+    fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: HashMap<String, String>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+}
+
+fn loopback(last: u8) -> IpAddr {
+    IpAddr::from([127, 0, 0, last])
+}
+
+/// One HTTP/1.1 request over a fresh connection from `from` (any 127.0.0.0/8 address).
+async fn request(server: SocketAddr, from: IpAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket.bind(SocketAddr::new(from, 0)).unwrap_or_else(|e| panic!("bind {from}: {e}"));
+    let mut stream = socket.connect(server).await.unwrap_or_else(|e| panic!("connect {server} from {from}: {e}"));
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\nContent-Length: 0\r\n");
+    for (name, value) in headers {
+        req.push_str(&format!("{name}: {value}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).await.expect("write request");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
+        .await
+        .expect("response within 10s")
+        .expect("read response");
+    parse_response(&raw)
+}
+
+fn parse_response(raw: &[u8]) -> Reply {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no header end in {text:?}"));
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status =
+        status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{status_line:?}"));
+    let mut headers = HashMap::new();
+    for line in lines {
+        let (name, value) = line.split_once(':').unwrap_or_else(|| panic!("bad header line {line:?}"));
+        let previous = headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_owned());
+        assert!(previous.is_none(), "header {name} twice");
+    }
+    let body = if headers.get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    Reply { status, headers, body }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).expect("chunk size");
+        if size == 0 {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = &rest[size + 2..];
+    }
+    out
+}
+
+async fn get(server: &Server, from: u8, path: &str) -> Reply {
+    request(server.addr, loopback(from), "GET", path, &[]).await
+}
+
+/// Sends `n` requests and returns their statuses.
+async fn statuses(
+    server: SocketAddr,
+    from: u8,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    n: usize,
+) -> Vec<u16> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(request(server, loopback(from), method, path, headers).await.status);
+    }
+    out
+}
+
+/// The first `ok` are 200, the rest 429.
+fn assert_exactly(statuses: &[u16], ok: usize, what: &str) {
+    let expected: Vec<u16> = (0..statuses.len()).map(|i| if i < ok { 200 } else { 429 }).collect();
+    assert_eq!(statuses, expected, "{what}: expected exactly {ok} × 200 then 429s");
+}
+
+fn assert_refusal(r: &Reply, policy: &str) {
+    assert_eq!(r.status, 429, "{r:?}");
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let retry: u64 = r.header("retry-after").expect("Retry-After").parse().expect("whole seconds");
+    assert!((1..=10).contains(&retry), "Retry-After {retry}");
+    assert_eq!(r.header("ratelimit"), Some(format!(r#""{policy}";r=0;t={retry}"#).as_str()));
+    let ms: u64 = r
+        .body
+        .strip_prefix(r#"{"error":"rate_limited","retry_after_ms":"#)
+        .and_then(|b| b.strip_suffix('}'))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("body {:?}", r.body));
+    assert!(ms > 0 && ms.div_ceil(1000) == retry, "retry_after_ms {ms} vs Retry-After {retry}");
+}
+
+#[tokio::test]
+async fn hello_is_exact_per_client_ip() {
+    let server = Server::start(&[], &[]);
+    assert!(server.startup_line.contains("memory"), "{}", server.startup_line);
+    let health = get(&server, 2, "/healthz").await;
+    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+    assert!(health.header("ratelimit").is_none() && health.header("ratelimit-policy").is_none());
+
+    for i in 0..20u64 {
+        let r = get(&server, 2, "/api/hello").await;
+        assert_eq!(r.status, 200, "call {i}: {r:?}");
+        assert_eq!(r.body, "hello\n");
+        assert_eq!(r.header("ratelimit-policy"), Some(r#""ip-10s";q=20;w=10, "ip-1m";q=50;w=60"#));
+        let rl = r.header("ratelimit").expect("RateLimit on 200");
+        let expected = format!(r#""ip-10s";r={};t="#, 19 - i);
+        assert!(rl.starts_with(&expected), "call {i}: {rl}");
+        let t: u64 = rl[expected.len()..].parse().unwrap();
+        assert!((1..=10).contains(&t), "{rl}");
+    }
+    for _ in 0..5 {
+        let r = get(&server, 2, "/api/hello").await;
+        assert_refusal(&r, "ip-10s");
+        assert_eq!(r.header("ratelimit-policy"), Some(r#""ip-10s";q=20;w=10, "ip-1m";q=50;w=60"#));
+    }
+    // Another client IP has its own budget.
+    assert_exactly(&statuses(server.addr, 3, "GET", "/api/hello", &[], 23).await, 20, "127.0.0.3");
+    // Unlimited routes stay open.
+    assert_eq!(get(&server, 2, "/healthz").await.status, 200);
+}
+
+#[tokio::test]
+async fn global_is_one_budget_for_everyone() {
+    let server = Server::start(&[], &[]);
+    let mut all = Vec::new();
+    for i in 0..45u8 {
+        let r = get(&server, 2 + i % 3, "/api/global").await;
+        if r.status == 200 {
+            assert!(r.header("ratelimit").is_some_and(|v| v.starts_with(r#""global-10s";r="#)), "{r:?}");
+        } else {
+            assert_refusal(&r, "global-10s");
+        }
+        all.push(r.status);
+    }
+    assert_exactly(&all, 30, "/api/global from three IPs");
+}
+
+#[tokio::test]
+async fn orders_need_a_user_and_are_all_or_nothing() {
+    let server = Server::start(&[], &[]);
+    let addr = server.addr;
+    let alice = [("X-User-Id", "alice")];
+    let bob = [("X-User-Id", "bob")];
+
+    // No user: 401 before any limit is counted.
+    for headers in [&[][..], &[("X-User-Id", "")][..], &[("X-User-Id", "   ")][..]] {
+        let r = request(addr, loopback(2), "POST", "/api/orders", headers).await;
+        assert_eq!(r.status, 401, "{r:?}");
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        assert!(r.body.contains(r#""error":"unauthorized""#));
+        assert!(r.header("ratelimit").is_none());
+    }
+    assert_eq!(request(addr, loopback(2), "GET", "/api/orders", &alice).await.status, 405);
+
+    // alice: her 10, then the user rule refuses; those refusals must not count against the IP.
+    let first = request(addr, loopback(2), "POST", "/api/orders", &alice).await;
+    assert_eq!((first.status, first.body.as_str()), (200, "order accepted for alice\n"));
+    assert_eq!(first.header("ratelimit-policy"), Some(r#""user-10s";q=10;w=10, "ip-10s";q=15;w=10"#));
+    assert!(first.header("ratelimit").is_some_and(|v| v.starts_with(r#""user-10s";r=9;t="#)), "{first:?}");
+    assert_exactly(&statuses(addr, 2, "POST", "/api/orders", &alice, 9).await, 9, "alice's remaining 9");
+    for _ in 0..4 {
+        assert_refusal(&request(addr, loopback(2), "POST", "/api/orders", &alice).await, "user-10s");
+    }
+    // bob from the same IP: 15 - 10 = exactly 5 left on the IP rule.
+    let bob_calls = statuses(addr, 2, "POST", "/api/orders", &bob, 5).await;
+    assert_exactly(&bob_calls, 5, "bob from alice's IP");
+    assert_refusal(&request(addr, loopback(2), "POST", "/api/orders", &bob).await, "ip-10s");
+    // alice is limited from any IP; a new user on a new IP is not.
+    assert_refusal(&request(addr, loopback(3), "POST", "/api/orders", &alice).await, "user-10s");
+    assert_eq!(request(addr, loopback(3), "POST", "/api/orders", &[("X-User-Id", "carol")]).await.status, 200);
+    // bob's refusal by the IP rule did not count against bob: from a fresh IP he has 10 - 5 = 5.
+    assert_exactly(&statuses(addr, 4, "POST", "/api/orders", &bob, 7).await, 5, "bob from a fresh IP");
+}
+
+#[tokio::test]
+async fn forwarded_headers_only_from_trusted_proxies() {
+    // No trusted proxy: a client rotating X-Forwarded-For is still one client.
+    let plain = Server::start(&[], &[]);
+    let mut all = Vec::new();
+    for i in 0..24 {
+        let spoof = format!("198.51.100.{i}");
+        let headers = [("X-Forwarded-For", spoof.as_str()), ("X-Real-IP", spoof.as_str())];
+        all.push(request(plain.addr, loopback(2), "GET", "/api/hello", &headers).await.status);
+    }
+    assert_exactly(&all, 20, "spoofed XFF from an untrusted peer");
+
+    // 127.0.0.2 is a trusted proxy: its X-Forwarded-For names the client.
+    let proxied = Server::start(&["--trust-proxy", "127.0.0.2/32"], &[]);
+    let addr = proxied.addr;
+    let client_a = [("X-Forwarded-For", "203.0.113.50, 198.51.100.7")];
+    assert_exactly(&statuses(addr, 2, "GET", "/api/hello", &client_a, 22).await, 20, "198.51.100.7 via the proxy");
+    // The same client named with `Forwarded` is the same client.
+    let forwarded = [("Forwarded", r#"for="198.51.100.7:1234";proto=http"#)];
+    assert_refusal(&request(addr, loopback(2), "GET", "/api/hello", &forwarded).await, "ip-10s");
+    // Another client behind the same proxy has its own budget.
+    let client_b = [("X-Forwarded-For", "198.51.100.8")];
+    assert_eq!(request(addr, loopback(2), "GET", "/api/hello", &client_b).await.status, 200);
+    // From an untrusted peer the header is ignored: 127.0.0.3 is counted, whatever it claims.
+    let mut all = Vec::new();
+    for i in 0..22 {
+        let spoof = format!("198.51.100.{}", 100 + i);
+        all.push(request(addr, loopback(3), "GET", "/api/hello", &[("X-Forwarded-For", spoof.as_str())]).await.status);
+    }
+    assert_exactly(&all, 20, "XFF from untrusted 127.0.0.3");
+    // …and claiming to be the exhausted client does not hurt it either: 127.0.0.4 is fresh.
+    assert_eq!(request(addr, loopback(4), "GET", "/api/hello", &client_a).await.status, 200);
+}
+
+#[tokio::test]
+async fn two_processes_on_one_redis_share_the_limits_exactly() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let env = [("REDIS_URL", url.as_str())];
+    let a = Server::start(&[], &env);
+    let b = Server::start(&[], &env);
+    assert!(a.startup_line.contains("redis"), "{}", a.startup_line);
+    let mut all = Vec::new();
+    for i in 0..40u8 {
+        let server = if i % 2 == 0 { &a } else { &b };
+        all.push(request(server.addr, loopback(2 + i % 3), "GET", "/api/global", &[]).await.status);
+    }
+    assert_exactly(&all, 30, "/api/global across two processes");
+    // Per IP, across both processes.
+    let mut all = Vec::new();
+    for i in 0..26 {
+        let server = if i % 2 == 0 { &a } else { &b };
+        all.push(request(server.addr, loopback(5), "GET", "/api/hello", &[]).await.status);
+    }
+    assert_exactly(&all, 20, "/api/hello from one IP across two processes");
+    // The stacked limits too: alice's 10 spread over both.
+    let alice = [("X-User-Id", "alice")];
+    let mut all = Vec::new();
+    for i in 0..12 {
+        let server = if i % 2 == 0 { &a } else { &b };
+        all.push(request(server.addr, loopback(6), "POST", "/api/orders", &alice).await.status);
+    }
+    assert_exactly(&all, 10, "alice across two processes");
+}
+
+#[tokio::test]
+async fn store_failure_policy() {
+    // Nothing listens on this port: the store is down.
+    let down = format!("redis://127.0.0.1:{}/", support::free_port());
+    let open = Server::start(&[], &[("REDIS_URL", down.as_str())]);
+    assert_eq!(get(&open, 2, "/api/global").await.status, 200, "fail open by default");
+    let closed = Server::start(&[], &[("REDIS_URL", down.as_str()), ("RATELIMIT_ON_ERROR", "deny")]);
+    let r = get(&closed, 2, "/api/global").await;
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(r.header("retry-after").is_some_and(|v| v.parse::<u64>().is_ok()));
+    assert!(r.body.starts_with(r#"{"error":"rate_limited","retry_after_ms":"#));
+    assert_eq!(get(&closed, 2, "/healthz").await.status, 200);
+}
+
+#[test]
+fn graceful_shutdown_on_ctrl_c() {
+    let mut server = Server::start(&[], &[]);
+    server.interrupt();
+    let status = server.wait_exit(Duration::from_secs(10)).expect("the server exits on SIGINT");
+    assert!(status.success(), "{status:?}");
+}
+
+/// Runs a server process to completion: (exit code, stdout, stderr).
+fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let out = server_command(args, env).output().expect("run the server process");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn command_line() {
+    let (code, stdout, _) = run_to_exit(&["--help"], &[]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("Usage: server [--listen ADDR:PORT] [--trust-proxy CIDR]..."), "{stdout}");
+    let (code, _, stderr) = run_to_exit(&["--listen", "localhost"], &[]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--listen \"localhost\": expected ADDR:PORT"), "{stderr}");
+    let (code, _, stderr) = run_to_exit(&["--trust-proxy=10.0.0.1/8"], &[]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("did you mean 10.0.0.0/8?"), "{stderr}");
+    let (code, _, stderr) = run_to_exit(&["--trust-proxy"], &[]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--trust-proxy needs a value"), "{stderr}");
+    let (code, _, stderr) = run_to_exit(&["--verbose"], &[]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("unknown argument \"--verbose\""), "{stderr}");
+    let (code, _, stderr) = run_to_exit(&[], &[("RATELIMIT_ON_ERROR", "maybe")]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("cannot configure the rate-limit store") && stderr.contains("maybe"), "{stderr}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap().to_string();
+    let (code, _, stderr) = run_to_exit(&["--listen", &busy], &[]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains(&format!("cannot listen on {busy}")), "{stderr}");
+}
+
+#[cfg(not(feature = "cluster"))]
+#[test]
+fn cluster_without_the_feature_is_a_clear_error() {
+    let (code, stdout, stderr) = run_to_exit(&[], &[("REDIS_CLUSTER_URLS", "redis://127.0.0.1:7000")]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("cannot configure the rate-limit store"), "{stderr}");
+    assert!(!stdout.contains("listening"), "{stdout}");
+}
+
+#[test]
+fn argument_parser() {
+    use server::{parse_args, Args, Command};
+    let parse = |args: &[&str]| parse_args(args.iter().map(|s| s.to_string()));
+    assert_eq!(parse(&[]), Ok(Command::Serve(Args { listen: "127.0.0.1:3000".parse().unwrap(), trust_proxy: vec![] })));
+    let Ok(Command::Serve(args)) = parse(&["--listen=[::1]:8080", "--trust-proxy", "10.0.0.0/8", "--trust-proxy=::1"])
+    else {
+        panic!()
+    };
+    assert_eq!(args.listen, "[::1]:8080".parse().unwrap());
+    assert_eq!(args.trust_proxy.iter().map(ToString::to_string).collect::<Vec<_>>(), ["10.0.0.0/8", "::1/128"]);
+    assert_eq!(parse(&["-h"]), Ok(Command::Help));
+    assert_eq!(parse(&["--listen", "1.2.3.4:5", "--help"]), Ok(Command::Help));
+    assert!(parse(&["--listen"]).is_err());
+    assert!(parse(&["extra"]).is_err());
+}

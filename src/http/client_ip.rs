@@ -252,7 +252,12 @@ fn forwarded_entries(text: &str, out: &mut Vec<Option<IpAddr>>) {
 }
 
 /// Ends one element: its `for=` node; empty elements (`a, , b`) are ignored (RFC 9110 §5.6.1).
-fn end_element(out: &mut Vec<Option<IpAddr>>, element_for: &mut Option<Option<IpAddr>>, malformed: &mut bool, empty: &mut bool) {
+fn end_element(
+    out: &mut Vec<Option<IpAddr>>,
+    element_for: &mut Option<Option<IpAddr>>,
+    malformed: &mut bool,
+    empty: &mut bool,
+) {
     if !*empty || *malformed {
         out.push(if *malformed { None } else { element_for.take().flatten() });
     }
