@@ -35,12 +35,10 @@ pub(crate) fn rate_limiter(args: TokenStream, item: TokenStream) -> TokenStream 
 fn check(args: TokenStream, siblings: Vec<stack::Sibling>, func: &ItemFn) -> syn::Result<(Plan, Shape)> {
     let mut errors = Errors::default();
     let mut attrs: Vec<Attr> = Vec::with_capacity(1 + siblings.len());
-    if let Some(attr) = errors.take(Attr::parse(parse::site(Span::call_site()), args)) {
-        attrs.push(attr);
-    }
+    attrs.extend(Attr::parse(parse::site(Span::call_site()), args, &mut errors));
     for sibling in siblings {
-        if let Some(attr) = errors.take(sibling.args.and_then(|args| Attr::parse(sibling.site, args))) {
-            attrs.push(attr);
+        if let Some(args) = errors.take(sibling.args) {
+            attrs.extend(Attr::parse(sibling.site, args, &mut errors));
         }
     }
     let shape = errors.take(validate::signature(func));
@@ -138,7 +136,9 @@ fn prelude(func: &ItemFn, plan: &Plan, shape: &Shape) -> TokenStream {
     let mut bindings = Vec::new();
     let mut subject_exprs = Vec::new();
     for (i, limit) in plan.limits.iter().enumerate() {
-        let value = format_ident!("__ratelimit_value_{}", i, span = Span::mixed_site());
+        // Hygienic, but located at the expression: type errors point at what the user wrote.
+        let span = limit.subject.as_ref().map_or(Span::mixed_site(), |e| Span::mixed_site().located_at(e.span()));
+        let value = format_ident!("__ratelimit_value_{}", i, span = span);
         subject_exprs.push(match (limit.kind, &limit.subject) {
             (Kind::Global, _) => quote!(#p::global()),
             (Kind::Ip, None) => quote!(#p::ip_from_context()),
@@ -167,9 +167,9 @@ fn prelude(func: &ItemFn, plan: &Plan, shape: &Shape) -> TokenStream {
         Body::Blocking => quote!(#p::check_blocking(#limiter, &#subjects, #cost)),
         Body::Async | Body::BoxedAsync => quote!(#p::check(#limiter, &#subjects, #cost).await),
     };
-    // Spanned at the return type: a missing `From<RateLimited>` impl is reported there.
-    let result = &shape.result;
-    let convert = quote_spanned!(result.span()=> ::core::convert::From::from(#error));
+    // `?` converts with `From`, like any early return of the function; spanned at the return
+    // type, so a missing `From<RateLimited>` impl is reported there.
+    let question = quote_spanned!(shape.result.span()=> ?);
 
     quote! {
         {
@@ -185,7 +185,7 @@ fn prelude(func: &ItemFn, plan: &Plan, shape: &Shape) -> TokenStream {
             #(#bindings)*
             let #subjects = [#(#subject_exprs),*];
             if let ::core::result::Result::Err(#error) = #check {
-                return ::core::result::Result::Err(#convert);
+                ::core::result::Result::<::core::convert::Infallible, _>::Err(#error)#question;
             }
         }
     }

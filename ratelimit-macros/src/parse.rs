@@ -118,6 +118,8 @@ pub(crate) struct Attr {
     pub cost: Option<Given<Expr>>,
     pub on_error: Option<Given<(OnError, Expr)>>,
     pub krate: Option<Given<(syn::Path, LitStr)>>,
+    /// Options given with a value that was refused (already reported).
+    pub invalid: Vec<String>,
 }
 
 impl Attr {
@@ -136,23 +138,39 @@ impl Attr {
             cost: None,
             on_error: None,
             krate: None,
+            invalid: Vec::new(),
         }
     }
 
-    /// Reads one attribute's tokens. `site` stands for the attribute in errors.
-    pub(crate) fn parse(site: TokenStream, tokens: TokenStream) -> syn::Result<Attr> {
+    /// Reads one attribute's tokens. `site` stands for the attribute in errors. Bad values are
+    /// reported to `errors` and left out (their keys recorded in `invalid`), so that the rest
+    /// of the attribute can still be checked; `None` when the tokens are not a list of options.
+    pub(crate) fn parse(site: TokenStream, tokens: TokenStream, errors: &mut Errors) -> Option<Attr> {
+        let options = errors.take(options(tokens))?;
         let mut attr = Attr::empty(site);
-        let mut errors = Errors::default();
-        for RawOption { key, value } in options(tokens)? {
+        for RawOption { key, value } in options {
             if let Err(e) = attr.set(key, value) {
                 errors.push(e);
             }
         }
-        errors.finish()?;
-        Ok(attr)
+        Some(attr)
+    }
+
+    /// Whether the option was given, even with a value that was refused.
+    pub(crate) fn was_given(&self, option: &str) -> bool {
+        self.invalid.iter().any(|k| k == option)
     }
 
     fn set(&mut self, key: Ident, value: Expr) -> syn::Result<()> {
+        let name = key.to_string();
+        let result = self.set_typed(key, value);
+        if result.is_err() {
+            self.invalid.push(name);
+        }
+        result
+    }
+
+    fn set_typed(&mut self, key: Ident, value: Expr) -> syn::Result<()> {
         let name = key.to_string();
         match name.as_str() {
             "type" => store(&mut self.kind, key, kind(&value).map(|k| (k, value))),
@@ -228,7 +246,7 @@ fn kind(value: &Expr) -> syn::Result<Kind> {
                 .find(|k| k.eq_ignore_ascii_case(&text))
                 .map(|k| format!(" (did you mean `{k}`?)"))
                 .unwrap_or_default();
-            return Err(Error::new_spanned(value, format!("unknown type `{text}`: {EXPECTED}{hint}")));
+            return Err(Error::new_spanned(value, format!("unknown type `{text}`{hint}: {EXPECTED}")));
         }
     })
 }

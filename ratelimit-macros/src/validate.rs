@@ -30,16 +30,17 @@ pub(crate) struct Plan {
     pub cost: Option<Expr>,
 }
 
-/// Checks one attribute's options against each other.
-fn limit(attr: &mut Attr) -> syn::Result<Limit> {
+/// Checks one attribute's options against each other. `None` when its `type` or `rules` was
+/// refused when read (and reported then).
+fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
     let mut errors = Errors::default();
-    if attr.kind.is_none() {
+    if attr.kind.is_none() && !attr.was_given("type") {
         errors.push(Error::new_spanned(
             &attr.site,
             "missing `type`: add `type = Global`, `type = Ip`, `type = User` or `type = Key`",
         ));
     }
-    if attr.rules.is_none() {
+    if attr.rules.is_none() && !attr.was_given("rules") {
         errors.push(Error::new_spanned(
             &attr.site,
             "missing `rules`: add e.g. `rules = [(20s, 10)]` (at most 10 calls in any 20 seconds)",
@@ -67,14 +68,14 @@ fn limit(attr: &mut Attr) -> syn::Result<Limit> {
         }
     }
     if let Some(Given { value: (Kind::Key, expr), .. }) = &attr.kind {
-        if subject.is_none() {
+        if subject.is_none() && !attr.was_given("key") {
             errors.push(Error::new_spanned(
                 expr,
                 "`type = Key` needs `key = <expr>`, the value to count per (e.g. `key = format!(\"{tenant}:{route}\")`)",
             ));
         }
     }
-    if let Some(burst) = &attr.burst {
+    if let (Some(burst), false) = (&attr.burst, attr.was_given("algorithm")) {
         let algorithm = attr.algorithm.as_ref().map_or_else(|| ALGORITHMS[0].to_owned(), |a| a.value.to_string());
         if !BURST_ALGORITHMS.contains(&algorithm.as_str()) {
             errors.push(Error::new_spanned(
@@ -88,16 +89,16 @@ fn limit(attr: &mut Attr) -> syn::Result<Limit> {
     }
     errors.finish()?;
     match (attr.kind.take(), attr.rules.take()) {
-        (Some(kind), Some(rules)) => Ok(Limit {
+        // A refused `type` or `rules` was reported when it was read.
+        (Some(kind), Some(rules)) => Ok(Some(Limit {
             kind: kind.value.0,
             rules: rules.value,
             algorithm: attr.algorithm.take().map(|g| g.value),
             burst: attr.burst.take().map(|g| g.value),
             prefix: attr.prefix.take().map(|g| g.value),
             subject,
-        }),
-        // Reported above.
-        _ => Err(Error::new_spanned(&attr.site, "incomplete #[rate_limiter]")),
+        })),
+        _ => Ok(None),
     }
 }
 
@@ -123,7 +124,7 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
         agree(&mut on_error, attr.on_error.take(), |a, b| a.0 == b.0, &mut errors);
         agree(&mut krate, attr.krate.take(), |a, b| same_tokens(&a.0, &b.0), &mut errors);
         agree(&mut cost, attr.cost.take(), same_tokens, &mut errors);
-        if let Some(limit) = errors.take(limit(&mut attr)) {
+        if let Some(Some(limit)) = errors.take(limit(&mut attr)) {
             if let Err(e) = repeats(&plan.limits, &limit) {
                 errors.push(e);
             }

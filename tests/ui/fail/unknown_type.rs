@@ -1,0 +1,8 @@
+use ratelimit::{rate_limiter, RateLimited};
+
+#[rate_limiter(type = Ipv6, rules = [(20s, 10)])]
+fn handler() -> Result<(), RateLimited> {
+    Ok(())
+}
+
+fn main() {}
