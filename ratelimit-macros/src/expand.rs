@@ -167,8 +167,8 @@ fn prelude(func: &ItemFn, plan: &Plan, shape: &Shape) -> TokenStream {
         Body::Blocking => quote!(#p::check_blocking(#limiter, &#subjects, #cost)),
         Body::Async | Body::BoxedAsync => quote!(#p::check(#limiter, &#subjects, #cost).await),
     };
-    // `?` converts with `From`, like any early return of the function; spanned at the return
-    // type, so a missing `From<RateLimited>` impl is reported there.
+    // `?` converts with `From` into the function's error type; when that type has no
+    // `From<RateLimited>`, rustc says so and points at the return type.
     let question = quote_spanned!(shape.result.span()=> ?);
 
     quote! {

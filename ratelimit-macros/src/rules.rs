@@ -139,3 +139,45 @@ pub(crate) fn count(expr: &Expr, what: &str) -> syn::Result<u64> {
     }
     Ok(count)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(text: &str) -> Result<Vec<(u64, u64)>, String> {
+        let expr: Expr = syn::parse_str(text).unwrap();
+        parse(&expr).map(|r| r.iter().map(|r| (r.window_ms, r.count)).collect()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn windows_convert_to_milliseconds() {
+        assert_eq!(
+            rules("[(500ms, 1), (20s, 10), (1m, 1_000), (2h, 5), (1d, 9_007_199_254_740_991)]"),
+            Ok(vec![(500, 1), (20_000, 10), (60_000, 1000), (7_200_000, 5), (86_400_000, (1 << 53) - 1)])
+        );
+        assert_eq!(rules("[(366d, 1)]"), Ok(vec![(MAX_WINDOW_MS, 1)]));
+        assert_eq!(rules("[(31_622_400_000ms, 1)]"), Ok(vec![(MAX_WINDOW_MS, 1)]));
+    }
+
+    #[test]
+    fn bad_rules_are_refused() {
+        for bad in [
+            "[(367d, 1)]",
+            "[(31_622_400_001ms, 1)]",
+            "[(99999999999999999999999d, 1)]",
+            "[(0ms, 1)]",
+            "[(1s, 0)]",
+            "[(1s, 9_007_199_254_740_992)]",
+            "[(1s, -1)]",
+            "[(1w, 1)]",
+            "[(1, 1)]",
+            "[(N, 1)]",
+            "[(1s, N)]",
+            "[(1s, 1), (1000ms, 2)]",
+            "[]",
+            "RULES",
+        ] {
+            assert!(rules(bad).is_err(), "{bad} should be refused");
+        }
+    }
+}

@@ -175,6 +175,7 @@ fn repeats(earlier: &[Limit], limit: &Limit) -> syn::Result<()> {
         if other.kind != limit.kind
             || prefix(other) != prefix(limit)
             || algorithm(other) != algorithm(limit)
+            || other.burst != limit.burst
             || subject(other) != subject(limit)
         {
             continue;
