@@ -24,12 +24,22 @@ use tokio::net::TcpSocket;
 
 /// The arguments of a server process, one per line.
 const CHILD_ARGS: &str = "RATELIMIT_TEST_SERVER_ARGS";
+/// Set for long-running server processes: exit when stdin (a pipe from the test) closes.
+const EXIT_WITH_PARENT: &str = "RATELIMIT_TEST_EXIT_WITH_PARENT";
 
 /// Not a test: the body of the server processes that the tests start. Does nothing unless
 /// this binary was started as such a process.
 #[test]
 fn server_process() {
     let Ok(args) = std::env::var(CHILD_ARGS) else { return };
+    if std::env::var_os(EXIT_WITH_PARENT).is_some() {
+        // Our stdin is a pipe from the test: when the test process goes away, however it dies,
+        // the pipe closes and this server exits instead of lingering.
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            std::process::exit(3);
+        });
+    }
     let status = server::run(args.lines().filter(|a| !a.is_empty()).map(str::to_owned));
     std::process::exit(i32::from(status));
 }
@@ -57,6 +67,8 @@ impl Server {
         let mut all = vec!["--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
         let mut child = server_command(&all, env)
+            .env(EXIT_WITH_PARENT, "1")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -357,6 +369,9 @@ async fn two_processes_on_one_redis_share_the_limits_exactly() {
         all.push(request(server.addr, loopback(2 + i % 3), "GET", "/api/global", &[]).await.status);
     }
     assert_exactly(&all, 30, "/api/global across two processes");
+    let r = get(&a, 9, "/api/hello").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("ratelimit").map(|v| v.starts_with(r#""ip-10s";r=19;t="#)), Some(true), "{r:?}");
     // Per IP, across both processes.
     let mut all = Vec::new();
     for i in 0..26 {
