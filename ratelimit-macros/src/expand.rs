@@ -107,7 +107,7 @@ fn prelude(func: &ItemFn, plan: &Plan, shape: &Shape) -> TokenStream {
             quote!((#window, #count))
         });
         let algorithm = match &limit.algorithm {
-            Some(a) => syn::Ident::new(&a.to_string(), a.span()),
+            Some(a) => a.clone(),
             None => syn::Ident::new(parse::ALGORITHMS[0], Span::call_site()),
         };
         let prefix = match &limit.prefix {

@@ -103,6 +103,7 @@ pub(crate) struct Given<T> {
 }
 
 /// One `#[rate_limiter(...)]`, each option typed but not yet checked against the others.
+#[derive(Default)]
 pub(crate) struct Attr {
     /// Tokens that stand for the whole attribute, for "missing …" errors.
     pub site: TokenStream,
@@ -123,31 +124,12 @@ pub(crate) struct Attr {
 }
 
 impl Attr {
-    fn empty(site: TokenStream) -> Attr {
-        Attr {
-            site,
-            kind: None,
-            rules: None,
-            prefix: None,
-            name: None,
-            ip: None,
-            user: None,
-            key: None,
-            algorithm: None,
-            burst: None,
-            cost: None,
-            on_error: None,
-            krate: None,
-            invalid: Vec::new(),
-        }
-    }
-
     /// Reads one attribute's tokens. `site` stands for the attribute in errors. Bad values are
     /// reported to `errors` and left out (their keys recorded in `invalid`), so that the rest
     /// of the attribute can still be checked; `None` when the tokens are not a list of options.
     pub(crate) fn parse(site: TokenStream, tokens: TokenStream, errors: &mut Errors) -> Option<Attr> {
         let options = errors.take(options(tokens))?;
-        let mut attr = Attr::empty(site);
+        let mut attr = Attr { site, ..Attr::default() };
         for RawOption { key, value } in options {
             if let Err(e) = attr.set(key, value) {
                 errors.push(e);
@@ -156,8 +138,8 @@ impl Attr {
         Some(attr)
     }
 
-    /// Whether the option was given, even with a value that was refused.
-    pub(crate) fn was_given(&self, option: &str) -> bool {
+    /// Whether the option was given with a value that was refused (and reported).
+    pub(crate) fn was_refused(&self, option: &str) -> bool {
         self.invalid.iter().any(|k| k == option)
     }
 

@@ -34,13 +34,13 @@ pub(crate) struct Plan {
 /// refused when read (and reported then).
 fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
     let mut errors = Errors::default();
-    if attr.kind.is_none() && !attr.was_given("type") {
+    if attr.kind.is_none() && !attr.was_refused("type") {
         errors.push(Error::new_spanned(
             &attr.site,
             "missing `type`: add `type = Global`, `type = Ip`, `type = User` or `type = Key`",
         ));
     }
-    if attr.rules.is_none() && !attr.was_given("rules") {
+    if attr.rules.is_none() && !attr.was_refused("rules") {
         errors.push(Error::new_spanned(
             &attr.site,
             "missing `rules`: add e.g. `rules = [(20s, 10)]` (at most 10 calls in any 20 seconds)",
@@ -68,14 +68,14 @@ fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
         }
     }
     if let Some(Given { value: (Kind::Key, expr), .. }) = &attr.kind {
-        if subject.is_none() && !attr.was_given("key") {
+        if subject.is_none() && !attr.was_refused("key") {
             errors.push(Error::new_spanned(
                 expr,
                 "`type = Key` needs `key = <expr>`, the value to count per (e.g. `key = format!(\"{tenant}:{route}\")`)",
             ));
         }
     }
-    if let (Some(burst), false) = (&attr.burst, attr.was_given("algorithm")) {
+    if let (Some(burst), false) = (&attr.burst, attr.was_refused("algorithm")) {
         let algorithm = attr.algorithm.as_ref().map_or_else(|| ALGORITHMS[0].to_owned(), |a| a.value.to_string());
         if !BURST_ALGORITHMS.contains(&algorithm.as_str()) {
             errors.push(Error::new_spanned(
