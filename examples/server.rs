@@ -165,24 +165,30 @@ async fn orders(user: UserId) -> Result<String, AppError> {
     Ok(format!("order accepted for {}\n", user.0))
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on Ctrl-C (or `SIGTERM`). On Unix the handlers are installed by this call, not on
+/// first poll, so a signal sent right after the startup line is not missed.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let handlers = signal(SignalKind::interrupt()).and_then(|int| Ok((int, signal(SignalKind::terminate())?)));
+        async move {
+            match handlers {
+                Ok((mut int, mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 
@@ -220,9 +226,10 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
             }
         };
         let addr = listener.local_addr().unwrap_or(args.listen);
+        let shutdown = shutdown_signal();
         println!("server: listening on http://{addr} (rate-limit store: {})", ratelimit::describe_store());
         let app = app(&args.trust_proxy).into_make_service_with_connect_info::<SocketAddr>();
-        match axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await {
+        match axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
             Ok(()) => {
                 eprintln!("server: shut down");
                 0
