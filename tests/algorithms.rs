@@ -32,7 +32,8 @@ fn redis_store(server: &RedisServer) -> StoreHandle {
 }
 
 fn limiter(name: &str, store: StoreHandle, alg: Algorithm, rules: &[Rule], burst: Option<u64>) -> Limiter {
-    let mut b = Limiter::builder(name).limit_with(LimitType::Global, rules.iter().copied(), alg, ratelimit::DEFAULT_PREFIX);
+    let mut b =
+        Limiter::builder(name).limit_with(LimitType::Global, rules.iter().copied(), alg, ratelimit::DEFAULT_PREFIX);
     if let Some(n) = burst {
         b = b.burst(n);
     }

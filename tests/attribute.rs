@@ -98,8 +98,6 @@ async fn shared_async() -> Result<&'static str, RateLimited> {
 }
 
 #[tokio::test]
-#[ignore = "runtime: the memory store keys logs per built Limiter (Limit::memory_key uses a per-build id), \
-            so two functions never share a window there; Redis keys do share"]
 async fn sync_and_async_functions_with_one_name_share_a_window() {
     memory();
     assert_eq!(shared_sync().unwrap(), "sync");

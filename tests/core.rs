@@ -37,8 +37,11 @@ fn keys(server: &RedisServer) -> Vec<Vec<u8>> {
     keys
 }
 
+/// A key and its (member, score) pairs.
+type Log = (Vec<u8>, Vec<(Vec<u8>, f64)>);
+
 /// Every (member, score) of every key.
-fn snapshot(server: &RedisServer) -> Vec<(Vec<u8>, Vec<(Vec<u8>, f64)>)> {
+fn snapshot(server: &RedisServer) -> Vec<Log> {
     let mut con = server.client();
     keys(server)
         .into_iter()
@@ -53,7 +56,8 @@ fn snapshot(server: &RedisServer) -> Vec<(Vec<u8>, Vec<(Vec<u8>, f64)>)> {
 
 async fn concurrent_calls_admit_exactly_the_limit(store: StoreHandle) {
     const LIMIT: u64 = 100;
-    let limiter = Limiter::builder("core::exact").limit(LimitType::Ip, [rule(60_000, LIMIT)]).store(store).build().unwrap();
+    let limiter =
+        Limiter::builder("core::exact").limit(LimitType::Ip, [rule(60_000, LIMIT)]).store(store).build().unwrap();
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let limiter = limiter.clone();
@@ -165,7 +169,8 @@ fn memory_denied_call_records_nothing() {
 const T0: u64 = 4_000_000_000_000_000;
 
 async fn retry_after_is_exact(store: StoreHandle) {
-    let limiter = Limiter::builder("core::retry").limit(LimitType::Global, [rule(1000, 2)]).store(store).build().unwrap();
+    let limiter =
+        Limiter::builder("core::retry").limit(LimitType::Global, [rule(1000, 2)]).store(store).build().unwrap();
     let g = [Subject::global()];
     assert!(limiter.check_at(&g, 1, Some(T0)).await.is_ok());
     assert!(limiter.check_at(&g, 1, Some(T0 + 100_000)).await.is_ok());
@@ -262,7 +267,8 @@ fn memory_evicts_idle_subjects() {
 async fn redis_hostile_subjects_never_share_keys() {
     let server = RedisServer::start();
     let store = redis_store(&server);
-    let limiter = |t| Limiter::builder("core::hostile").limit(t, [rule(60_000, 1)]).store(store.clone()).build().unwrap();
+    let limiter =
+        |t| Limiter::builder("core::hostile").limit(t, [rule(60_000, 1)]).store(store.clone()).build().unwrap();
     let (users, ips) = (limiter(LimitType::User), limiter(LimitType::Ip));
     let long = "x".repeat(10_000);
     let hostile: Vec<Subject<'static>> = vec![

@@ -127,7 +127,8 @@ impl Config {
             }
             #[cfg(feature = "cluster")]
             Backend::Cluster(urls) => Arc::new(
-                crate::store::cluster::ClusterStore::open(urls, self.timeout).map_err(|e| ConfigError(e.to_string()))?,
+                crate::store::cluster::ClusterStore::open(urls, self.timeout)
+                    .map_err(|e| ConfigError(e.to_string()))?,
             ),
             #[cfg(not(feature = "cluster"))]
             Backend::Cluster(urls) => {

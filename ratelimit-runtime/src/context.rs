@@ -140,8 +140,8 @@ pub fn user_subject() -> Subject<'static> {
     current().map_or(Subject::missing(), |c| c.user_subject())
 }
 
-pub(crate) fn record_quota(quota: &Quota) {
-    if let Some(ctx) = current() {
-        *lock(&ctx.quota) = Some(quota.clone());
+impl RequestContext {
+    pub(crate) fn record_quota(&self, quota: Quota) {
+        *lock(&self.quota) = Some(quota);
     }
 }

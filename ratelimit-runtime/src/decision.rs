@@ -16,7 +16,9 @@ pub struct Decision {
     pub retry_after: Duration,
     /// Units left in that rule after this call (0 when denied).
     pub remaining: u64,
-    /// When that rule's oldest counted unit leaves its window.
+    /// When allowed: how long until that rule's quota is whole again if no other call comes
+    /// (for the sliding window, its full window: this call's units leave last). When denied:
+    /// the retry-after.
     pub reset: Duration,
 }
 

@@ -1,13 +1,16 @@
 //! The library's own I/O runtime: every Redis connection lives and every Redis call runs here.
 //!
-//! Connections are bound to the runtime that drives them. Running them on the caller's runtime
+//! Connections are bound to the runtime that drives them. Driving them on the caller's runtime
 //! would break when that runtime is dropped (each `#[tokio::test]` has its own) and would not
-//! work at all for plain `fn`s; a dedicated runtime costs no extra thread wake-up compared with a
-//! multiplexed connection's own hand-off.
+//! work at all for plain `fn`s. Async callers on a Tokio runtime still await their requests in
+//! place (a multiplexed request is a message to the driver task, wherever it runs); others, and
+//! blocking callers, hand the request to this runtime.
 
 use crate::StoreError;
 use std::future::Future;
 use std::sync::OnceLock;
+use std::task::Poll;
+use std::time::Duration;
 use tokio::runtime::{Handle, Runtime};
 
 fn runtime() -> Result<&'static Runtime, StoreError> {
@@ -47,4 +50,40 @@ pub(crate) fn block_on<T: Send + 'static>(
         let _ = tx.send(fut.await);
     });
     rx.recv().map_err(|_| StoreError::Unavailable("store task failed".to_owned()))?
+}
+
+/// Runs `fut` with a time limit measured by the I/O runtime's timer, so that it works when
+/// polled from any runtime (even one without a time driver, or none at all).
+pub(crate) async fn timeout<T>(
+    limit: Duration,
+    fut: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let sleep = {
+        let _io = handle()?.enter();
+        tokio::time::sleep(limit)
+    };
+    let mut sleep = std::pin::pin!(sleep);
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = fut.as_mut().poll(cx) {
+            return Poll::Ready(r);
+        }
+        if sleep.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(StoreError::Timeout(limit)));
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Awaits a remote decision: directly when the caller is on a Tokio runtime (the connection's
+/// driver task lives on the I/O runtime either way), else by handing it to the I/O runtime.
+pub(crate) async fn await_remote<T: Send + 'static>(
+    fut: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> Result<T, StoreError> {
+    if Handle::try_current().is_ok() {
+        fut.await
+    } else {
+        run(fut).await
+    }
 }

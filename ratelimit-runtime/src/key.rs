@@ -93,6 +93,11 @@ impl KeyTemplate {
         KeyTemplate { head, tail }
     }
 
+    /// Everything but the subject: what identifies the limit.
+    pub(crate) fn identity(&self) -> Vec<u8> {
+        [&self.head[..], &[0], &self.tail[..]].concat()
+    }
+
     /// The key for one subject.
     pub(crate) fn key(&self, subject: &[u8]) -> Vec<u8> {
         let mut key = Vec::with_capacity(self.head.len() + self.tail.len() + subject.len().min(MAX_PART_LEN) + 8);
@@ -147,6 +152,7 @@ mod tests {
             "app::update",
             t,
             Algorithm::SlidingWindow,
+            None,
             &[Rule::from_millis(20_000, 10).unwrap()],
         )
     }

@@ -4,9 +4,9 @@ use crate::config::{self, FailurePolicy};
 use crate::key::{check_prefix, KeyTemplate, PrefixError, DEFAULT_PREFIX};
 use crate::store::{Call, Pending, StoreHandle};
 use crate::{io, Algorithm, Cause, Decision, LimitType, RateLimited, Rule, RuleError, StoreError, Subject};
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// One rule of one limit, as headers name it: `ip-20s`.
@@ -53,12 +53,21 @@ impl Limit {
         self.template.key(subject)
     }
 
-    pub(crate) fn memory_key(&self, subject: &[u8]) -> Vec<u8> {
-        let mut key = Vec::with_capacity(8 + subject.len());
-        key.extend_from_slice(&self.memory_id.to_le_bytes());
-        key.extend_from_slice(subject);
-        key
+    /// Appends this limit's in-memory key for `subject`: its id, then the subject's bytes.
+    pub(crate) fn write_memory_key(&self, subject: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.memory_id.to_le_bytes());
+        out.extend_from_slice(subject);
     }
+}
+
+/// The in-memory store's short name for a limit's key template: limits with the same identity
+/// (prefix, name, type, algorithm, rules), like the same Redis keys, share their state.
+fn memory_id(template: &KeyTemplate) -> u64 {
+    static IDS: Mutex<Option<HashMap<Vec<u8>, u64>>> = Mutex::new(None);
+    let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+    let ids = ids.get_or_insert_with(HashMap::new);
+    let next = ids.len() as u64 + 1;
+    *ids.entry(template.identity()).or_insert(next)
 }
 
 /// Why a limiter could not be built.
@@ -174,7 +183,6 @@ impl LimiterBuilder {
 
     /// Validates and builds the limiter.
     pub fn build(self) -> Result<Limiter, LimiterError> {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -212,15 +220,17 @@ impl LimiterBuilder {
             }
             let policy_offset = policies.len();
             policies.extend(rules.iter().map(|&rule| Policy { limit_type: spec.limit_type, rule }));
+            let template =
+                KeyTemplate::new(&spec.prefix, &self.name, spec.limit_type, spec.algorithm, spec.burst, &rules);
             limits.push(Limit {
                 limit_type: spec.limit_type,
                 algorithm: spec.algorithm,
                 burst: spec.burst,
-                template: KeyTemplate::new(&spec.prefix, &self.name, spec.limit_type, spec.algorithm, spec.burst, &rules),
                 rules,
                 policy_offset,
                 script_args,
-                memory_id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                memory_id: memory_id(&template),
+                template,
             });
         }
         Ok(Limiter {
@@ -274,22 +284,24 @@ pub struct Quota {
     pub policy: Policy,
     /// Units left in it.
     pub remaining: u64,
-    /// When its oldest counted unit leaves the window.
+    /// How long until its quota is whole again if no other call comes.
     pub reset: Duration,
     /// Every rule of the limiter.
     pub policies: Arc<[Policy]>,
 }
 
-/// An allowed call.
+/// An allowed call. Borrows its limiter, so that deciding allocates nothing.
 #[derive(Clone, Debug)]
-pub struct Permit {
-    quota: Option<Quota>,
+pub struct Permit<'a> {
+    limiter: &'a Limiter,
+    /// `None` when the store failed and the policy let the call through.
+    decision: Option<Decision>,
 }
 
-impl Permit {
+impl Permit<'_> {
     /// The quota left, or `None` when the store failed and the policy let the call through.
-    pub fn quota(&self) -> Option<&Quota> {
-        self.quota.as_ref()
+    pub fn quota(&self) -> Option<Quota> {
+        self.decision.and_then(|d| self.limiter.quota(&d))
     }
 }
 
@@ -322,9 +334,9 @@ impl Limiter {
     }
 
     /// Decides a call of `cost` units: `subjects` holds one subject per limit, in the order the
-    /// limits were added. Runs on the library's I/O runtime for Redis, so it works from any
-    /// async runtime.
-    pub async fn check(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit, RateLimited> {
+    /// limits were added. Works from any async runtime (Redis connections live on the library's
+    /// own I/O runtime).
+    pub async fn check(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit<'_>, RateLimited> {
         self.check_at(subjects, cost, None).await
     }
 
@@ -335,17 +347,17 @@ impl Limiter {
         subjects: &[Subject<'_>],
         cost: u64,
         now_us: Option<u64>,
-    ) -> Result<Permit, RateLimited> {
+    ) -> Result<Permit<'_>, RateLimited> {
         match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
-            Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::run(fut).await),
+            Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::await_remote(fut).await),
         }
     }
 
     /// As [`check`](Self::check), blocking the thread: for plain `fn`s. Needs no async runtime
     /// of the caller's.
-    pub fn check_blocking(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit, RateLimited> {
+    pub fn check_blocking(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit<'_>, RateLimited> {
         self.check_blocking_at(subjects, cost, None)
     }
 
@@ -356,7 +368,7 @@ impl Limiter {
         subjects: &[Subject<'_>],
         cost: u64,
         now_us: Option<u64>,
-    ) -> Result<Permit, RateLimited> {
+    ) -> Result<Permit<'_>, RateLimited> {
         match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
@@ -364,54 +376,57 @@ impl Limiter {
         }
     }
 
-    fn store(&self) -> StoreHandle {
+    fn store(&self) -> &StoreHandle {
         match &self.inner.store {
-            Some(s) => s.clone(),
-            None => config::global().store.clone(),
+            Some(s) => s,
+            None => &config::global().store,
         }
+    }
+
+    fn quota(&self, d: &Decision) -> Option<Quota> {
+        let limit = self.inner.limits.get(d.limit)?;
+        let policy = *self.inner.policies.get(limit.policy_offset + d.rule)?;
+        Some(Quota { policy, remaining: d.remaining, reset: d.reset, policies: self.inner.policies.clone() })
     }
 
     fn prepare(&self, subjects: &[Subject<'_>], cost: u64, now_us: Option<u64>) -> Prepared {
         let limits = &self.inner.limits;
-        let mut keys: Vec<&[u8]> = Vec::with_capacity(limits.len());
+        // Up to four limits' subjects on the stack: most functions have one or two.
+        let mut inline: [&[u8]; 4] = [&[]; 4];
+        let fits = limits.len() <= inline.len();
+        let mut spilled: Vec<&[u8]> = Vec::new();
         for (i, limit) in limits.iter().enumerate() {
-            match subjects.get(i).and_then(Subject::key_bytes) {
-                Some(k) => keys.push(k),
-                None => {
-                    return Prepared::Refused(self.refusal(
-                        limit.limit_type,
-                        None,
-                        Duration::ZERO,
-                        Cause::SubjectMissing,
-                        None,
-                    ))
-                }
+            let Some(k) = subjects.get(i).and_then(Subject::key_bytes) else {
+                let missing = self.refusal(limit.limit_type, None, Duration::ZERO, Cause::SubjectMissing, None);
+                return Prepared::Refused(missing);
+            };
+            if fits {
+                inline[i] = k;
+            } else {
+                spilled.push(k);
             }
         }
-        let call = Call { limits, subjects: &keys, cost, now_us };
+        let keys = if fits { &inline[..limits.len()] } else { &spilled[..] };
+        let call = Call { limits, subjects: keys, cost, now_us };
         Prepared::Decide(self.store().decide(&call))
     }
 
-    fn conclude(&self, result: Result<Decision, StoreError>) -> Result<Permit, RateLimited> {
+    fn conclude(&self, result: Result<Decision, StoreError>) -> Result<Permit<'_>, RateLimited> {
         match result {
+            Ok(d) if d.allowed => {
+                // Only an HTTP request (a context) wants the quota for its headers.
+                if let Some(ctx) = crate::context::current() {
+                    if let Some(q) = self.quota(&d) {
+                        ctx.record_quota(q);
+                    }
+                }
+                Ok(Permit { limiter: self, decision: Some(d) })
+            }
             Ok(d) => {
                 let limit = self.inner.limits.get(d.limit);
                 let policy = limit.and_then(|l| self.inner.policies.get(l.policy_offset + d.rule)).copied();
                 let limit_type = limit.map_or(LimitType::Global, |l| l.limit_type);
-                if d.allowed {
-                    let quota = policy.map(|policy| Quota {
-                        policy,
-                        remaining: d.remaining,
-                        reset: d.reset,
-                        policies: self.inner.policies.clone(),
-                    });
-                    if let Some(q) = &quota {
-                        crate::context::record_quota(q);
-                    }
-                    Ok(Permit { quota })
-                } else {
-                    Err(self.refusal(limit_type, policy, d.retry_after, Cause::Exceeded, None))
-                }
+                Err(self.refusal(limit_type, policy, d.retry_after, Cause::Exceeded, None))
             }
             Err(e) => {
                 let policy = self.inner.on_error.unwrap_or_else(|| config::global().on_error);
@@ -419,7 +434,7 @@ impl Limiter {
                 match policy {
                     FailurePolicy::Allow => {
                         config::warn_store_failure(&self.inner.name, &e);
-                        Ok(Permit { quota: None })
+                        Ok(Permit { limiter: self, decision: None })
                     }
                     FailurePolicy::Deny => {
                         Err(self.refusal(limit_type, None, Duration::from_secs(1), Cause::StoreUnavailable, Some(e)))

@@ -27,7 +27,11 @@ pub fn name(module_path: &str, function: &str, explicit: Option<&str>) -> String
 }
 
 /// Decides a call of an `async fn`.
-pub async fn check(limiter: &'static LazyLimiter, subjects: &[Subject<'_>], cost: u64) -> Result<Permit, RateLimited> {
+pub async fn check(
+    limiter: &'static LazyLimiter,
+    subjects: &[Subject<'_>],
+    cost: u64,
+) -> Result<Permit<'static>, RateLimited> {
     match limiter.get() {
         Ok(l) => l.check(subjects, cost).await,
         Err(e) => Err(misconfigured(e)),
@@ -39,7 +43,7 @@ pub fn check_blocking(
     limiter: &'static LazyLimiter,
     subjects: &[Subject<'_>],
     cost: u64,
-) -> Result<Permit, RateLimited> {
+) -> Result<Permit<'static>, RateLimited> {
     match limiter.get() {
         Ok(l) => l.check_blocking(subjects, cost),
         Err(e) => Err(misconfigured(e)),

@@ -19,6 +19,8 @@ pub struct Subject<'a>(Inner<'a>);
 enum Inner<'a> {
     Global,
     Value(Cow<'a, [u8]>),
+    /// A client IP's canonical text, kept inline: building it allocates nothing.
+    Ip(InlineText),
     /// The identity could be found nowhere; the call fails rather than share a key.
     Missing,
 }
@@ -48,13 +50,21 @@ impl<'a> Subject<'a> {
     /// A client IP, IPv6 grouped by its first `v6_prefix` bits (clamped to 0..=128). An
     /// IPv4-mapped IPv6 address counts as the IPv4 address it carries.
     pub fn ip_with_prefix(addr: IpAddr, v6_prefix: u8) -> Subject<'static> {
-        Subject::bytes(ip_key(addr, v6_prefix).into_bytes())
+        let mut text = InlineText::default();
+        if let IpAddr::V4(v4) = addr {
+            text.push_ipv4(v4);
+            return Subject(Inner::Ip(text));
+        }
+        // Cannot fail: the longest IP text ("ffff:…:ffff/128", 43 bytes) fits.
+        let _ = write_ip_key(addr, v6_prefix, &mut text);
+        Subject(Inner::Ip(text))
     }
 
     /// The bytes that identify the subject, or `None` for a global or missing one.
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match &self.0 {
             Inner::Value(v) => Some(v),
+            Inner::Ip(t) => Some(t.as_bytes()),
             Inner::Global | Inner::Missing => None,
         }
     }
@@ -69,6 +79,7 @@ impl<'a> Subject<'a> {
         match &self.0 {
             Inner::Global => Some(&[]),
             Inner::Value(v) => Some(v),
+            Inner::Ip(t) => Some(t.as_bytes()),
             Inner::Missing => None,
         }
     }
@@ -79,6 +90,7 @@ impl<'a> Subject<'a> {
             Inner::Global => Inner::Global,
             Inner::Missing => Inner::Missing,
             Inner::Value(v) => Inner::Value(Cow::Owned(v.into_owned())),
+            Inner::Ip(t) => Inner::Ip(t),
         })
     }
 }
@@ -89,23 +101,92 @@ impl fmt::Debug for Subject<'_> {
             Inner::Global => f.write_str("Subject::Global"),
             Inner::Missing => f.write_str("Subject::Missing"),
             Inner::Value(v) => write!(f, "Subject({:?})", String::from_utf8_lossy(v)),
+            Inner::Ip(t) => write!(f, "Subject::Ip({:?})", String::from_utf8_lossy(t.as_bytes())),
         }
     }
 }
 
 /// The canonical text of a client IP as a subject: `203.0.113.7`, `2001:db8:1:2::/64`.
 pub fn ip_key(addr: IpAddr, v6_prefix: u8) -> String {
+    let mut text = String::new();
+    let _ = write_ip_key(addr, v6_prefix, &mut text);
+    text
+}
+
+fn write_ip_key(addr: IpAddr, v6_prefix: u8, out: &mut impl fmt::Write) -> fmt::Result {
     match addr {
-        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V4(v4) => write_ipv4(v4, out),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
+            Some(v4) => write_ipv4(v4, out),
             None => {
                 let prefix = v6_prefix.min(128);
                 let bits = u128::from(v6);
                 let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix)) };
-                format!("{}/{prefix}", Ipv6Addr::from(bits & mask))
+                write!(out, "{}/{prefix}", Ipv6Addr::from(bits & mask))
             }
         },
+    }
+}
+
+/// Dotted decimal without the formatting machinery: the in-memory store's hot path.
+fn write_ipv4(v4: Ipv4Addr, out: &mut impl fmt::Write) -> fmt::Result {
+    let mut text = InlineText::default();
+    text.push_ipv4(v4);
+    // Only ASCII digits and dots were written.
+    out.write_str(std::str::from_utf8(text.as_bytes()).map_err(|_| fmt::Error)?)
+}
+
+/// Up to 47 bytes of text on the stack.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct InlineText {
+    len: u8,
+    bytes: [u8; 47],
+}
+
+impl Default for InlineText {
+    fn default() -> Self {
+        InlineText { len: 0, bytes: [0; 47] }
+    }
+}
+
+impl InlineText {
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// Appends an IPv4 address in dotted decimal (at most 15 bytes; the buffer is empty).
+    fn push_ipv4(&mut self, v4: Ipv4Addr) {
+        let mut len = usize::from(self.len);
+        for (i, octet) in v4.octets().into_iter().enumerate() {
+            if i > 0 {
+                self.bytes[len] = b'.';
+                len += 1;
+            }
+            if octet >= 100 {
+                self.bytes[len] = b'0' + octet / 100;
+                len += 1;
+            }
+            if octet >= 10 {
+                self.bytes[len] = b'0' + octet / 10 % 10;
+                len += 1;
+            }
+            self.bytes[len] = b'0' + octet % 10;
+            len += 1;
+        }
+        self.len = len as u8;
+    }
+}
+
+impl fmt::Write for InlineText {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let at = usize::from(self.len);
+        let end = at + s.len();
+        if end > self.bytes.len() {
+            return Err(fmt::Error);
+        }
+        self.bytes[at..end].copy_from_slice(s.as_bytes());
+        self.len = end as u8;
+        Ok(())
     }
 }
 
@@ -278,6 +359,9 @@ mod tests {
         let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
         assert_eq!(Subject::ip(a), Subject::ip(b));
         assert_ne!(Subject::ip(a), Subject::ip(c));
+        assert_eq!(Subject::ip(a).as_bytes(), Some(&b"2001:db8:1:2::/64"[..]));
+        let widest: IpAddr = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff".parse().unwrap();
+        assert_eq!(Subject::ip_with_prefix(widest, 128).as_bytes().unwrap().len(), 43);
         assert_eq!(ip_key(a, 64), "2001:db8:1:2::/64");
         assert_eq!(ip_key(a, 128), "2001:db8:1:2:aaaa::1/128");
         assert_eq!(ip_key(a, 200), "2001:db8:1:2:aaaa::1/128");
@@ -289,6 +373,9 @@ mod tests {
         let v4: IpAddr = "203.0.113.7".parse().unwrap();
         let mapped: IpAddr = "::ffff:203.0.113.7".parse().unwrap();
         assert_eq!(Subject::ip(v4), Subject::ip(mapped));
+        for text in ["0.0.0.0", "10.0.0.1", "192.168.100.255", "255.255.255.255", "1.20.255.9"] {
+            assert_eq!(ip_key(text.parse().unwrap(), 64), text);
+        }
         assert_eq!("203.0.113.7:443".to_ip_subject(), Subject::ip(v4));
         assert!("".to_ip_subject().is_missing());
         assert!(None::<IpAddr>.to_ip_subject().is_missing());

@@ -106,6 +106,12 @@ impl RedisCluster {
     /// The port of the primary that serves `slot` now, as a live node sees it (`CLUSTER NODES`:
     /// `<id> <ip:port@cport> <flags> <master> <ping> <pong> <epoch> <link> <slot ranges>...`).
     pub fn primary_of(&self, slot: u16) -> u16 {
+        self.try_primary_of(slot).unwrap_or_else(|nodes| panic!("no primary for slot {slot} in:\n{nodes}"))
+    }
+
+    /// As [`primary_of`](Self::primary_of), or the `CLUSTER NODES` text when no live primary
+    /// serves the slot (during a failover).
+    pub fn try_primary_of(&self, slot: u16) -> Result<u16, String> {
         let live = self.nodes.iter().find(|n| n.child.is_some()).expect("a live node");
         let nodes = cli(live.port, &["CLUSTER", "NODES"]);
         for line in nodes.lines() {
@@ -123,10 +129,10 @@ impl RedisCluster {
             });
             if serves {
                 let port = fields[1].split(['@', ':']).nth(1).and_then(|p| p.parse().ok());
-                return port.expect("a port in CLUSTER NODES");
+                return Ok(port.expect("a port in CLUSTER NODES"));
             }
         }
-        panic!("no primary for slot {slot} in:\n{nodes}");
+        Err(nodes)
     }
 
     /// `SIGKILL`s the node on `port`.

@@ -37,6 +37,8 @@ impl ClusterStore {
         let client = ClusterClientBuilder::new(urls.to_vec())
             .connection_timeout(timeout)
             .response_timeout(timeout)
+            // The overall limit is ours (`io::timeout`), on the I/O runtime's timer.
+            .overall_response_timeout(None)
             .retries(3)
             .min_retry_wait(10)
             .max_retry_wait(100)
@@ -79,12 +81,7 @@ impl Store for ClusterStore {
             .collect();
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        Pending::Remote(Box::pin(async move {
-            match tokio::time::timeout(timeout, decide_by_slot(&mut conn, &parts)).await {
-                Ok(result) => result,
-                Err(_) => Err(StoreError::Timeout(timeout)),
-            }
-        }))
+        Pending::Remote(Box::pin(async move { io::timeout(timeout, decide_by_slot(&mut conn, &parts)).await }))
     }
 
     fn describe(&self) -> String {

@@ -5,18 +5,20 @@
 //! so memory is bounded by the subjects active within their longest window.
 
 use super::{Call, Pending, Store};
-use crate::clock::{Clock, SystemClock};
 use crate::algorithm::step;
+use crate::clock::{Clock, SystemClock};
+use crate::limiter::Limit;
 use crate::{Algorithm, Decision};
-use std::collections::hash_map::RandomState;
+use foldhash::fast::RandomState;
 use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 const SHARDS: usize = 64;
-/// Every this many decisions a shard drops its expired logs.
-const SWEEP_EVERY: u32 = 1024;
+/// Every this many decisions (per thread) the next shard in turn drops its expired states, so
+/// every shard is swept while there is any traffic, whichever subjects it concerns.
+const SWEEP_EVERY: u32 = 256;
 
 /// The in-memory store: the default when no Redis is configured.
 pub struct MemoryStore {
@@ -25,10 +27,41 @@ pub struct MemoryStore {
     clock: Arc<dyn Clock>,
 }
 
+/// Subjects are chosen by callers, so the hasher is seeded per process (foldhash: fast on
+/// short keys, not predictable from outside).
 #[derive(Default)]
 struct Shard {
-    states: HashMap<Box<[u8]>, State>,
-    ops: u32,
+    states: HashMap<Box<[u8]>, State, BuildHasherDefault<KeyHash>>,
+}
+
+/// Every key starts with 8 bytes of its own (seeded) hash, written once when the key is built:
+/// the map reads them back instead of hashing the key a second time.
+#[derive(Default)]
+struct KeyHash(u64);
+
+impl Hasher for KeyHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        if let Some(prefix) = bytes.get(..8) {
+            let mut hash = [0; 8];
+            hash.copy_from_slice(prefix);
+            self.0 = u64::from_le_bytes(hash);
+        }
+    }
+    // The length prefix of `[u8]`'s `Hash` carries nothing the hash does not.
+    fn write_usize(&mut self, _: usize) {}
+}
+
+impl Shard {
+    /// Drops expired states, and gives memory back once most of the map is empty.
+    fn sweep(&mut self, now: u64) {
+        self.states.retain(|_, st| !st.expired(now));
+        if self.states.capacity() > 64 && self.states.len() < self.states.capacity() / 4 {
+            self.states.shrink_to_fit();
+        }
+    }
 }
 
 /// One key's state: a log (sliding window) or the stored values of an O(1) algorithm.
@@ -92,12 +125,6 @@ impl Log {
     }
 }
 
-/// What an allowed call writes to one key.
-enum Write {
-    Log,
-    Cells(Vec<Option<f64>>, u64),
-}
-
 impl Default for MemoryStore {
     fn default() -> Self {
         MemoryStore::new()
@@ -114,7 +141,7 @@ impl MemoryStore {
     pub fn with_clock(clock: Arc<dyn Clock>) -> MemoryStore {
         MemoryStore {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            hasher: RandomState::new(),
+            hasher: RandomState::default(),
             clock,
         }
     }
@@ -126,7 +153,7 @@ impl MemoryStore {
             .iter()
             .map(|s| {
                 let mut shard = lock(s);
-                shard.states.retain(|_, st| !st.expired(now));
+                shard.sweep(now);
                 shard.states.len()
             })
             .sum()
@@ -137,42 +164,84 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn shard_of(&self, key: &[u8]) -> usize {
-        (self.hasher.hash_one(key) as usize) % SHARDS
+    fn decide_now(&self, call: &Call<'_>) -> Decision {
+        thread_local! {
+            /// Every key of a call, back to back: reused, so deciding allocates nothing.
+            static KEYS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        KEYS.with(|cell| {
+            let mut buf = cell.take();
+            buf.clear();
+            let mut spans = Vec::new();
+            let mut inline = [(0usize, 0usize, 0usize); 4];
+            let fits = call.limits.len() <= inline.len();
+            for (i, (limit, subject)) in call.limits.iter().zip(call.subjects).enumerate() {
+                let start = buf.len();
+                buf.extend_from_slice(&[0; 8]);
+                limit.write_memory_key(subject, &mut buf);
+                let hash = self.hasher.hash_one(&buf[start + 8..]);
+                buf[start..start + 8].copy_from_slice(&hash.to_le_bytes());
+                let span = (start, buf.len(), (hash >> 58) as usize % SHARDS);
+                if fits {
+                    inline[i] = span;
+                } else {
+                    spans.push(span);
+                }
+            }
+            let spans = if fits { &inline[..call.limits.len()] } else { &spans[..] };
+            let decision = self.decide_keys(call, &buf, spans);
+            cell.replace(buf);
+            decision
+        })
     }
 
-    fn decide_now(&self, call: &Call<'_>) -> Decision {
+    /// Decides with every key of the call at `spans` of `buf` (start, end, shard).
+    fn decide_keys(&self, call: &Call<'_>, buf: &[u8], spans: &[(usize, usize, usize)]) -> Decision {
         let now = call.now_us.unwrap_or_else(|| self.clock.now_us());
-        let keys: Vec<Vec<u8>> =
-            call.limits.iter().zip(call.subjects).map(|(limit, subject)| limit.memory_key(subject)).collect();
-        // Lock every shard the call touches, in index order so two calls cannot deadlock.
-        let mut order: Vec<usize> = keys.iter().map(|k| self.shard_of(k)).collect();
-        let shard_of_key = order.clone();
-        order.sort_unstable();
-        order.dedup();
-        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
-            order.iter().map(|&i| (i, lock(&self.shards[i]))).collect();
+        let decision = self.decide_locked(call, buf, spans, now);
+        self.maybe_sweep(now);
+        decision
+    }
 
-        for (_, shard) in &mut guards {
-            shard.ops = shard.ops.wrapping_add(1);
-            if shard.ops % SWEEP_EVERY == 0 {
-                shard.states.retain(|_, st| !st.expired(now));
+    /// Sweeps one shard in turn every `SWEEP_EVERY` calls of this thread, unless it is busy.
+    fn maybe_sweep(&self, now: u64) {
+        thread_local! {
+            static TICK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+        }
+        let tick = TICK.with(|t| {
+            let next = t.get().wrapping_add(1);
+            t.set(next);
+            next
+        });
+        if tick.is_multiple_of(SWEEP_EVERY) {
+            let index = (tick / SWEEP_EVERY) as usize % SHARDS;
+            if let Ok(mut shard) = self.shards[index].try_lock() {
+                shard.sweep(now);
             }
         }
+    }
+
+    fn decide_locked(&self, call: &Call<'_>, buf: &[u8], spans: &[(usize, usize, usize)], now: u64) -> Decision {
+        let mut guards = Guards::lock(&self.shards, spans.iter().map(|s| s.2));
 
         let cost = call.cost;
-        let mut d = Decision { allowed: true, limit: 0, rule: 0, retry_after: Duration::ZERO, remaining: 0, reset: Duration::ZERO };
+        let mut d = Decision {
+            allowed: true,
+            limit: 0,
+            rule: 0,
+            retry_after: Duration::ZERO,
+            remaining: 0,
+            reset: Duration::ZERO,
+        };
         let mut tightest: Option<u64> = None;
-        let mut writes = Vec::with_capacity(call.limits.len());
         for (g, limit) in call.limits.iter().enumerate() {
-            let shard = shard_mut(&mut guards, shard_of_key[g]);
-            let state = shard.states.get_mut(keys[g].as_slice()).filter(|st| !st.expired(now));
+            let (start, end, shard) = spans[g];
+            let state = guards.get(shard).states.get_mut(&buf[start..end]).filter(|st| !st.expired(now));
             if limit.algorithm == Algorithm::SlidingWindow {
-                writes.push(Write::Log);
                 let Some(State::Log(log)) = state else {
                     // An empty log: every rule has `count` room.
                     for (r, rule) in limit.rules.iter().enumerate() {
-                        sliding(&mut d, &mut tightest, g, r, rule.count(), 0, cost, rule.window_us(), || 0, |_| 0);
+                        sliding(&mut d, &mut tightest, g, r, rule.count(), 0, cost, rule.window_us(), |_| 0);
                     }
                     continue;
                 };
@@ -180,84 +249,136 @@ impl MemoryStore {
                 log.trim(now);
                 for (r, rule) in limit.rules.iter().enumerate() {
                     let w = rule.window_us();
-                    let (start, before) = log.window_start(now, w);
+                    // The longest window holds everything the trim left.
+                    let (start, before) = if r == 0 { (0, log.base) } else { log.window_start(now, w) };
                     let used = log.total() - before;
-                    let oldest_wait = || log.entries.get(start).map_or(w, |&(t, _)| t + w - now);
                     let nth_wait = |need: u64| {
                         // The first entry whose cumulative units (from the window start) reach `need`.
                         let i = start + partition(&log.entries, start, |cum| cum - before < need);
                         log.entries.get(i).map_or(w, |&(t, _)| t + w - now)
                     };
-                    sliding(&mut d, &mut tightest, g, r, rule.count(), used, cost, w, oldest_wait, nth_wait);
+                    sliding(&mut d, &mut tightest, g, r, rule.count(), used, cost, w, nth_wait);
                 }
             } else {
-                let k = limit.algorithm.cells();
                 let stored = match state {
-                    Some(State::Cells(c)) if c.values.len() == k * limit.rules.len() => Some(&c.values),
+                    Some(State::Cells(c)) => Some(&c.values[..]),
                     _ => None,
                 };
-                let mut values = Vec::with_capacity(k * limit.rules.len());
-                let mut ttl: f64 = 0.0;
-                let none = [None; 3];
-                for (r, rule) in limit.rules.iter().enumerate() {
-                    let cap = limit.burst.unwrap_or(rule.count());
-                    let v = stored.map_or(&none[..k], |s| &s[r * k..(r + 1) * k]);
-                    let s = step(
-                        limit.algorithm,
-                        now as f64,
-                        cost as f64,
-                        rule.window_us() as f64,
-                        rule.count() as f64,
-                        cap as f64,
-                        v,
-                    );
+                each_step(limit, stored, now, cost, |r, s| {
                     // Redis turns the script's numbers into integers by truncation.
                     if s.left < 0.0 {
                         deny(&mut d, g, r, s.wait as u64);
                     } else {
                         room(&mut d, &mut tightest, g, r, s.left as u64, s.wait as u64);
                     }
-                    values.extend(s.state[..k].iter().map(|&x| Some(x)));
-                    ttl = ttl.max(s.ttl);
-                }
-                writes.push(Write::Cells(values, now + ttl.ceil() as u64));
+                });
             }
         }
+        if !d.allowed {
+            return d;
+        }
 
-        if d.allowed {
-            for (g, (limit, write)) in call.limits.iter().zip(writes).enumerate() {
-                let shard = shard_mut(&mut guards, shard_of_key[g]);
-                let key = keys[g].as_slice();
-                match write {
-                    Write::Log => {
-                        let state = match shard.states.get_mut(key) {
-                            Some(st) => st,
-                            None => shard.states.entry(key.into()).or_insert(State::Log(Log::default())),
-                        };
-                        if !matches!(state, State::Log(_)) {
-                            *state = State::Log(Log::default());
-                        }
-                        if let State::Log(log) = state {
-                            log.longest_us = limit.longest_us();
-                            if cost > 0 {
-                                let cum = log.total() + cost;
-                                log.entries.push_back((now, cum));
-                            }
-                        }
+        // Commit: every limit records the call.
+        for (g, limit) in call.limits.iter().enumerate() {
+            let (start, end, shard) = spans[g];
+            let key = &buf[start..end];
+            let states = &mut guards.get(shard).states;
+            let state = match states.get_mut(key) {
+                Some(st) => st,
+                None => states.entry(key.into()).or_insert(State::Log(Log::default())),
+            };
+            if limit.algorithm == Algorithm::SlidingWindow {
+                if !matches!(state, State::Log(_)) || state.expired(now) {
+                    *state = State::Log(Log::default());
+                }
+                if let State::Log(log) = state {
+                    log.longest_us = limit.longest_us();
+                    if cost > 0 {
+                        let cum = log.total() + cost;
+                        log.entries.push_back((now, cum));
                     }
-                    Write::Cells(values, expires_at) => {
-                        let cells = State::Cells(Cells { values, expires_at });
-                        match shard.states.get_mut(key) {
-                            Some(st) => *st = cells,
-                            None => {
-                                shard.states.insert(key.into(), cells);
-                            }
+                }
+            } else {
+                let k = limit.algorithm.cells();
+                let n = k * limit.rules.len();
+                let fresh = match state {
+                    State::Cells(c) => c.values.len() != n || c.expires_at <= now,
+                    State::Log(_) => true,
+                };
+                if fresh {
+                    *state = State::Cells(Cells { values: vec![None; n], expires_at: 0 });
+                }
+                if let State::Cells(cells) = state {
+                    // The same pure steps as above, now written in place.
+                    let mut new = [0.0f64; 3];
+                    let mut ttl: f64 = 0.0;
+                    for r in 0..limit.rules.len() {
+                        let s = step_rule(limit, r, Some(&cells.values), now, cost);
+                        new[..k].copy_from_slice(&s.state[..k]);
+                        for (j, v) in new[..k].iter().enumerate() {
+                            cells.values[r * k + j] = Some(*v);
                         }
+                        ttl = ttl.max(s.ttl);
                     }
+                    cells.expires_at = now + ttl.ceil() as u64;
                 }
             }
         }
         d
+    }
+}
+
+/// One rule of an O(1) limit, from its stored values (`None`: nothing stored).
+fn step_rule(limit: &Limit, r: usize, stored: Option<&[Option<f64>]>, now: u64, cost: u64) -> crate::algorithm::Step {
+    let k = limit.algorithm.cells();
+    let rule = limit.rules[r];
+    let none = [None; 3];
+    let v = stored.filter(|s| s.len() == k * limit.rules.len()).map_or(&none[..k], |s| &s[r * k..(r + 1) * k]);
+    let cap = limit.burst.unwrap_or(rule.count());
+    step(limit.algorithm, now as f64, cost as f64, rule.window_us() as f64, rule.count() as f64, cap as f64, v)
+}
+
+fn each_step(
+    limit: &Limit,
+    stored: Option<&[Option<f64>]>,
+    now: u64,
+    cost: u64,
+    mut f: impl FnMut(usize, crate::algorithm::Step),
+) {
+    for r in 0..limit.rules.len() {
+        f(r, step_rule(limit, r, stored, now, cost));
+    }
+}
+
+/// The shards a call holds, locked in index order so two calls cannot deadlock. One shard (the
+/// usual case) needs no allocation.
+enum Guards<'a> {
+    One(MutexGuard<'a, Shard>),
+    Many(Vec<(usize, MutexGuard<'a, Shard>)>),
+}
+
+impl<'a> Guards<'a> {
+    fn lock(shards: &'a [Mutex<Shard>], wanted: impl Iterator<Item = usize> + Clone) -> Guards<'a> {
+        let mut it = wanted.clone();
+        let first = it.next().unwrap_or(0);
+        if it.all(|s| s == first) {
+            return Guards::One(lock(&shards[first]));
+        }
+        let mut order: Vec<usize> = wanted.collect();
+        order.sort_unstable();
+        order.dedup();
+        Guards::Many(order.into_iter().map(|i| (i, lock(&shards[i]))).collect())
+    }
+
+    fn get(&mut self, index: usize) -> &mut Shard {
+        match self {
+            Guards::One(g) => g,
+            Guards::Many(v) => {
+                // Every shard of the call was locked, so the search finds it.
+                let at = v.partition_point(|(i, _)| *i < index);
+                &mut v[at].1
+            }
+        }
     }
 }
 
@@ -295,13 +416,13 @@ fn sliding(
     used: u64,
     cost: u64,
     window_us: u64,
-    oldest_wait: impl Fn() -> u64,
     nth_wait: impl Fn(u64) -> u64,
 ) {
     if used + cost > count {
         deny(d, limit, rule, if cost <= count { nth_wait(used + cost - count) } else { window_us });
-    } else if d.allowed && tightest.is_none_or(|t| count - used - cost < t) {
-        room(d, tightest, limit, rule, count - used - cost, if used > 0 { oldest_wait() } else { window_us });
+    } else {
+        // The quota is whole again when this call's own units leave the window.
+        room(d, tightest, limit, rule, count - used - cost, window_us);
     }
 }
 
@@ -317,12 +438,6 @@ fn partition(entries: &VecDeque<(u64, u64)>, start: usize, pred: impl Fn(u64) ->
         }
     }
     lo - start
-}
-
-fn shard_mut<'a, 'g>(guards: &'a mut [(usize, MutexGuard<'g, Shard>)], index: usize) -> &'a mut Shard {
-    // Every shard of the call was locked above, so the search always finds it.
-    let at = guards.partition_point(|(i, _)| *i < index);
-    &mut guards[at].1
 }
 
 /// Locks a shard even if a panicking thread poisoned it: the shard's data is always consistent

@@ -38,10 +38,12 @@ impl RedisStore {
     /// Connects lazily to `url` (`redis://host:port/db`): Redis need not be up yet. Every call
     /// gives up after `timeout`, and the failure policy applies.
     pub fn open(url: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
-        let client =
-            redis::Client::open(url).map_err(|e| StoreError::Unavailable(format!("invalid Redis URL {url:?}: {e}")))?;
+        let client = redis::Client::open(url)
+            .map_err(|e| StoreError::Unavailable(format!("invalid Redis URL {:?}: {e}", redact(url))))?;
         let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(timeout))
+            // The per-call timeout is ours (`io::timeout`): the client's own would use the timer
+            // of whichever runtime polls the call.
+            .set_response_timeout(None)
             .set_connection_timeout(Some(timeout))
             // Reconnection is driven by calls: a couple of quick tries each, never a long queue.
             .set_number_of_retries(1)
@@ -64,7 +66,6 @@ impl RedisStore {
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
-
 }
 
 /// The script's mode: decide, or give back what a decision with the same member admitted.
@@ -100,7 +101,12 @@ pub(crate) async fn eval(conn: &mut impl ConnectionLike, cmd: &Cmd) -> Result<De
     let answer = match cmd.query_async::<Vec<i64>>(conn).await {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // On a cluster this reaches every primary (a promoted replica may never have seen it).
-            redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).query_async::<redis::Value>(conn).await.map_err(redis_error)?;
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(SCRIPT)
+                .query_async::<redis::Value>(conn)
+                .await
+                .map_err(redis_error)?;
             cmd.query_async::<Vec<i64>>(conn).await
         }
         other => other,
@@ -128,12 +134,7 @@ impl Store for RedisStore {
         let cmd = command(call, 0..call.limits.len(), &unique_member(), Mode::Decide);
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        Pending::Remote(Box::pin(async move {
-            match tokio::time::timeout(timeout, eval(&mut conn, &cmd)).await {
-                Ok(result) => result,
-                Err(_) => Err(StoreError::Timeout(timeout)),
-            }
-        }))
+        Pending::Remote(Box::pin(async move { io::timeout(timeout, eval(&mut conn, &cmd)).await }))
     }
 
     fn describe(&self) -> String {
