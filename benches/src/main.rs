@@ -1,0 +1,40 @@
+//! The benchmark harness: one command prints every figure of BENCHMARKS.md, each next to its
+//! reference and target, measured in one run on one machine (ratios, not absolute numbers, are
+//! what carry over between machines).
+//!
+//!     cargo run --release --manifest-path benches/Cargo.toml
+//!
+//! It starts its own `redis-server` on a free loopback port. Each figure is the median of
+//! `ROUNDS` interleaved rounds, with the spread (min–max) beside it. The in-memory and macro
+//! figures run in a child process of this binary, whose global store is memory.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+mod memory;
+mod redis_load;
+mod report;
+
+use report::Report;
+
+fn main() {
+    if std::env::args().any(|a| a == "--in-memory") {
+        memory::run_child();
+        return;
+    }
+    let started = std::time::Instant::now();
+    let mut report = Report::default();
+    let server = support::RedisServer::start();
+    println!("ratelimit benchmarks — redis-server on 127.0.0.1:{}, {} cores", server.port(), cores());
+    println!("(each figure: median of {} rounds [min–max])\n", report::ROUNDS);
+
+    redis_load::run(&server, &mut report);
+    memory::run_from_parent(&mut report);
+
+    report.print_targets();
+    println!("\nwhole harness: {:.0}s", started.elapsed().as_secs_f64());
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

@@ -1,0 +1,214 @@
+//! The in-process figures, run in a child process whose global store is memory: ns per decision
+//! next to governor, the attribute's overhead over a hand-written call, and bytes per subject.
+
+use crate::report::{fmt, Figure, Report, Target, ROUNDS};
+use governor::{Quota, RateLimiter};
+use ratelimit::{rate_limiter, Algorithm, LimitType, Limiter, ManualClock, MemoryStore, RateLimited, Rule, Subject};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Counts live heap bytes while `COUNTING` is on (off during timings, so they pay nothing but a
+/// relaxed load).
+struct Counting;
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        }
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        }
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        }
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+const HUGE: u64 = 1_000_000_000;
+const SUBJECTS: usize = 1000;
+/// Calls per measurement (`BENCH_CALLS` overrides, e.g. for a run under callgrind).
+fn calls() -> usize {
+    std::env::var("BENCH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000)
+}
+
+#[rate_limiter(type = Ip, ip = ip, rules = [(60s, 1_000_000_000)], name = "bench::macro")]
+fn decorated(ip: IpAddr) -> Result<(), RateLimited> {
+    let _ = ip;
+    Ok(())
+}
+
+fn ips() -> Vec<IpAddr> {
+    (0..SUBJECTS).map(|i| IpAddr::from([10, 1, (i / 256) as u8, (i % 256) as u8])).collect()
+}
+
+/// ns per decision with `threads` threads each making `CALLS / threads` calls (wall time over
+/// all calls, so 2 threads show how the store scales).
+fn ns_per_call(threads: usize, f: &(dyn Fn(usize) + Sync)) -> f64 {
+    let calls = calls();
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            s.spawn(move || {
+                for i in 0..calls / threads {
+                    f(t * 7919 + i);
+                }
+            });
+        }
+    });
+    started.elapsed().as_secs_f64() * 1e9 / calls as f64
+}
+
+fn memory_limiter(alg: Algorithm) -> Limiter {
+    Limiter::builder(format!("bench::memory::{alg:?}"))
+        .limit_with(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")], alg, "m:")
+        .store(Arc::new(MemoryStore::new()))
+        .build()
+        .expect("limiter")
+}
+
+pub fn run_child() {
+    let ips = ips();
+    let quota = Quota::per_minute(NonZeroU32::new(u32::MAX).expect("nonzero"));
+    let governor = RateLimiter::keyed(quota);
+    let sliding = memory_limiter(Algorithm::SlidingWindow);
+    let gcra = memory_limiter(Algorithm::Gcra);
+    let by_hand = Limiter::builder("bench::by_hand")
+        .limit(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")])
+        .build()
+        .expect("limiter");
+
+    let gov = |i: usize| {
+        let _ = black_box(governor.check_key(&ips[i % SUBJECTS]));
+    };
+    let sw = |i: usize| {
+        black_box(sliding.check_blocking(&[Subject::ip(ips[i % SUBJECTS])], 1)).expect("allowed");
+    };
+    let gc = |i: usize| {
+        black_box(gcra.check_blocking(&[Subject::ip(ips[i % SUBJECTS])], 1)).expect("allowed");
+    };
+    let hand = |i: usize| {
+        black_box(by_hand.check_blocking(&[Subject::ip(ips[i % SUBJECTS])], 1)).expect("allowed");
+    };
+    let attr = |i: usize| black_box(decorated(ips[i % SUBJECTS])).expect("allowed");
+
+    println!("== 4. In-memory store, ns per decision (1000 client IPs) ==");
+    let cases: [(&str, &(dyn Fn(usize) + Sync)); 5] = [
+        ("governor keyed (reference)", &gov),
+        ("ratelimit SlidingWindow", &sw),
+        ("ratelimit Gcra", &gc),
+        ("Limiter::check_blocking by hand", &hand),
+        ("#[rate_limiter] fn", &attr),
+    ];
+    let mut figures = vec![[Vec::new(), Vec::new()]; cases.len()];
+    for _ in 0..ROUNDS {
+        for (k, (_, f)) in cases.iter().enumerate() {
+            figures[k][0].push(ns_per_call(1, *f));
+            figures[k][1].push(ns_per_call(2, *f));
+        }
+    }
+    let figures: Vec<[Figure; 2]> = figures.into_iter().map(|[a, b]| [Figure::of(a), Figure::of(b)]).collect();
+    for (k, (label, _)) in cases.iter().enumerate() {
+        println!("{label:<36} 1 thread {:<24} 2 threads {}", figures[k][0].show("ns"), figures[k][1].show("ns"));
+    }
+    let target = |name: &str, ours: usize, theirs: usize, threads: usize, bound: f64| {
+        println!(
+            "TARGET|{name}|{} ns|{} ns|{}|{bound}|1",
+            fmt(figures[ours][threads].median),
+            fmt(figures[theirs][threads].median),
+            figures[ours][threads].median / figures[theirs][threads].median
+        );
+    };
+    target("4. memory SlidingWindow / governor, 1 thread", 1, 0, 0, 3.0);
+    target("4. memory SlidingWindow / governor, 2 threads", 1, 0, 1, 3.0);
+    target("4. memory Gcra / governor, 1 thread", 2, 0, 0, 1.5);
+    target("4. memory Gcra / governor, 2 threads", 2, 0, 1, 1.5);
+
+    println!("\n== 5. Attribute overhead (in-memory store, 1 thread) ==");
+    println!("by hand {}  decorated {}", figures[3][0].show("ns"), figures[4][0].show("ns"));
+    target("5. #[rate_limiter] fn / Limiter by hand", 4, 3, 0, 1.05);
+
+    println!("\n== 6. In-memory store, heap bytes per subject ==");
+    bytes_per_subject();
+}
+
+fn bytes_per_subject() {
+    let clock = Arc::new(ManualClock::new(4_000_000_000_000_000));
+    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let limiter = Limiter::builder("bench::bytes")
+        .limit(LimitType::User, [Rule::from_millis(1000, 10).expect("rule")])
+        .store(store.clone())
+        .build()
+        .expect("limiter");
+    let users: Vec<String> = (0..10_000).map(|i| format!("user-{i:05}")).collect();
+    let call = |u: &str, cost| limiter.check_blocking(&[Subject::bytes(u.as_bytes())], cost);
+    let _ = call("warm-up", 1);
+    COUNTING.store(true, Ordering::SeqCst);
+    let before = LIVE.load(Ordering::SeqCst);
+    for u in &users {
+        call(u, 1).expect("allowed");
+    }
+    let active = LIVE.load(Ordering::SeqCst) - before;
+    clock.advance(Duration::from_secs(2));
+    let idle = LIVE.load(Ordering::SeqCst) - before;
+    for _ in 0..70_000 {
+        call("sweeper", 0).expect("allowed");
+    }
+    let swept = LIVE.load(Ordering::SeqCst) - before;
+    COUNTING.store(false, Ordering::SeqCst);
+    let per = |b: isize| b as f64 / users.len() as f64;
+    println!(
+        "active subject (1 entry): {:.0} B; idle before its shard is swept: {:.0} B; after the sweep: {:.1} B (store.len() = {})",
+        per(active),
+        per(idle),
+        per(swept),
+        store.len()
+    );
+}
+
+/// Runs the child and folds its TARGET lines into the report.
+pub fn run_from_parent(report: &mut Report) {
+    let exe = std::env::current_exe().expect("current exe");
+    let out = std::process::Command::new(exe)
+        .arg("--in-memory")
+        .env_remove("REDIS_URL")
+        .env_remove("REDIS_CLUSTER_URLS")
+        .output()
+        .expect("run the in-memory child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "in-memory child failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    println!();
+    for line in stdout.lines() {
+        let Some(rest) = line.strip_prefix("TARGET|") else {
+            println!("{line}");
+            continue;
+        };
+        let f: Vec<&str> = rest.split('|').collect();
+        let name: &'static str = Box::leak(f[0].to_owned().into_boxed_str());
+        report.target(Target {
+            name,
+            measured: f[1].to_owned(),
+            reference: f[2].to_owned(),
+            ratio: f[3].parse().unwrap_or(f64::NAN),
+            bound: f[4].parse().unwrap_or(f64::NAN),
+            at_most: f[5] == "1",
+        });
+    }
+}

@@ -1,0 +1,341 @@
+//! The Redis figures: latency, throughput, server cost, memory per subject, growth.
+
+use crate::report::{fmt, quantile, Figure, Report, Target, ROUNDS};
+use crate::support::RedisServer;
+use ratelimit::{rate_limiter, Algorithm, Config, LimitType, Limiter, RateLimited, RedisStore, Rule, Subject};
+use redis::aio::MultiplexedConnection;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The seed documents' sliding window, as a reference: one ZSET per rule, client time in ms,
+/// a 36-character UUID text member.
+const SEED_SCRIPT: &str = r"
+local now = tonumber(ARGV[1])
+for i, key in ipairs(KEYS) do
+  local window = tonumber(ARGV[1 + 2 * i])
+  redis.call('ZREMRANGEBYSCORE', key, 0, now - window)
+  if redis.call('ZCARD', key) >= tonumber(ARGV[2 + 2 * i]) then return 0 end
+end
+for i, key in ipairs(KEYS) do
+  redis.call('ZADD', key, now, ARGV[2])
+  redis.call('PEXPIRE', key, ARGV[1 + 2 * i])
+end
+return 1
+";
+
+const HUGE: u64 = 1_000_000_000;
+const WINDOWS_MS: [u64; 3] = [60_000, 30_000, 10_000];
+/// Distinct client IPs the load rotates over (one log each).
+const SUBJECTS: usize = 1000;
+
+#[rate_limiter(type = Ip, ip = ip, rules = [(60s, 1_000_000_000)], name = "bench::decorated1")]
+async fn decorated_one(ip: IpAddr) -> Result<(), RateLimited> {
+    let _ = ip;
+    Ok(())
+}
+
+#[rate_limiter(type = Ip, ip = ip, rules = [(60s, 1_000_000_000), (30s, 1_000_000_000), (10s, 1_000_000_000)], name = "bench::decorated3")]
+async fn decorated_three(ip: IpAddr) -> Result<(), RateLimited> {
+    let _ = ip;
+    Ok(())
+}
+
+#[rate_limiter(type = Ip, ip = ip, rules = [(60s, 1_000_000_000)], name = "bench::stacked")]
+#[rate_limiter(type = Global, rules = [(60s, 1_000_000_000)])]
+async fn decorated_stacked(ip: IpAddr) -> Result<(), RateLimited> {
+    let _ = ip;
+    Ok(())
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Variant {
+    Ping,
+    Seed1,
+    Seed3,
+    Lib1,
+    Decorated1,
+    Decorated3,
+    Stacked,
+}
+
+impl Variant {
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Ping => "bare PING",
+            Variant::Seed1 => "reference seed script, 1 rule",
+            Variant::Seed3 => "reference seed script, 3 rules",
+            Variant::Lib1 => "Limiter::check by hand, 1 rule",
+            Variant::Decorated1 => "#[rate_limiter] async fn, 1 rule",
+            Variant::Decorated3 => "#[rate_limiter] async fn, 3 rules",
+            Variant::Stacked => "#[rate_limiter] Ip + Global stacked",
+        }
+    }
+}
+
+struct Ctx {
+    conn: MultiplexedConnection,
+    seed_sha: String,
+    lib1: Limiter,
+    ips: Vec<IpAddr>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+async fn seed(ctx: &Ctx, rules: usize, i: usize) {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(&ctx.seed_sha).arg(rules);
+    for w in &WINDOWS_MS[..rules] {
+        cmd.arg(format!("seed:{}:{w}", ctx.ips[i % SUBJECTS]));
+    }
+    cmd.arg(now_ms()).arg(uuid::Uuid::new_v4().to_string());
+    for w in &WINDOWS_MS[..rules] {
+        cmd.arg(w).arg(HUGE);
+    }
+    let ok: i64 = cmd.query_async(&mut ctx.conn.clone()).await.expect("seed script");
+    assert_eq!(ok, 1);
+}
+
+async fn call(ctx: &Ctx, v: Variant, i: usize) {
+    let ip = ctx.ips[i % SUBJECTS];
+    match v {
+        Variant::Ping => {
+            let _: String = redis::cmd("PING").query_async(&mut ctx.conn.clone()).await.expect("ping");
+        }
+        Variant::Seed1 => seed(ctx, 1, i).await,
+        Variant::Seed3 => seed(ctx, 3, i).await,
+        Variant::Lib1 => {
+            let permit = ctx.lib1.check(&[Subject::ip(ip)], 1).await.expect("allowed");
+            assert!(permit.quota().is_some(), "decided by Redis");
+        }
+        Variant::Decorated1 => decorated_one(ip).await.expect("allowed"),
+        Variant::Decorated3 => decorated_three(ip).await.expect("allowed"),
+        Variant::Stacked => decorated_stacked(ip).await.expect("allowed"),
+    }
+}
+
+pub fn run(server: &RedisServer, report: &mut Report) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    rt.block_on(run_async(server, report));
+}
+
+async fn run_async(server: &RedisServer, report: &mut Report) {
+    ratelimit::init(Config::redis(server.url()).timeout(Duration::from_secs(2))).expect("init");
+    let client = redis::Client::open(server.url()).expect("client");
+    let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
+    let seed_sha: String =
+        redis::cmd("SCRIPT").arg("LOAD").arg(SEED_SCRIPT).query_async(&mut conn).await.expect("load");
+    let store = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(2)).expect("store"));
+    let lib1 = Limiter::builder("bench::lib1")
+        .limit(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")])
+        .store(store)
+        .build()
+        .expect("limiter");
+    let ips = (0..SUBJECTS).map(|i| IpAddr::from([10, 0, (i / 256) as u8, (i % 256) as u8])).collect();
+    let ctx = Arc::new(Ctx { conn, seed_sha, lib1, ips });
+    use Variant::*;
+    let all = [Ping, Seed1, Seed3, Lib1, Decorated1, Decorated3, Stacked];
+    // Warm up: connections, script caches, key populations.
+    for v in all {
+        for i in 0..2000 {
+            call(&ctx, v, i).await;
+        }
+    }
+
+    // 1. Latency, one caller.
+    println!("== 1. Latency, one sequential caller (µs) ==");
+    let mut p50 = vec![Vec::new(); all.len()];
+    let mut p99 = vec![Vec::new(); all.len()];
+    for _ in 0..ROUNDS {
+        for (k, &v) in all.iter().enumerate() {
+            let mut samples = Vec::with_capacity(4000);
+            for i in 0..4000 {
+                let t = Instant::now();
+                call(&ctx, v, i).await;
+                samples.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            samples.sort_by(f64::total_cmp);
+            p50[k].push(quantile(&samples, 0.5));
+            p99[k].push(quantile(&samples, 0.99));
+        }
+    }
+    let lat: Vec<(Figure, Figure)> =
+        (0..all.len()).map(|k| (Figure::of(p50[k].clone()), Figure::of(p99[k].clone()))).collect();
+    for (k, v) in all.iter().enumerate() {
+        println!("{:<40} p50 {:<26} p99 {}", v.label(), lat[k].0.show("µs"), lat[k].1.show("µs"));
+    }
+    let idx = |v: Variant| all.iter().position(|&x| x == v).expect("variant");
+    report.target(Target {
+        name: "1. latency p50: decorated 1 rule / seed 1 rule",
+        measured: format!("{} µs", fmt(lat[idx(Decorated1)].0.median)),
+        reference: format!("{} µs", fmt(lat[idx(Seed1)].0.median)),
+        ratio: lat[idx(Decorated1)].0.median / lat[idx(Seed1)].0.median,
+        bound: 1.1,
+        at_most: true,
+    });
+
+    // 2. Throughput, 64 concurrent callers on the shared connection.
+    println!("\n== 2. Throughput, 64 concurrent callers (decisions/s) ==");
+    let tput_variants = [Seed1, Seed3, Decorated1, Decorated3];
+    let mut tput = vec![Vec::new(); tput_variants.len()];
+    for _ in 0..ROUNDS {
+        for (k, &v) in tput_variants.iter().enumerate() {
+            tput[k].push(throughput(&ctx, v, 64, Duration::from_millis(1500)).await);
+        }
+    }
+    let tput: Vec<Figure> = tput.into_iter().map(Figure::of).collect();
+    for (k, v) in tput_variants.iter().enumerate() {
+        println!("{:<40} {}", v.label(), tput[k].show("/s"));
+    }
+    for (name, ours, theirs) in
+        [("2. throughput 1 rule: decorated / seed", 2, 0), ("2. throughput 3 rules: decorated / seed", 3, 1)]
+    {
+        report.target(Target {
+            name,
+            measured: format!("{}/s", fmt(tput[ours].median)),
+            reference: format!("{}/s", fmt(tput[theirs].median)),
+            ratio: tput[ours].median / tput[theirs].median,
+            bound: if ours == 2 { 1.0 } else { 1.5 },
+            at_most: false,
+        });
+    }
+
+    // 3. Server cost.
+    println!("\n== 3. Server cost per decision (INFO commandstats) ==");
+    for v in [Seed1, Seed3, Decorated1, Decorated3, Stacked] {
+        let (usec, calls) = server_cost(&ctx, v, 3000).await;
+        println!("{:<40} {:>6.2} µs of Redis CPU, {:.2} EVALSHA per decision", v.label(), usec, calls);
+        if v == Stacked {
+            report.target(Target {
+                name: "3. EVALSHA per decision, 2 stacked attributes",
+                measured: format!("{calls:.2}"),
+                reference: "1".to_owned(),
+                ratio: calls,
+                bound: 1.0,
+                at_most: true,
+            });
+        }
+    }
+
+    // 6. Memory per subject.
+    println!("\n== 6. Redis memory per subject (sliding window) ==");
+    memory_per_subject(server).await;
+
+    // 7. Growth.
+    println!("\n== 7. Decision cost as the window fills (one key) ==");
+    growth(server).await;
+}
+
+async fn throughput(ctx: &Arc<Ctx>, v: Variant, callers: usize, run: Duration) -> f64 {
+    let deadline = Instant::now() + run;
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..callers)
+        .map(|c| {
+            let ctx = ctx.clone();
+            tokio::spawn(async move {
+                let mut n = 0usize;
+                while Instant::now() < deadline {
+                    call(&ctx, v, c * 7919 + n).await;
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.expect("task");
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}
+
+/// (µs of server time per decision, EVALSHA calls per decision).
+async fn server_cost(ctx: &Ctx, v: Variant, decisions: usize) -> (f64, f64) {
+    let mut conn = ctx.conn.clone();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await.expect("resetstat");
+    for i in 0..decisions {
+        call(ctx, v, i).await;
+    }
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.expect("info");
+    let line = info.lines().find(|l| l.starts_with("cmdstat_evalsha:")).unwrap_or("");
+    let field = |name: &str| -> f64 {
+        line.split([':', ',']).find_map(|kv| kv.strip_prefix(name)).and_then(|x| x.parse().ok()).unwrap_or(0.0)
+    };
+    (field("usec=") / decisions as f64, field("calls=") / decisions as f64)
+}
+
+async fn memory_per_subject(server: &RedisServer) {
+    let store = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).expect("store"));
+    let client = redis::Client::open(server.url()).expect("client");
+    let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
+    let now = now_ms() * 1000;
+    for limit in [100u64, 10_000] {
+        let limiter = Limiter::builder(format!("bench::mem{limit}"))
+            .limit(LimitType::Ip, [Rule::from_millis(600_000, limit).expect("rule")])
+            .store(store.clone())
+            .build()
+            .expect("limiter");
+        let ip = Subject::ip(IpAddr::from([192, 0, 2, 1]));
+        for i in 0..limit {
+            limiter.check_at(std::slice::from_ref(&ip), 1, Some(now + i)).await.expect("fill");
+        }
+        let key = format!("rate_limit:{{bench::mem{limit}|ip|192.0.2.1}}:sw:10mx{limit}");
+        let ours: u64 = redis::cmd("MEMORY").arg("USAGE").arg(&key).query_async(&mut conn).await.expect("usage");
+        // The same population with 36-character text members, as the seed's UUID strings.
+        let text_key = format!("bench:text{limit}");
+        for chunk in (0..limit).collect::<Vec<_>>().chunks(1000) {
+            let mut cmd = redis::cmd("ZADD");
+            cmd.arg(&text_key);
+            for &i in chunk {
+                cmd.arg(now + i).arg(uuid::Uuid::new_v4().to_string());
+            }
+            let _: i64 = cmd.query_async(&mut conn).await.expect("zadd");
+        }
+        let text: u64 = redis::cmd("MEMORY").arg("USAGE").arg(&text_key).query_async(&mut conn).await.expect("usage");
+        println!(
+            "limit {limit:>6}: {ours:>8} bytes with 16-byte members ({:.0} B/entry), {text:>8} with 36-char text ({:.0} B/entry)",
+            ours as f64 / limit as f64,
+            text as f64 / limit as f64
+        );
+    }
+}
+
+async fn growth(server: &RedisServer) {
+    let store = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(10)).expect("store"));
+    let client = redis::Client::open(server.url()).expect("client");
+    let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
+    let start = now_ms() * 1000;
+    for (alg, label) in [(Algorithm::SlidingWindow, "SlidingWindow"), (Algorithm::Gcra, "Gcra")] {
+        for population in [10u64, 1000, 100_000] {
+            let limiter = Limiter::builder(format!("bench::growth::{label}::{population}"))
+                .limit_with(LimitType::Global, [Rule::from_millis(3_600_000, HUGE).expect("rule")], alg, "g:")
+                .store(store.clone())
+                .build()
+                .expect("limiter");
+            let g = [Subject::global()];
+            limiter.check_at(&g, population, Some(start)).await.expect("fill");
+            let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await.expect("reset");
+            let mut samples = Vec::new();
+            for i in 0..2000 {
+                let t = Instant::now();
+                limiter.check_at(&g, 1, Some(start + 1 + i)).await.expect("allowed");
+                samples.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            samples.sort_by(f64::total_cmp);
+            let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.expect("info");
+            let usec = info
+                .lines()
+                .find(|l| l.starts_with("cmdstat_evalsha:"))
+                .and_then(|l| l.split([':', ',']).find_map(|kv| kv.strip_prefix("usec_per_call=")))
+                .and_then(|x| x.parse::<f64>().ok())
+                .unwrap_or(0.0);
+            println!(
+                "{label:<14} population {population:>7}: p50 {:>6} µs, server {:>6} µs per decision",
+                fmt(quantile(&samples, 0.5)),
+                fmt(usec)
+            );
+        }
+    }
+}
