@@ -459,7 +459,9 @@ async fn without_a_peer_the_ip_limit_refuses() {
     let limiter = memory_limiter("t::nopeer", LimitType::Ip, &[(10_000, 5)]);
     let app = limited_app(RateLimitLayer::new(), limiter);
     let r = send(&app, request("/limited", None, &[])).await;
-    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    // No identity is a misconfigured server, not a client over its limit: 500, no Retry-After.
+    assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(r.headers.get("ratelimit").is_none());
-    assert_eq!(r.body, r#"{"error":"rate_limited","retry_after_ms":0}"#);
+    assert!(r.headers.get("retry-after").is_none());
+    assert_eq!(r.body, r#"{"error":"rate_limit_subject_missing"}"#);
 }

@@ -84,12 +84,15 @@ fn ratelimit_field(policy: &Policy, remaining: u64, reset: Duration) -> Option<H
 }
 
 impl RateLimited {
-    /// The HTTP status of this refusal: `429 Too Many Requests`, or `503 Service Unavailable`
-    /// when the store could not decide ([`Cause::StoreUnavailable`]).
+    /// The HTTP status of this refusal: `429 Too Many Requests`; `503 Service Unavailable`
+    /// when the store could not decide ([`Cause::StoreUnavailable`]); `500 Internal Server
+    /// Error` when the identity to count for was missing ([`Cause::SubjectMissing`]: the server
+    /// is misconfigured, e.g. no `ConnectInfo` or no user set, and retrying will not help).
     pub fn status(&self) -> StatusCode {
         match self.cause {
             Cause::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Cause::Exceeded | Cause::SubjectMissing => StatusCode::TOO_MANY_REQUESTS,
+            Cause::SubjectMissing => StatusCode::INTERNAL_SERVER_ERROR,
+            Cause::Exceeded => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -118,7 +121,10 @@ impl RateLimited {
     /// ```
     pub fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::with_capacity(3);
-        headers.insert(RETRY_AFTER, HeaderValue::from(self.retry_after_secs()));
+        // A missing identity is the server's problem: no time would make a retry succeed.
+        if self.cause != Cause::SubjectMissing {
+            headers.insert(RETRY_AFTER, HeaderValue::from(self.retry_after_secs()));
+        }
         if let Some(v) = policy_field(&self.policies) {
             headers.insert(RATELIMIT_POLICY, v);
         }
@@ -128,14 +134,34 @@ impl RateLimited {
         headers
     }
 
-    /// The JSON body of the response: `{"error":"rate_limited","retry_after_ms":3200}`.
+    /// The JSON body of the response: `{"error":"rate_limited","retry_after_ms":3200}`
+    /// (`{"error":"rate_limit_subject_missing"}` for a missing identity).
+    ///
+    /// ```
+    /// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, MemoryStore, Cause};
+    /// # use std::{sync::Arc, time::Duration};
+    /// let limiter = Limiter::builder("demo")
+    ///     .limit(LimitType::User, [Rule::new(Duration::from_secs(20), 1).unwrap()])
+    ///     .store(Arc::new(MemoryStore::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let missing = limiter.check_blocking(&[Subject::missing()], 1).unwrap_err();
+    /// assert_eq!(missing.cause(), Cause::SubjectMissing);
+    /// assert_eq!(missing.status(), 500);
+    /// assert!(missing.headers().get("retry-after").is_none());
+    /// assert_eq!(missing.json_body(), r#"{"error":"rate_limit_subject_missing"}"#);
+    /// ```
     pub fn json_body(&self) -> String {
+        if self.cause == Cause::SubjectMissing {
+            return r#"{"error":"rate_limit_subject_missing"}"#.to_owned();
+        }
         let ms = self.retry_after.as_micros().div_ceil(1000);
         format!(r#"{{"error":"rate_limited","retry_after_ms":{ms}}}"#)
     }
 }
 
-/// `429 Too Many Requests` (`503` when the store was unavailable) with `Retry-After`,
+/// `429 Too Many Requests` (`503` when the store was unavailable, `500` when the identity was
+/// missing) with `Retry-After`,
 /// `RateLimit-Policy`, `RateLimit` and a JSON body `{"error":"rate_limited","retry_after_ms":N}`.
 impl IntoResponse for RateLimited {
     fn into_response(self) -> Response {

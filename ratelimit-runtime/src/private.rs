@@ -117,6 +117,10 @@ pub fn ip<T: crate::IpValue + ?Sized>(value: &T) -> Subject<'_> {
 }
 
 /// A value usable as `cost = …`: unsigned and signed integers (negative means 0).
+#[diagnostic::on_unimplemented(
+    message = "`cost = …` takes an integer (the units this call consumes), not `{Self}`",
+    label = "expected an integer such as `1`, `n` or `items.len()`"
+)]
 pub trait Cost {
     /// The cost in units.
     fn units(self) -> u64;

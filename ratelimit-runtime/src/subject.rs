@@ -290,6 +290,10 @@ impl SubjectValue for SocketAddr {
 ///
 /// Addresses are normalised (IPv6 to its /64); text that parses as an IP or socket address is
 /// normalised the same way, other text is counted as given.
+#[diagnostic::on_unimplemented(
+    message = "`ip = …` takes a client address (`IpAddr`, `SocketAddr`, or its text), not `{Self}`",
+    label = "expected an `IpAddr`, `SocketAddr`, `&str` or `Option` of one"
+)]
 pub trait IpValue {
     /// The subject for this client IP.
     fn to_ip_subject(&self) -> Subject<'_>;
