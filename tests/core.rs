@@ -261,6 +261,27 @@ fn memory_evicts_idle_subjects() {
     assert_eq!(store.len(), 0, "idle subjects are evicted");
 }
 
+/// Entries that have left the window are dropped: the log never holds more than the limit.
+#[tokio::test]
+async fn redis_log_stays_bounded_by_the_limit() {
+    let server = RedisServer::start();
+    let limiter = Limiter::builder("core::bounded")
+        .limit(LimitType::Global, [rule(1000, 5)])
+        .store(redis_store(&server))
+        .build()
+        .unwrap();
+    let mut con = server.client();
+    let (mut admitted, mut largest) = (0, 0);
+    // 200 windows of demand at twice the limit.
+    for i in 0..2000u64 {
+        admitted += usize::from(limiter.check_at(&[Subject::global()], 1, Some(T0 + i * 100_000)).await.is_ok());
+        let key = &keys(&server)[0];
+        largest = largest.max(con.zcard::<_, usize>(key).unwrap());
+    }
+    assert_eq!(admitted, 1000, "exactly 5 per second");
+    assert!(largest <= 5, "the log held {largest} entries for a limit of 5");
+}
+
 // ---------- hostile subjects ----------
 
 #[tokio::test]

@@ -9,7 +9,7 @@
 //! subject sees the unit and may be denied by it. A release that itself fails (the node died in
 //! between) leaves the unit counted until its window passes: an over-count, never an under-count.
 
-use super::redis::{command, eval, redact, unique_member, Mode};
+use super::redis::{command, eval, redact, unique_member, Mode, Script};
 use super::{Call, Pending, Store};
 use crate::key::cluster_slot;
 use crate::{io, Decision, StoreError};
@@ -55,8 +55,8 @@ impl ClusterStore {
 /// One slot's share of a call: its decide and release commands, and which limits it holds.
 struct SlotPart {
     limits: Vec<usize>,
-    decide: Cmd,
-    release: Cmd,
+    decide: (Cmd, &'static Script),
+    release: (Cmd, &'static Script),
 }
 
 impl Store for ClusterStore {

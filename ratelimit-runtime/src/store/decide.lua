@@ -11,7 +11,7 @@
 -- Returns {allowed, limit, rule, retry_after_us, remaining, reset_us}: when allowed, `limit` and
 -- `rule` (1-based) name the tightest rule (least remaining), else the denying rule with the
 -- longest wait, so that waiting `retry_after_us` is exactly enough for every rule.
--- A denied call records nothing. Keys expire (PEXPIREAT) when their state stops mattering, at
+-- A denied call records nothing (it may drop entries that have left every window). Keys expire (PEXPIREAT) when their state stops mattering, at
 -- most the longest window after `now` (twice it for the sliding window counter, whose previous
 -- window still counts); with a pinned `now`, expiry follows the pinned clock. The arithmetic is mirrored by src/algorithm.rs (in-memory twin).
 
@@ -145,7 +145,7 @@ for g = 1, #KEYS do
   local param = tonumber(ARGV[pos + 2])
   pos = pos + 3
   if alg == 'sw' then
-    -- Rules are sorted by window, longest first: trim by the longest, count it with ZCARD.
+    -- Rules are sorted by window, longest first: the longest bounds what the log keeps.
     local maxw = tonumber(ARGV[pos])
     if release then
       pos = pos + 2 * n
@@ -153,13 +153,18 @@ for g = 1, #KEYS do
         for i = 1, cost do redis.call('ZREM', key, member .. ':' .. i) end
       end
     else
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', now - maxw)
       for r = 1, n do
         local w = tonumber(ARGV[pos])
         local count = tonumber(ARGV[pos + 1])
         pos = pos + 2
         local used
-        if r == 1 then used = redis.call('ZCARD', key) else used = redis.call('ZCOUNT', key, now - w + 1, '+inf') end
+        if r == 1 then
+          -- The longest window: drop what has left it, then count what is left.
+          redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w)
+          used = redis.call('ZCARD', key)
+        else
+          used = redis.call('ZCOUNT', key, now - w + 1, '+inf')
+        end
         if used + cost > count then
           -- The oldest `need` units in this window must leave before the call fits.
           local wait = w

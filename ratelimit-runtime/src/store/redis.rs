@@ -1,21 +1,33 @@
 //! One Redis server: every decision is one `EVALSHA` of the decision script.
 
 use super::{Call, Pending, Store};
-use crate::{io, Decision, StoreError};
+use crate::{io, Algorithm, Decision, StoreError};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, ErrorKind, ServerErrorKind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-/// The decision script (see `decide.lua` for its arguments and answer).
-pub(crate) const SCRIPT: &str = include_str!("decide.lua");
-
-/// The script's SHA-1, as `EVALSHA` names it.
-pub(crate) fn script_sha() -> &'static str {
-    static SHA: OnceLock<String> = OnceLock::new();
-    SHA.get_or_init(|| redis::Script::new(SCRIPT).get_hash().to_owned())
+/// A Lua script and its SHA-1, as `EVALSHA` names it.
+pub(crate) struct Script {
+    pub(crate) code: &'static str,
+    sha: OnceLock<String>,
 }
+
+impl Script {
+    const fn new(code: &'static str) -> Script {
+        Script { code, sha: OnceLock::new() }
+    }
+
+    pub(crate) fn sha(&self) -> &str {
+        self.sha.get_or_init(|| redis::Script::new(self.code).get_hash().to_owned())
+    }
+}
+
+/// The decision script: every algorithm, and release mode (see `decide.lua`).
+pub(crate) static GENERAL: Script = Script::new(include_str!("decide.lua"));
+/// The same decision when every limit is a sliding window (see `decide_sw.lua`).
+pub(crate) static SLIDING: Script = Script::new(include_str!("decide_sw.lua"));
 
 /// A member no other call, in this process or any other, will use: a random per-process UUID
 /// with a per-call counter folded into its low half. 16 raw bytes keep the ZSET small.
@@ -77,10 +89,17 @@ pub(crate) enum Mode {
     Release,
 }
 
-/// The `EVALSHA` of the decision script for the limits `indices` of `call`.
-pub(crate) fn command(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone, member: &[u8], mode: Mode) -> Cmd {
+/// The `EVALSHA` of the decision script for the limits `indices` of `call`, and that script.
+pub(crate) fn command(
+    call: &Call<'_>,
+    indices: impl Iterator<Item = usize> + Clone,
+    member: &[u8],
+    mode: Mode,
+) -> (Cmd, &'static Script) {
+    let all_sliding = indices.clone().all(|i| call.limits[i].algorithm == Algorithm::SlidingWindow);
+    let script = if mode == Mode::Decide && all_sliding { &SLIDING } else { &GENERAL };
     let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script_sha()).arg(indices.clone().count());
+    cmd.arg(script.sha()).arg(indices.clone().count());
     for i in indices.clone() {
         cmd.arg(call.limits[i].redis_key(call.subjects[i]));
     }
@@ -93,17 +112,20 @@ pub(crate) fn command(call: &Call<'_>, indices: impl Iterator<Item = usize> + Cl
             cmd.arg(a.as_slice());
         }
     }
-    cmd
+    (cmd, script)
 }
 
 /// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server).
-pub(crate) async fn eval(conn: &mut impl ConnectionLike, cmd: &Cmd) -> Result<Decision, StoreError> {
+pub(crate) async fn eval(
+    conn: &mut impl ConnectionLike,
+    (cmd, script): &(Cmd, &Script),
+) -> Result<Decision, StoreError> {
     let answer = match cmd.query_async::<Vec<i64>>(conn).await {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // On a cluster this reaches every primary (a promoted replica may never have seen it).
             redis::cmd("SCRIPT")
                 .arg("LOAD")
-                .arg(SCRIPT)
+                .arg(script.code)
                 .query_async::<redis::Value>(conn)
                 .await
                 .map_err(redis_error)?;
