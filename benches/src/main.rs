@@ -22,11 +22,21 @@ fn main() {
         memory::run_child();
         return;
     }
+    if std::env::args().any(|a| a == "--profile-redis") {
+        // Only 1-rule throughput, for a profiler: `perf record -e cpu-clock -g -- <bench> --profile-redis`.
+        let server = support::RedisServer::start();
+        redis_load::profile(&server);
+        return;
+    }
     let started = std::time::Instant::now();
     let mut report = Report::default();
     let server = support::RedisServer::start();
     println!("ratelimit benchmarks — redis-server on 127.0.0.1:{}, {} cores", server.port(), cores());
-    println!("(each figure: median of {} rounds [min–max])\n", report::ROUNDS);
+    println!(
+        "(each figure: median of {} rounds [min–max]; in-memory: {} rounds)\n",
+        report::ROUNDS,
+        report::ROUNDS * 2 - 1
+    );
 
     redis_load::run(&server, &mut report);
     memory::run_from_parent(&mut report);

@@ -76,6 +76,12 @@ fn ns_per_call(threads: usize, f: &(dyn Fn(usize) + Sync)) -> f64 {
     started.elapsed().as_secs_f64() * 1e9 / calls as f64
 }
 
+type Case<'a> = (&'a str, &'a (dyn Fn(usize) + Sync));
+
+fn cases_one<'a>(cases: &[Case<'a>], k: usize) -> &'a (dyn Fn(usize) + Sync) {
+    cases[k.min(cases.len() - 1)].1
+}
+
 fn memory_limiter(alg: Algorithm) -> Limiter {
     Limiter::builder(format!("bench::memory::{alg:?}"))
         .limit_with(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")], alg, "m:")
@@ -110,18 +116,30 @@ pub fn run_child() {
     let attr = |i: usize| black_box(decorated(ips[i % SUBJECTS])).expect("allowed");
 
     println!("== 4. In-memory store, ns per decision (1000 client IPs) ==");
-    let cases: [(&str, &(dyn Fn(usize) + Sync)); 5] = [
+    let cases: [Case; 5] = [
         ("governor keyed (reference)", &gov),
         ("ratelimit SlidingWindow", &sw),
         ("ratelimit Gcra", &gc),
         ("Limiter::check_blocking by hand", &hand),
         ("#[rate_limiter] fn", &attr),
     ];
+    // One case alone, for an instruction count: `BENCH_CASE=3 BENCH_CALLS=100000 valgrind
+    // --tool=callgrind <bench> --in-memory` (3: by hand, 4: the attribute).
+    if let Some(k) = std::env::var("BENCH_CASE").ok().and_then(|v| v.parse::<usize>().ok()) {
+        ns_per_call(1, cases_one(&cases, k));
+        return;
+    }
+    // Nanosecond figures are noisy on a shared 2-core machine: more rounds, and the order of the
+    // cases alternates so no case always runs first (or right after another).
     let mut figures = vec![[Vec::new(), Vec::new()]; cases.len()];
-    for _ in 0..ROUNDS {
-        for (k, (_, f)) in cases.iter().enumerate() {
-            figures[k][0].push(ns_per_call(1, *f));
-            figures[k][1].push(ns_per_call(2, *f));
+    for round in 0..ROUNDS * 2 - 1 {
+        let mut order: Vec<usize> = (0..cases.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for k in order {
+            figures[k][0].push(ns_per_call(1, cases[k].1));
+            figures[k][1].push(ns_per_call(2, cases[k].1));
         }
     }
     let figures: Vec<[Figure; 2]> = figures.into_iter().map(|[a, b]| [Figure::of(a), Figure::of(b)]).collect();

@@ -116,12 +116,22 @@ async fn call(ctx: &Ctx, v: Variant, i: usize) {
     }
 }
 
+pub fn profile(server: &RedisServer) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let ctx = context(server).await;
+        let variant = if std::env::var_os("PROFILE_SEED").is_some() { Variant::Seed1 } else { Variant::Decorated1 };
+        let n = throughput(&ctx, variant, 64, Duration::from_secs(6)).await;
+        println!("{variant:?}: {n:.0}/s");
+    });
+}
+
 pub fn run(server: &RedisServer, report: &mut Report) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     rt.block_on(run_async(server, report));
 }
 
-async fn run_async(server: &RedisServer, report: &mut Report) {
+async fn context(server: &RedisServer) -> Arc<Ctx> {
     ratelimit::init(Config::redis(server.url()).timeout(Duration::from_secs(2))).expect("init");
     let client = redis::Client::open(server.url()).expect("client");
     let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
@@ -134,7 +144,11 @@ async fn run_async(server: &RedisServer, report: &mut Report) {
         .build()
         .expect("limiter");
     let ips = (0..SUBJECTS).map(|i| IpAddr::from([10, 0, (i / 256) as u8, (i % 256) as u8])).collect();
-    let ctx = Arc::new(Ctx { conn, seed_sha, lib1, ips });
+    Arc::new(Ctx { conn, seed_sha, lib1, ips })
+}
+
+async fn run_async(server: &RedisServer, report: &mut Report) {
+    let ctx = context(server).await;
     use Variant::*;
     let all = [Ping, Seed1, Seed3, Lib1, Decorated1, Decorated3, Stacked];
     // Warm up: connections, script caches, key populations.

@@ -477,6 +477,7 @@ impl LazyLimiter {
     }
 
     /// The limiter, or the reason it could not be built.
+    #[inline]
     pub fn get(&self) -> Result<&Limiter, &LimiterError> {
         self.cell.get_or_init(self.build).as_ref()
     }

@@ -19,6 +19,7 @@ pub use crate::LazyLimiter as StaticLimiter;
 pub use crate::{Algorithm, FailurePolicy, LimitType, Limiter, LimiterError};
 
 /// The limiter's name: the attribute's `name = "…"`, else `module::path::function`.
+#[inline]
 pub fn name(module_path: &str, function: &str, explicit: Option<&str>) -> String {
     match explicit {
         Some(n) => n.to_owned(),
@@ -27,6 +28,7 @@ pub fn name(module_path: &str, function: &str, explicit: Option<&str>) -> String
 }
 
 /// Decides a call of an `async fn`.
+#[inline]
 pub async fn check(
     limiter: &'static LazyLimiter,
     subjects: &[Subject<'_>],
@@ -39,6 +41,7 @@ pub async fn check(
 }
 
 /// Decides a call of a plain `fn`.
+#[inline]
 pub fn check_blocking(
     limiter: &'static LazyLimiter,
     subjects: &[Subject<'_>],
@@ -66,16 +69,19 @@ fn misconfigured(e: &LimiterError) -> RateLimited {
 }
 
 /// The subject of a `Global` limit.
+#[inline]
 pub fn global() -> Subject<'static> {
     Subject::global()
 }
 
 /// The client IP from the request context (`type = Ip` without `ip = …`).
+#[inline]
 pub fn ip_from_context() -> Subject<'static> {
     context::ip_subject()
 }
 
 /// The user id from the request context (`type = User` without `user = …`).
+#[inline]
 pub fn user_from_context() -> Subject<'static> {
     context::user_subject()
 }
@@ -112,6 +118,7 @@ impl<T: ?Sized + Display> ViaDisplay for &SubjectOf<'_, T> {
 }
 
 /// The subject of an `ip = …` expression: anything [`IpValue`](crate::IpValue).
+#[inline]
 pub fn ip<T: crate::IpValue + ?Sized>(value: &T) -> Subject<'_> {
     value.to_ip_subject()
 }
@@ -150,6 +157,7 @@ impl<T: Cost + Copy> Cost for &T {
 }
 
 /// The units of a `cost = …` expression.
+#[inline]
 pub fn cost(value: impl Cost) -> u64 {
     value.units()
 }

@@ -136,11 +136,25 @@ fn write_ipv4(v4: Ipv4Addr, out: &mut impl fmt::Write) -> fmt::Result {
     out.write_str(std::str::from_utf8(text.as_bytes()).map_err(|_| fmt::Error)?)
 }
 
-/// Up to 47 bytes of text on the stack.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+/// Up to 47 bytes of text on the stack (only the first `len` bytes mean anything).
+#[derive(Clone, Copy)]
 struct InlineText {
     len: u8,
     bytes: [u8; 47],
+}
+
+impl PartialEq for InlineText {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for InlineText {}
+
+impl std::hash::Hash for InlineText {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
+    }
 }
 
 impl Default for InlineText {
@@ -162,20 +176,32 @@ impl InlineText {
                 self.bytes[len] = b'.';
                 len += 1;
             }
-            if octet >= 100 {
-                self.bytes[len] = b'0' + octet / 100;
-                len += 1;
-            }
-            if octet >= 10 {
-                self.bytes[len] = b'0' + octet / 10 % 10;
-                len += 1;
-            }
-            self.bytes[len] = b'0' + octet % 10;
-            len += 1;
+            let (digits, n) = OCTETS[usize::from(octet)];
+            self.bytes[len..len + 3].copy_from_slice(&digits);
+            len += usize::from(n);
         }
         self.len = len as u8;
     }
 }
+
+/// The decimal digits of every octet (padded to 3 bytes) and how many of them count: a lookup
+/// instead of divisions on the hot path.
+static OCTETS: [([u8; 3], u8); 256] = {
+    let mut table = [([0u8; 3], 0u8); 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        table[i] = if b >= 100 {
+            ([b'0' + b / 100, b'0' + b / 10 % 10, b'0' + b % 10], 3)
+        } else if b >= 10 {
+            ([b'0' + b / 10, b'0' + b % 10, 0], 2)
+        } else {
+            ([b'0' + b, 0, 0], 1)
+        };
+        i += 1;
+    }
+    table
+};
 
 impl fmt::Write for InlineText {
     fn write_str(&mut self, s: &str) -> fmt::Result {
