@@ -1,6 +1,6 @@
 //! What `#[rate_limiter]` does at run time, on the in-memory store. Every test names its own
 //! limiter (`name = "…"`) so parallel tests never share a window. (The same behaviour against a
-//! real Redis is tested elsewhere.)
+//! real Redis: `tests/attribute_redis.rs`.)
 
 use ratelimit::context::{self, RequestContext};
 use ratelimit::{rate_limiter, Cause, Config, LimitType, RateLimited};

@@ -459,6 +459,19 @@ async fn redis_stopped_answers_within_the_timeout() {
         // Two calls, each bounded by the 200ms timeout; generous slack for a loaded machine.
         assert!(took < Duration::from_millis(1500), "a hung Redis must not hang the caller: {took:?}");
     }
+    // Many callers at once: each gets its answer within the timeout, none waits behind a queue.
+    let started = std::time::Instant::now();
+    let callers: Vec<_> = (0..200)
+        .map(|_| {
+            let open = open.clone();
+            tokio::spawn(async move { open.check(&[Subject::global()], 1).await.is_ok() })
+        })
+        .collect();
+    for caller in callers {
+        assert!(caller.await.unwrap(), "fail open");
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(1500), "200 concurrent calls took {took:?} against a hung Redis");
     server.resume();
     until_recovered(&open, Duration::from_secs(10)).await;
     until_recovered(&closed, Duration::from_secs(10)).await;

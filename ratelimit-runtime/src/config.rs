@@ -4,7 +4,6 @@ use crate::store::{memory::MemoryStore, redis::RedisStore, StoreHandle, Unavaila
 use crate::StoreError;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -189,16 +188,55 @@ pub(crate) fn global() -> &'static Global {
 /// Logs a failed store call under the fail-open policy, at most once per 10 s with the number of
 /// calls since: an outage must not turn into one log line per request.
 pub(crate) fn warn_store_failure(limiter: &str, error: &StoreError) {
-    static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
-    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
-    const EVERY: Duration = Duration::from_secs(10);
-    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    if last.is_some_and(|t| t.elapsed() < EVERY) {
-        SUPPRESSED.fetch_add(1, Ordering::Relaxed);
-        return;
+    static THROTTLE: Throttle = Throttle::new(Duration::from_secs(10));
+    if let Some(suppressed) = THROTTLE.admit(Instant::now()) {
+        tracing::warn!(limiter, error = %error, suppressed, "rate-limit store failed; letting calls through (fail open)");
     }
-    *last = Some(Instant::now());
-    drop(last);
-    let suppressed = SUPPRESSED.swap(0, Ordering::Relaxed);
-    tracing::warn!(limiter, error = %error, suppressed, "rate-limit store failed; letting calls through (fail open)");
+}
+
+/// Lets one event through per period, counting the ones it holds back.
+struct Throttle {
+    period: Duration,
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl Throttle {
+    const fn new(period: Duration) -> Throttle {
+        Throttle { period, state: Mutex::new((None, 0)) }
+    }
+
+    /// `Some(events held back since the last one let through)` if this one may pass.
+    fn admit(&self, now: Instant) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (last, held) = &mut *state;
+        if last.is_some_and(|t| now.saturating_duration_since(t) < self.period) {
+            *held += 1;
+            return None;
+        }
+        *last = Some(now);
+        Some(std::mem::take(held))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outage_logs_once_per_period() {
+        let throttle = Throttle::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        assert_eq!(throttle.admit(t0), Some(0));
+        let passed = (1..=1000).filter(|i| throttle.admit(t0 + Duration::from_millis(*i)).is_some()).count();
+        assert_eq!(passed, 0, "1000 failures within the period log nothing more");
+        assert_eq!(throttle.admit(t0 + Duration::from_secs(10)), Some(1000), "then one line counts them");
+        assert_eq!(throttle.admit(t0 + Duration::from_secs(11)), None);
+    }
+
+    #[test]
+    fn failure_policy_parses() {
+        assert_eq!("deny".parse(), Ok(FailurePolicy::Deny));
+        assert_eq!(" Allow ".parse(), Ok(FailurePolicy::Allow));
+        assert!("sometimes".parse::<FailurePolicy>().is_err());
+    }
 }
