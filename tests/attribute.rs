@@ -2,28 +2,19 @@
 //! limiter (`name = "…"`) so parallel tests never share a window. (The same behaviour against a
 //! real Redis: `tests/attribute_redis.rs`.)
 
+mod support;
+
 use ratelimit::context::{self, RequestContext};
 use ratelimit::{rate_limiter, Cause, Config, LimitType, RateLimited};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+use support::{addr, denied_by};
 
 /// Counts in memory whatever the environment says (`REDIS_URL`, …): every test calls this
 /// before its first rate-limited call, so the first one to run decides the global store.
 fn memory() {
     let _ = ratelimit::init(Config::memory());
-}
-
-fn ip(text: &str) -> IpAddr {
-    text.parse().unwrap()
-}
-
-#[track_caller]
-fn denied_by<T: std::fmt::Debug>(result: Result<T, RateLimited>, limit_type: LimitType) -> RateLimited {
-    let e = result.expect_err("the call should be refused");
-    assert_eq!(e.cause(), Cause::Exceeded, "{e}");
-    assert_eq!(e.limit_type(), limit_type, "{e}");
-    e
 }
 
 #[rate_limiter(type = Ip, rules = [(1m, 2)], ip = client, name = "attribute::tightest")]
@@ -35,7 +26,7 @@ fn tightest(client: IpAddr) -> Result<(), RateLimited> {
 #[test]
 fn stacked_limits_admit_per_the_tightest_rule() {
     memory();
-    let (a, b, c) = (ip("198.51.100.1"), ip("198.51.100.2"), ip("198.51.100.3"));
+    let (a, b, c) = (addr("198.51.100.1"), addr("198.51.100.2"), addr("198.51.100.3"));
     tightest(a).unwrap();
     tightest(a).unwrap();
     let e = denied_by(tightest(a), LimitType::Ip);
@@ -58,7 +49,7 @@ fn nothing_recorded(client: IpAddr) -> Result<(), RateLimited> {
 #[test]
 fn a_refused_call_is_recorded_in_no_rule() {
     memory();
-    let a = ip("198.51.100.10");
+    let a = addr("198.51.100.10");
     nothing_recorded(a).unwrap();
     for _ in 0..3 {
         // Refused by Global; had they counted in a's Ip rule, a would be out of budget below.
@@ -128,8 +119,8 @@ impl Connection {
 #[tokio::test]
 async fn methods_count_per_self_ip() {
     memory();
-    let mut first = Connection { ip: ip("198.51.100.20"), served: 0 };
-    let mut second = Connection { ip: ip("198.51.100.21"), served: 0 };
+    let mut first = Connection { ip: addr("198.51.100.20"), served: 0 };
+    let mut second = Connection { ip: addr("198.51.100.21"), served: 0 };
     assert_eq!(first.serve().unwrap(), 1);
     assert_eq!(first.serve().unwrap(), 2);
     denied_by(first.serve(), LimitType::Ip);
@@ -139,8 +130,8 @@ async fn methods_count_per_self_ip() {
     assert_eq!(first.serve_async().await.unwrap(), first.ip);
     denied_by(first.serve_async().await, LimitType::Ip);
     // IPv6 clients count per /64.
-    let v6 = Connection { ip: ip("2001:db8:1:2::1"), served: 0 };
-    let same_64 = Connection { ip: ip("2001:db8:1:2:ffff::9"), served: 0 };
+    let v6 = Connection { ip: addr("2001:db8:1:2::1"), served: 0 };
+    let same_64 = Connection { ip: addr("2001:db8:1:2:ffff::9"), served: 0 };
     v6.serve_async().await.unwrap();
     denied_by(same_64.serve_async().await, LimitType::Ip);
 }
@@ -198,9 +189,9 @@ async fn a_missing_identity_refuses_the_call() {
     missing(user_none(None));
     // A context without the identity is no better.
     missing(context::sync_scope(RequestContext::new(), ip_from_context));
-    missing(context::scope(RequestContext::new().with_ip(ip("198.51.100.30")), user_from_context()).await);
+    missing(context::scope(RequestContext::new().with_ip(addr("198.51.100.30")), user_from_context()).await);
     // With it, the calls go through.
-    ip_none(Some(ip("198.51.100.31"))).unwrap();
+    ip_none(Some(addr("198.51.100.31"))).unwrap();
     user_none(Some("alice".to_owned())).unwrap();
 }
 
@@ -218,8 +209,8 @@ async fn scoped_user() -> Result<(), RateLimited> {
 #[tokio::test]
 async fn the_request_context_supplies_ip_and_user() {
     memory();
-    let a = || RequestContext::new().with_ip(ip("198.51.100.40"));
-    let b = || RequestContext::new().with_ip(ip("198.51.100.41"));
+    let a = || RequestContext::new().with_ip(addr("198.51.100.40"));
+    let b = || RequestContext::new().with_ip(addr("198.51.100.41"));
     context::sync_scope(a(), || {
         scoped_ip().unwrap();
         scoped_ip().unwrap();

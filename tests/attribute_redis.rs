@@ -4,23 +4,11 @@
 
 mod support;
 
-use ratelimit::{rate_limiter, Cause, Config, LimitType, RateLimited};
+use ratelimit::{rate_limiter, Config, LimitType, RateLimited};
 use redis::Commands;
 use std::net::IpAddr;
 use std::time::Duration;
-use support::RedisServer;
-
-fn ip(text: &str) -> IpAddr {
-    text.parse().unwrap()
-}
-
-#[track_caller]
-fn denied_by<T: std::fmt::Debug>(result: Result<T, RateLimited>, limit_type: LimitType) -> RateLimited {
-    let e = result.expect_err("the call should be refused");
-    assert_eq!(e.cause(), Cause::Exceeded, "{e}");
-    assert_eq!(e.limit_type(), limit_type, "{e}");
-    e
-}
+use support::{addr, denied_by, RedisServer};
 
 #[rate_limiter(type = Ip, rules = [(1m, 2)], ip = client, name = "redis::stacked")]
 #[rate_limiter(type = Global, rules = [(1m, 3)])]
@@ -93,7 +81,7 @@ fn the_attribute_on_redis() {
 
     // Stacked Ip + Global admit per the tightest rule; a refused call is counted by no rule.
     rt.block_on(async {
-        let (a, b, c) = (ip("198.51.100.1"), ip("198.51.100.2"), ip("198.51.100.3"));
+        let (a, b, c) = (addr("198.51.100.1"), addr("198.51.100.2"), addr("198.51.100.3"));
         stacked(a).await.unwrap();
         stacked(a).await.unwrap();
         let ip_key = "rate_limit:{redis::stacked|ip|198.51.100.1}:sw:1mx2";
@@ -114,7 +102,7 @@ fn the_attribute_on_redis() {
     rt.block_on(async {
         let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
         for i in 0..40 {
-            three_attributes(ip("203.0.113.9"), &format!("user-{}", i % 4)).await.unwrap();
+            three_attributes(addr("203.0.113.9"), &format!("user-{}", i % 4)).await.unwrap();
         }
         let (evalsha, others) = commandstats(&mut con);
         assert_eq!(evalsha, 40, "one round trip per call");
@@ -134,7 +122,7 @@ fn the_attribute_on_redis() {
 
     // Methods count per `self.ip`; `cost` spends that many units.
     rt.block_on(async {
-        let (first, second) = (Connection { ip: ip("192.0.2.1") }, Connection { ip: ip("192.0.2.2") });
+        let (first, second) = (Connection { ip: addr("192.0.2.1") }, Connection { ip: addr("192.0.2.2") });
         first.serve().await.unwrap();
         first.serve().await.unwrap();
         denied_by(first.serve().await, LimitType::Ip);

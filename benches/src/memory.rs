@@ -201,6 +201,37 @@ fn bytes_per_subject() {
     );
 }
 
+/// Instructions per call of one in-memory case, counted by callgrind (repeatable, unlike
+/// nanoseconds on a shared machine): the difference between runs of 200 000 and 100 000 calls.
+fn instructions_per_call(case: usize) -> Option<f64> {
+    let exe = std::env::current_exe().ok()?;
+    let mut totals = Vec::new();
+    for calls in [100_000u64, 200_000] {
+        let out = std::env::temp_dir().join(format!("ratelimit-bench-{}-{case}-{calls}.cg", std::process::id()));
+        let status = std::process::Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(&exe)
+            .arg("--in-memory")
+            .env("BENCH_CASE", case.to_string())
+            .env("BENCH_CALLS", calls.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        let text = std::fs::read_to_string(&out).ok();
+        let _ = std::fs::remove_file(&out);
+        if !status.success() {
+            return None;
+        }
+        let total = text?
+            .lines()
+            .find_map(|l| l.strip_prefix("summary: ").or_else(|| l.strip_prefix("totals: ")).map(str::to_owned))?;
+        totals.push(total.trim().parse::<f64>().ok()?);
+    }
+    Some((totals[1] - totals[0]) / 100_000.0)
+}
+
 /// Runs the child and folds its TARGET lines into the report.
 pub fn run_from_parent(report: &mut Report) {
     let exe = std::env::current_exe().expect("current exe");
@@ -228,5 +259,21 @@ pub fn run_from_parent(report: &mut Report) {
             bound: f[4].parse().unwrap_or(f64::NAN),
             at_most: f[5] == "1",
         });
+    }
+    match (instructions_per_call(3), instructions_per_call(4)) {
+        (Some(hand), Some(attr)) => {
+            println!(
+                "attribute overhead under callgrind: by hand {hand:.0}, decorated {attr:.0} instructions per call"
+            );
+            report.target(Target {
+                name: "5. #[rate_limiter] / by hand, instructions",
+                measured: format!("{attr:.0} instr"),
+                reference: format!("{hand:.0} instr"),
+                ratio: attr / hand,
+                bound: 1.05,
+                at_most: true,
+            });
+        }
+        _ => println!("(valgrind not found: the attribute overhead in instructions is not measured)"),
     }
 }

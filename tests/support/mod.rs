@@ -11,6 +11,23 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+/// An IP address from text.
+pub fn addr(text: &str) -> std::net::IpAddr {
+    text.parse().expect("an IP address")
+}
+
+/// The refusal of a call that must have been refused by a rule of `limit_type`.
+#[track_caller]
+pub fn denied_by<T: std::fmt::Debug>(
+    result: Result<T, ratelimit::RateLimited>,
+    limit_type: ratelimit::LimitType,
+) -> ratelimit::RateLimited {
+    let e = result.expect_err("the call should be refused");
+    assert_eq!(e.cause(), ratelimit::Cause::Exceeded, "{e}");
+    assert_eq!(e.limit_type(), limit_type, "{e}");
+    e
+}
+
 /// One `redis-server` on 127.0.0.1.
 pub struct RedisServer {
     child: Option<Child>,
