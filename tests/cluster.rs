@@ -93,6 +93,46 @@ async fn cluster_exact_per_ip_and_all_or_nothing_across_slots() {
     assert_eq!(err.limit_type(), LimitType::Ip);
 }
 
+/// The O(1) algorithms give a refused call back too: a token bucket whose call is refused by a
+/// GCRA limit on another primary gets its token back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_release_restores_o1_algorithms() {
+    use ratelimit::Algorithm;
+    let cluster = RedisCluster::start(3, 0);
+    let limiter = Limiter::builder("cl::o1")
+        .limit_with(LimitType::Ip, [rule(60_000, 3)], Algorithm::TokenBucket, "rl:")
+        .limit_with(LimitType::User, [rule(60_000, 1)], Algorithm::Gcra, "rl:")
+        .store(cluster_store(&cluster, Duration::from_secs(2)))
+        .build()
+        .unwrap();
+    let ip_slot = cluster_slot(b"rl:{cl::o1|ip|198.51.100.9}:tb:1mx3");
+    let name = (0..100)
+        .map(|i| format!("bob{i}"))
+        .find(|n| {
+            let slot = cluster_slot(format!("rl:{{cl::o1|user|{n}}}:gcra:1mx1").as_bytes());
+            cluster.primary_of(slot) != cluster.primary_of(ip_slot)
+        })
+        .expect("a user on another primary");
+    // Pinned (future) time: no refill between calls.
+    const T: u64 = 4_000_000_000_000_000;
+    let call = |user: String| {
+        let limiter = limiter.clone();
+        async move {
+            limiter.check_at(&[ip("198.51.100.9"), Subject::bytes(user.into_bytes())], 1, Some(T)).await.map(|_| ())
+        }
+    };
+    assert!(call(name.clone()).await.is_ok(), "token 1 of 3, the user's one call");
+    for _ in 0..4 {
+        let err = call(name.clone()).await.unwrap_err();
+        assert_eq!(err.limit_type(), LimitType::User, "refused by the GCRA limit");
+    }
+    // Had the refused calls kept their tokens, the bucket would be empty now.
+    assert!(call("carol".to_owned()).await.is_ok(), "token 2");
+    assert!(call("dave".to_owned()).await.is_ok(), "token 3");
+    let err = call("erin".to_owned()).await.unwrap_err();
+    assert_eq!(err.limit_type(), LimitType::Ip, "now the bucket is empty");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_global_limit_shared_by_two_clients() {
     let cluster = RedisCluster::start(3, 0);
