@@ -1,4 +1,5 @@
--- One atomic decision over every limit of a call (spec §4, §6).
+-- One atomic decision over every limit of a call (spec §4, §6). Assembled by store/redis.rs:
+-- each `--@name` line is replaced by lua/name.lua.
 --
 -- KEYS[g]  one key per limit of the call: a ZSET log (sliding window) or a HASH (the others)
 -- ARGV[1]  now in µs, or 0 to read the server's TIME (the usual case; tests pin time)
@@ -11,21 +12,17 @@
 -- Returns {allowed, limit, rule, retry_after_us, remaining, reset_us}: when allowed, `limit` and
 -- `rule` (1-based) name the tightest rule (least remaining), else the denying rule with the
 -- longest wait, so that waiting `retry_after_us` is exactly enough for every rule.
--- A denied call records nothing (it may drop entries that have left every window). Keys expire (PEXPIREAT) when their state stops mattering, at
--- most the longest window after `now` (twice it for the sliding window counter, whose previous
--- window still counts); with a pinned `now`, expiry follows the pinned clock. The arithmetic is mirrored by src/algorithm.rs (in-memory twin).
+-- A denied call records nothing (it may drop entries that have left every window). Keys expire
+-- (PEXPIREAT) when their state stops mattering: at most the longest window after `now` (twice it
+-- for the sliding window counter, whose previous window still counts); with a pinned `now`,
+-- expiry follows the pinned clock. The arithmetic is mirrored by src/algorithm.rs and
+-- store/memory.rs (the in-memory twin); differential tests hold them to the same decisions.
 
-local now = tonumber(ARGV[1])
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-local cost = tonumber(ARGV[2])
-local member = ARGV[3]
+--@preamble
 local release = ARGV[4] == 'r'
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 
-local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
+-- The O(1) algorithms report through these (the sliding window's fragment inlines the same).
 local function deny(g, r, wait)
   if allowed == 1 or wait > retry then
     allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
@@ -145,40 +142,14 @@ for g = 1, #KEYS do
   local param = tonumber(ARGV[pos + 2])
   pos = pos + 3
   if alg == 'sw' then
-    -- Rules are sorted by window, longest first: the longest bounds what the log keeps.
-    local maxw = tonumber(ARGV[pos])
     if release then
       pos = pos + 2 * n
       if cost == 1 then redis.call('ZREM', key, member) else
         for i = 1, cost do redis.call('ZREM', key, member .. ':' .. i) end
       end
     else
-      for r = 1, n do
-        local w = tonumber(ARGV[pos])
-        local count = tonumber(ARGV[pos + 1])
-        pos = pos + 2
-        local used
-        if r == 1 then
-          -- The longest window: drop what has left it, then count what is left.
-          redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w)
-          used = redis.call('ZCARD', key)
-        else
-          used = redis.call('ZCOUNT', key, now - w + 1, '+inf')
-        end
-        if used + cost > count then
-          -- The oldest `need` units in this window must leave before the call fits.
-          local wait = w
-          if cost <= count then
-            local e = redis.call('ZRANGEBYSCORE', key, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', used + cost - count - 1, 1)
-            wait = tonumber(e[2]) + w - now
-          end
-          deny(g, r, wait)
-        else
-          -- Reset: the quota is whole again when this call's own units leave the window.
-          room(g, r, count - used - cost, w)
-        end
-      end
-      writes[g] = maxw
+      --@sliding_check
+      writes[g] = true
     end
   else
     if not FIELDS then define_o1() end
@@ -225,13 +196,8 @@ if release then return {1, 0, 0, 0, 0, 0} end
 if allowed == 1 then
   for g = 1, #KEYS do
     local key, wr = KEYS[g], writes[g]
-    if type(wr) == 'number' then
-      if cost == 1 then
-        redis.call('ZADD', key, now, member)
-      else
-        for i = 1, cost do redis.call('ZADD', key, now, member .. ':' .. i) end
-      end
-      redis.call('PEXPIREAT', key, ceil((now + wr) / 1000) + 1)
+    if wr == true then
+      --@sliding_commit
     else
       redis.call('HSET', key, unpack(wr.hset))
       redis.call('PEXPIREAT', key, ceil((now + wr.ttl) / 1000) + 1)

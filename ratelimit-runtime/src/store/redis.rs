@@ -8,19 +8,51 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-/// A Lua script and its SHA-1, as `EVALSHA` names it.
+/// A Lua script, assembled once from its template and the shared fragments, and its SHA-1 as
+/// `EVALSHA` names it.
 pub(crate) struct Script {
-    pub(crate) code: &'static str,
-    sha: OnceLock<String>,
+    template: &'static str,
+    assembled: OnceLock<(String, String)>,
 }
 
+/// The fragments both scripts share: each `--@name` line of a template becomes lua/name.lua.
+const FRAGMENTS: [(&str, &str); 3] = [
+    ("--@preamble", include_str!("lua/preamble.lua")),
+    ("--@sliding_check", include_str!("lua/sliding_check.lua")),
+    ("--@sliding_commit", include_str!("lua/sliding_commit.lua")),
+];
+
 impl Script {
-    const fn new(code: &'static str) -> Script {
-        Script { code, sha: OnceLock::new() }
+    const fn new(template: &'static str) -> Script {
+        Script { template, assembled: OnceLock::new() }
+    }
+
+    fn assembled(&self) -> &(String, String) {
+        self.assembled.get_or_init(|| {
+            // Line by line: only a line that is exactly a marker is replaced (the comments that
+            // mention markers are left alone).
+            let mut code = String::with_capacity(self.template.len() * 2);
+            for line in self.template.lines() {
+                match FRAGMENTS.iter().find(|(marker, _)| line.trim() == *marker) {
+                    Some((_, fragment)) => code.push_str(fragment),
+                    None => {
+                        code.push_str(line);
+                        code.push('\n');
+                    }
+                }
+            }
+            let sha = redis::Script::new(&code).get_hash().to_owned();
+            (code, sha)
+        })
+    }
+
+    /// The script's text.
+    pub(crate) fn code(&self) -> &str {
+        &self.assembled().0
     }
 
     pub(crate) fn sha(&self) -> &str {
-        self.sha.get_or_init(|| redis::Script::new(self.code).get_hash().to_owned())
+        &self.assembled().1
     }
 }
 
@@ -125,7 +157,7 @@ pub(crate) async fn eval(
             // On a cluster this reaches every primary (a promoted replica may never have seen it).
             redis::cmd("SCRIPT")
                 .arg("LOAD")
-                .arg(script.code)
+                .arg(script.code())
                 .query_async::<redis::Value>(conn)
                 .await
                 .map_err(redis_error)?;
@@ -178,6 +210,17 @@ mod tests {
     fn redacts_passwords() {
         assert_eq!(super::redact("redis://user:secret@host:6379/0"), "redis://***@host:6379/0");
         assert_eq!(super::redact("redis://host:6379"), "redis://host:6379");
+    }
+
+    #[test]
+    fn scripts_are_assembled_whole() {
+        for script in [&super::GENERAL, &super::SLIDING] {
+            let markers = script.code().lines().filter(|l| l.trim_start().starts_with("--@")).count();
+            assert_eq!(markers, 0, "a fragment marker was left unreplaced");
+            assert!(script.code().contains("redis.call('ZADD', key, now, member)"));
+            assert_eq!(script.sha().len(), 40);
+        }
+        assert_ne!(super::GENERAL.sha(), super::SLIDING.sha());
     }
 
     #[test]
