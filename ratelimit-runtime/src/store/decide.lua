@@ -34,102 +34,105 @@ local function room(g, r, left, rst)
   end
 end
 
--- The O(1) algorithms, defined on first use: the sliding window's calls do not pay for them.
-local FIELDS, STEP, UNDO
-local function define_o1()
-  -- Field names of the O(1) algorithms' HASH, per rule r.
-  FIELDS = { fw = {'i', 'c'}, swc = {'i', 'c', 'p'}, tb = {'t', 's'}, lb = {'l', 's'}, gcra = {'a'} }
-
-  -- One rule of an O(1) algorithm: returns left (units), wait or reset (µs), new state, ttl (µs).
+-- The O(1) algorithms, each defined when a call first uses it: a call pays for the closures of
+-- its own algorithms only, and sliding-window calls for none.
+-- Field names of each algorithm's HASH, per rule r.
+local FIELDS = { fw = {'i', 'c'}, swc = {'i', 'c', 'p'}, tb = {'t', 's'}, lb = {'l', 's'}, gcra = {'a'} }
+local STEP, UNDO = {}, {}
+local function define(alg)
+  -- STEP[alg]: one rule: returns left (units), wait or reset (µs), new state, ttl (µs).
+  -- UNDO[alg]: one rule's release: the state before this call's units, or nil to leave it.
   -- `v` holds the rule's stored fields (false when absent).
-  STEP = {}
-  STEP.fw = function(w, count, cap, v)
-    local idx = floor(now / w)
-    local used = 0
-    if tonumber(v[1]) == idx then used = tonumber(v[2]) end
-    local left = count - used - cost
-    local wait = (idx + 1) * w - now
-    if left < 0 and cost > count then wait = w end
-    return left, wait, {idx, used + cost}, (idx + 1) * w - now
-  end
-  STEP.swc = function(w, count, cap, v)
-    local idx = floor(now / w)
-    local i, cur, prev = tonumber(v[1]), 0, 0
-    if i == idx then cur, prev = tonumber(v[2]), tonumber(v[3])
-    elseif i == idx - 1 then prev = tonumber(v[2]) end
-    local elapsed = now - idx * w
-    local est = prev * (w - elapsed) / w + cur
-    local left = floor(count - est - cost)
-    local wait = idx * w + w - now
-    if count - est - cost < 0 then
-      if cost > count then
-        wait = w
-      elseif cur + cost > count then
-        -- Not before the next window, once this window's count has decayed enough.
-        wait = idx * w + w + ceil(w * (1 - (count - cost) / (cur + 0))) - now
-      else
-        wait = idx * w + ceil(w * (1 - (count - cost - cur) / prev)) - now
+  if alg == 'fw' then
+    STEP.fw = function(w, count, cap, v)
+      local idx = floor(now / w)
+      local used = 0
+      if tonumber(v[1]) == idx then used = tonumber(v[2]) end
+      local left = count - used - cost
+      local wait = (idx + 1) * w - now
+      if left < 0 and cost > count then wait = w end
+      return left, wait, {idx, used + cost}, (idx + 1) * w - now
+    end
+    UNDO.fw = function(w, count, cap, v)
+      if v[1] and tonumber(v[1]) == floor(now / w) then return {v[1], max(0, tonumber(v[2]) - cost)} end
+    end
+  elseif alg == 'swc' then
+    STEP.swc = function(w, count, cap, v)
+      local idx = floor(now / w)
+      local i, cur, prev = tonumber(v[1]), 0, 0
+      if i == idx then cur, prev = tonumber(v[2]), tonumber(v[3])
+      elseif i == idx - 1 then prev = tonumber(v[2]) end
+      local elapsed = now - idx * w
+      local est = prev * (w - elapsed) / w + cur
+      local left = floor(count - est - cost)
+      local wait = idx * w + w - now
+      if count - est - cost < 0 then
+        if cost > count then
+          wait = w
+        elseif cur + cost > count then
+          -- Not before the next window, once this window's count has decayed enough.
+          wait = idx * w + w + ceil(w * (1 - (count - cost) / (cur + 0))) - now
+        else
+          wait = idx * w + ceil(w * (1 - (count - cost - cur) / prev)) - now
+        end
       end
+      return left, wait, {idx, cur + cost, prev}, idx * w + 2 * w - now
     end
-    return left, wait, {idx, cur + cost, prev}, idx * w + 2 * w - now
-  end
-  STEP.tb = function(w, count, cap, v)
-    local tokens = cap
-    if v[1] then tokens = min(cap, tonumber(v[1]) + (now - tonumber(v[2])) * count / w) end
-    local left = tokens - cost
-    local wait
-    if left < 0 then
-      if cost > cap then wait = w else wait = ceil((cost - tokens) * w / count) end
-    else
-      wait = ceil((cap - left) * w / count)
+    UNDO.swc = function(w, count, cap, v)
+      local i = tonumber(v[1])
+      if i and i >= floor(now / w) - 1 then return {v[1], max(0, tonumber(v[2]) - cost), v[3]} end
     end
-    return floor(left), wait, {left, now}, ceil((cap - left) * w / count)
-  end
-  STEP.lb = function(w, count, cap, v)
-    local level = 0
-    if v[1] then level = max(0, tonumber(v[1]) - (now - tonumber(v[2])) * count / w) end
-    local left = cap - level - cost
-    local wait
-    if left < 0 then
-      if cost > cap then wait = w else wait = ceil((level + cost - cap) * w / count) end
-    else
-      wait = ceil((level + cost) * w / count)
+  elseif alg == 'tb' then
+    STEP.tb = function(w, count, cap, v)
+      local tokens = cap
+      if v[1] then tokens = min(cap, tonumber(v[1]) + (now - tonumber(v[2])) * count / w) end
+      local left = tokens - cost
+      local wait
+      if left < 0 then
+        if cost > cap then wait = w else wait = ceil((cost - tokens) * w / count) end
+      else
+        wait = ceil((cap - left) * w / count)
+      end
+      return floor(left), wait, {left, now}, ceil((cap - left) * w / count)
     end
-    return floor(left), wait, {level + cost, now}, ceil((level + cost) * w / count)
-  end
-  STEP.gcra = function(w, count, cap, v)
-    local t = w / count
-    local tat = now
-    if v[1] then tat = max(tonumber(v[1]), now) end
-    local new_tat = tat + cost * t
-    local tau = cap * t
-    local left = floor((tau - (new_tat - now)) / t)
-    local wait
-    if new_tat - now > tau then
-      if cost > cap then wait = w else wait = ceil(new_tat - tau - now) end
-    else
-      wait = ceil(new_tat - now)
+    UNDO.tb = function(w, count, cap, v)
+      if v[1] then return {min(cap, tonumber(v[1]) + cost), v[2]} end
     end
-    return left, wait, {new_tat}, new_tat - now
-  end
-
-  -- Undo of one rule's admission (release mode).
-  UNDO = {}
-  UNDO.fw = function(w, count, cap, v)
-    if v[1] and tonumber(v[1]) == floor(now / w) then return {v[1], max(0, tonumber(v[2]) - cost)} end
-  end
-  UNDO.swc = function(w, count, cap, v)
-    local i = tonumber(v[1])
-    if i and i >= floor(now / w) - 1 then return {v[1], max(0, tonumber(v[2]) - cost), v[3]} end
-  end
-  UNDO.tb = function(w, count, cap, v)
-    if v[1] then return {min(cap, tonumber(v[1]) + cost), v[2]} end
-  end
-  UNDO.lb = function(w, count, cap, v)
-    if v[1] then return {max(0, tonumber(v[1]) - cost), v[2]} end
-  end
-  UNDO.gcra = function(w, count, cap, v)
-    if v[1] then return {tonumber(v[1]) - cost * w / count} end
+  elseif alg == 'lb' then
+    STEP.lb = function(w, count, cap, v)
+      local level = 0
+      if v[1] then level = max(0, tonumber(v[1]) - (now - tonumber(v[2])) * count / w) end
+      local left = cap - level - cost
+      local wait
+      if left < 0 then
+        if cost > cap then wait = w else wait = ceil((level + cost - cap) * w / count) end
+      else
+        wait = ceil((level + cost) * w / count)
+      end
+      return floor(left), wait, {level + cost, now}, ceil((level + cost) * w / count)
+    end
+    UNDO.lb = function(w, count, cap, v)
+      if v[1] then return {max(0, tonumber(v[1]) - cost), v[2]} end
+    end
+  elseif alg == 'gcra' then
+    STEP.gcra = function(w, count, cap, v)
+      local t = w / count
+      local tat = now
+      if v[1] then tat = max(tonumber(v[1]), now) end
+      local new_tat = tat + cost * t
+      local tau = cap * t
+      local left = floor((tau - (new_tat - now)) / t)
+      local wait
+      if new_tat - now > tau then
+        if cost > cap then wait = w else wait = ceil(new_tat - tau - now) end
+      else
+        wait = ceil(new_tat - now)
+      end
+      return left, wait, {new_tat}, new_tat - now
+    end
+    UNDO.gcra = function(w, count, cap, v)
+      if v[1] then return {tonumber(v[1]) - cost * w / count} end
+    end
   end
 end
 
@@ -152,9 +155,9 @@ for g = 1, #KEYS do
       writes[g] = true
     end
   else
-    if not FIELDS then define_o1() end
     local names = FIELDS[alg]
     if not names then return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg)) end
+    if not STEP[alg] then define(alg) end
     local k = #names
     local fields = {}
     for r = 1, n do
