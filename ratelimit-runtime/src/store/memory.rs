@@ -301,12 +301,14 @@ impl MemoryStore {
             } else {
                 let k = limit.algorithm.cells();
                 let n = k * limit.rules.len();
-                let fresh = match state {
-                    State::Cells(c) => c.values.len() != n || c.expires_at <= now,
-                    State::Log(_) => true,
-                };
-                if fresh {
-                    *state = State::Cells(Cells { values: vec![None; n], expires_at: 0 });
+                // Expired cells are cleared in place: no allocation when the shape still fits.
+                match state {
+                    State::Cells(c) if c.values.len() == n => {
+                        if c.expires_at <= now {
+                            c.values.fill(None);
+                        }
+                    }
+                    _ => *state = State::Cells(Cells { values: vec![None; n], expires_at: 0 }),
                 }
                 if let State::Cells(cells) = state {
                     // The same pure steps as above, now written in place.
