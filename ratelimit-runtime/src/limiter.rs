@@ -383,9 +383,14 @@ impl Limiter {
         }
     }
 
-    fn quota(&self, d: &Decision) -> Option<Quota> {
+    /// The rule a store's decision names (the tightest, or the one that denied).
+    fn policy_of(&self, d: &Decision) -> Option<Policy> {
         let limit = self.inner.limits.get(d.limit)?;
-        let policy = *self.inner.policies.get(limit.policy_offset + d.rule)?;
+        self.inner.policies.get(limit.policy_offset + d.rule).copied()
+    }
+
+    fn quota(&self, d: &Decision) -> Option<Quota> {
+        let policy = self.policy_of(d)?;
         Some(Quota { policy, remaining: d.remaining, reset: d.reset, policies: self.inner.policies.clone() })
     }
 
@@ -423,10 +428,8 @@ impl Limiter {
                 Ok(Permit { limiter: self, decision: Some(d) })
             }
             Ok(d) => {
-                let limit = self.inner.limits.get(d.limit);
-                let policy = limit.and_then(|l| self.inner.policies.get(l.policy_offset + d.rule)).copied();
-                let limit_type = limit.map_or(LimitType::Global, |l| l.limit_type);
-                Err(self.refusal(limit_type, policy, d.retry_after, Cause::Exceeded, None))
+                let limit_type = self.inner.limits.get(d.limit).map_or(LimitType::Global, |l| l.limit_type);
+                Err(self.refusal(limit_type, self.policy_of(&d), d.retry_after, Cause::Exceeded, None))
             }
             Err(e) => {
                 let policy = self.inner.on_error.unwrap_or_else(|| config::global().on_error);

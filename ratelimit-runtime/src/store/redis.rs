@@ -5,7 +5,7 @@ use crate::{io, Algorithm, Decision, StoreError};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, ErrorKind, ServerErrorKind};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// A Lua script, assembled once from its template and the shared fragments, and its SHA-1 as
@@ -193,14 +193,6 @@ impl Store for RedisStore {
 
     fn describe(&self) -> String {
         format!("redis ({})", self.url)
-    }
-}
-
-/// Lets tests and tools share one connection's view (e.g. to inspect keys).
-impl RedisStore {
-    /// Wraps the store in a handle.
-    pub fn into_handle(self) -> Arc<RedisStore> {
-        Arc::new(self)
     }
 }
 
