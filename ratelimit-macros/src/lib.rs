@@ -4,13 +4,15 @@
 //! The crate is split by stage: `parse` reads each option into a typed model, `rules` reads
 //! and checks the `(window, count)` literals, `validate` checks options against each other, the
 //! stacked attributes against each other and the function's signature, `stack` finds the
-//! stacked attributes, and `expand` writes the code.
+//! stacked attributes, and `expand` writes the code. Imports run one way only:
+//! `errors`, `ungroup` → `rules` → `parse` → `validate`, `stack` → `expand` → the entry point.
 
 mod errors;
 mod expand;
 mod parse;
 mod rules;
 mod stack;
+mod ungroup;
 mod validate;
 
 use proc_macro::TokenStream;

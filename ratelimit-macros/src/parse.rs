@@ -5,6 +5,7 @@
 
 use crate::errors::Errors;
 use crate::rules::{self, Rule};
+use crate::ungroup::ungroup;
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::ext::IdentExt;
@@ -185,14 +186,6 @@ fn store<T>(slot: &mut Option<Given<T>>, key: Ident, value: syn::Result<T>) -> s
     }
     *slot = Some(Given { key, value: value? });
     Ok(())
-}
-
-/// Looks through the invisible groups `macro_rules!` wraps around forwarded fragments.
-pub(crate) fn ungroup(expr: &Expr) -> &Expr {
-    match expr {
-        Expr::Group(g) => ungroup(&g.expr),
-        other => other,
-    }
 }
 
 /// A single identifier (`Ip`), or `None` for any other expression.

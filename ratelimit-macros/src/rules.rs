@@ -2,7 +2,7 @@
 //! converted to milliseconds at compile time.
 
 use crate::errors::Errors;
-use crate::parse::ungroup;
+use crate::ungroup::ungroup;
 use syn::{Error, Expr, Lit, LitInt};
 
 /// The longest window the runtime accepts: 366 days (`ratelimit::MAX_WINDOW`).

@@ -11,7 +11,7 @@
 //! });
 //! ```
 
-use crate::limiter::Quota;
+use crate::policy::Quota;
 use crate::subject::DEFAULT_IPV6_PREFIX;
 use crate::Subject;
 use std::cell::RefCell;

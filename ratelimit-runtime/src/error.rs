@@ -1,6 +1,6 @@
 //! `RateLimited` (spec §5) and store errors.
 
-use crate::limiter::Policy;
+use crate::policy::Policy;
 use crate::{LimitType, Rule};
 use std::fmt;
 use std::sync::Arc;

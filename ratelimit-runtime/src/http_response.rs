@@ -6,7 +6,7 @@
 //! RateLimit: "ip-20s";r=0;t=4
 //! ```
 
-use crate::limiter::{Policy, Quota};
+use crate::policy::{Policy, Quota};
 use crate::{Cause, RateLimited};
 use axum_core::body::Body;
 use axum_core::response::{IntoResponse, Response};

@@ -1,120 +1,14 @@
 //! `Limiter`: the function-level API the attribute expands to, usable by hand.
 
 use crate::config::{self, FailurePolicy};
-use crate::key::{check_prefix, KeyTemplate, PrefixError, DEFAULT_PREFIX};
+use crate::key::DEFAULT_PREFIX;
+use crate::limit::{Limit, LimitSpec, LimiterError};
+use crate::policy::{Policy, Quota};
 use crate::store::{Call, Pending, StoreHandle};
-use crate::{io, Algorithm, Cause, Decision, LimitType, RateLimited, Rule, RuleError, StoreError, Subject};
-use std::collections::HashMap;
+use crate::{io, Algorithm, Cause, Decision, LimitType, RateLimited, Rule, StoreError, Subject};
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-
-/// One rule of one limit, as headers name it: `ip-20s`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Policy {
-    /// What the limit counts per.
-    pub limit_type: LimitType,
-    /// The rule.
-    pub rule: Rule,
-}
-
-impl Policy {
-    /// The policy's name in `RateLimit-Policy` / `RateLimit` headers: `<type>-<window>`.
-    pub fn name(&self) -> String {
-        format!("{}-{}", self.limit_type, self.rule.window_label())
-    }
-}
-
-/// One limit of a limiter (one `#[rate_limiter]` attribute): a type, an algorithm and rules
-/// that share one log per subject.
-#[derive(Debug)]
-pub(crate) struct Limit {
-    pub(crate) limit_type: LimitType,
-    pub(crate) algorithm: Algorithm,
-    /// Capacity other than `count` (token/leaky bucket, GCRA).
-    pub(crate) burst: Option<u64>,
-    /// Sorted by window, longest first (the script trims by the first).
-    pub(crate) rules: Vec<Rule>,
-    template: KeyTemplate,
-    /// Where this limit's policies start in the limiter's policy list.
-    policy_offset: usize,
-    /// The script's arguments for this limit: algorithm, rule count, (window µs, count)*.
-    pub(crate) script_args: Vec<Vec<u8>>,
-    /// Distinguishes this limit's logs in the in-memory store without building a Redis key.
-    memory_id: u64,
-}
-
-impl Limit {
-    pub(crate) fn longest_us(&self) -> u64 {
-        self.rules.first().map_or(0, |r| r.window_us())
-    }
-
-    pub(crate) fn redis_key(&self, subject: &[u8]) -> Vec<u8> {
-        self.template.key(subject)
-    }
-
-    /// Appends this limit's in-memory key for `subject`: its id, then the subject's bytes.
-    pub(crate) fn write_memory_key(&self, subject: &[u8], out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.memory_id.to_le_bytes());
-        out.extend_from_slice(subject);
-    }
-}
-
-/// The in-memory store's short name for a limit's key template: limits with the same identity
-/// (prefix, name, type, algorithm, rules), like the same Redis keys, share their state.
-fn memory_id(template: &KeyTemplate) -> u64 {
-    static IDS: Mutex<Option<HashMap<Vec<u8>, u64>>> = Mutex::new(None);
-    let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
-    let ids = ids.get_or_insert_with(HashMap::new);
-    let next = ids.len() as u64 + 1;
-    *ids.entry(template.identity()).or_insert(next)
-}
-
-/// Why a limiter could not be built.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LimiterError {
-    /// A limit has no rules.
-    NoRules,
-    /// A rule is invalid.
-    Rule(RuleError),
-    /// Two rules of one limit have the same window.
-    DuplicateWindow(Duration),
-    /// The key prefix is invalid.
-    Prefix(PrefixError),
-    /// The limiter has no limit at all.
-    NoLimits,
-    /// `burst` was given for an algorithm without a capacity (only token bucket, leaky bucket
-    /// and GCRA have one).
-    BurstUnsupported(Algorithm),
-    /// `burst` is zero or larger than [`MAX_COUNT`](crate::MAX_COUNT).
-    InvalidBurst(u64),
-}
-
-impl fmt::Display for LimiterError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LimiterError::NoRules => f.write_str("a limit needs at least one rule"),
-            LimiterError::Rule(e) => e.fmt(f),
-            LimiterError::DuplicateWindow(w) => write!(f, "two rules of one limit have the same window ({w:?})"),
-            LimiterError::Prefix(e) => e.fmt(f),
-            LimiterError::NoLimits => f.write_str("a limiter needs at least one limit"),
-            LimiterError::BurstUnsupported(a) => {
-                write!(f, "`burst` applies to TokenBucket, LeakyBucket and Gcra, not {a:?}")
-            }
-            LimiterError::InvalidBurst(b) => write!(f, "`burst` must be between 1 and 2^53 - 1, not {b}"),
-        }
-    }
-}
-
-impl std::error::Error for LimiterError {}
-
-struct LimitSpec {
-    limit_type: LimitType,
-    rules: Vec<Rule>,
-    algorithm: Algorithm,
-    prefix: String,
-    burst: Option<u64>,
-}
 
 /// Builds a [`Limiter`].
 pub struct LimiterBuilder {
@@ -192,46 +86,9 @@ impl LimiterBuilder {
         let mut limits = Vec::with_capacity(self.limits.len());
         let mut policies = Vec::new();
         for spec in self.limits {
-            check_prefix(&spec.prefix).map_err(LimiterError::Prefix)?;
-            let mut rules = spec.rules;
-            if rules.is_empty() {
-                return Err(LimiterError::NoRules);
-            }
-            rules.sort_by(|a, b| b.window_ms().cmp(&a.window_ms()).then(a.count().cmp(&b.count())));
-            if let Some(pair) = rules.windows(2).find(|p| p[0].window_ms() == p[1].window_ms()) {
-                return Err(LimiterError::DuplicateWindow(pair[0].window()));
-            }
-            if let Some(burst) = spec.burst {
-                if !spec.algorithm.supports_burst() {
-                    return Err(LimiterError::BurstUnsupported(spec.algorithm));
-                }
-                if burst == 0 || burst > crate::MAX_COUNT {
-                    return Err(LimiterError::InvalidBurst(burst));
-                }
-            }
-            let mut script_args = vec![
-                spec.algorithm.code().as_bytes().to_vec(),
-                rules.len().to_string().into_bytes(),
-                spec.burst.unwrap_or(0).to_string().into_bytes(),
-            ];
-            for rule in &rules {
-                script_args.push(rule.window_us().to_string().into_bytes());
-                script_args.push(rule.count().to_string().into_bytes());
-            }
-            let policy_offset = policies.len();
-            policies.extend(rules.iter().map(|&rule| Policy { limit_type: spec.limit_type, rule }));
-            let template =
-                KeyTemplate::new(&spec.prefix, &self.name, spec.limit_type, spec.algorithm, spec.burst, &rules);
-            limits.push(Limit {
-                limit_type: spec.limit_type,
-                algorithm: spec.algorithm,
-                burst: spec.burst,
-                rules,
-                policy_offset,
-                script_args,
-                memory_id: memory_id(&template),
-                template,
-            });
+            let limit = Limit::compile(&self.name, spec, policies.len())?;
+            policies.extend(limit.policies());
+            limits.push(limit);
         }
         Ok(Limiter {
             inner: Arc::new(Inner {
@@ -275,19 +132,6 @@ struct Inner {
     policies: Arc<[Policy]>,
     on_error: Option<FailurePolicy>,
     store: Option<StoreHandle>,
-}
-
-/// The quota left after an allowed call, for `RateLimit` headers.
-#[derive(Clone, Debug)]
-pub struct Quota {
-    /// The tightest rule (least remaining).
-    pub policy: Policy,
-    /// Units left in it.
-    pub remaining: u64,
-    /// How long until its quota is whole again if no other call comes.
-    pub reset: Duration,
-    /// Every rule of the limiter.
-    pub policies: Arc<[Policy]>,
 }
 
 /// An allowed call. Borrows its limiter, so that deciding allocates nothing.
@@ -386,7 +230,7 @@ impl Limiter {
     /// The rule a store's decision names (the tightest, or the one that denied).
     fn policy_of(&self, d: &Decision) -> Option<Policy> {
         let limit = self.inner.limits.get(d.limit)?;
-        self.inner.policies.get(limit.policy_offset + d.rule).copied()
+        self.inner.policies.get(limit.policy_offset() + d.rule).copied()
     }
 
     fn quota(&self, d: &Decision) -> Option<Quota> {

@@ -7,7 +7,7 @@
 use super::{Call, Pending, Store};
 use crate::algorithm::step;
 use crate::clock::{Clock, SystemClock};
-use crate::limiter::Limit;
+use crate::limit::Limit;
 use crate::{Algorithm, Decision};
 use foldhash::fast::RandomState;
 use std::collections::{HashMap, VecDeque};

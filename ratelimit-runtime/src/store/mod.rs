@@ -6,7 +6,7 @@ pub(crate) mod cluster;
 pub(crate) mod memory;
 pub(crate) mod redis;
 
-use crate::limiter::Limit;
+use crate::limit::Limit;
 use crate::{Decision, StoreError};
 use std::future::Future;
 use std::pin::Pin;

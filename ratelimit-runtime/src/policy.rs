@@ -1,0 +1,35 @@
+//! The rules in force, as headers and errors name them: [`Policy`] and the [`Quota`] an allowed
+//! call leaves.
+
+use crate::{LimitType, Rule};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One rule of one limit, as headers name it: `ip-20s`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// What the limit counts per.
+    pub limit_type: LimitType,
+    /// The rule.
+    pub rule: Rule,
+}
+
+impl Policy {
+    /// The policy's name in `RateLimit-Policy` / `RateLimit` headers: `<type>-<window>`.
+    pub fn name(&self) -> String {
+        format!("{}-{}", self.limit_type, self.rule.window_label())
+    }
+}
+
+/// The quota left after an allowed call, for `RateLimit` headers.
+#[derive(Clone, Debug)]
+pub struct Quota {
+    /// The tightest rule (least remaining).
+    pub policy: Policy,
+    /// Units left in it.
+    pub remaining: u64,
+    /// How long until its quota is whole again if no other call comes.
+    pub reset: Duration,
+    /// Every rule of the limiter.
+    pub policies: Arc<[Policy]>,
+}
