@@ -31,6 +31,7 @@ mod key;
 mod limit;
 mod limit_type;
 mod limiter;
+mod metrics;
 mod policy;
 mod rule;
 mod store;
