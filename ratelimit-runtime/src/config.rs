@@ -1,5 +1,6 @@
 //! Global configuration, set once: explicit [`init`], else from the environment on first use.
 
+use crate::store::sentinel::{SentinelSpec, SentinelStore};
 use crate::store::{memory::MemoryStore, redis::RedisStore, StoreHandle, Unavailable};
 use crate::StoreError;
 use std::fmt;
@@ -37,6 +38,7 @@ enum Backend {
     Memory,
     Redis(String),
     Cluster(Vec<String>),
+    Sentinel(SentinelSpec),
     Store(StoreHandleDebug),
 }
 
@@ -83,16 +85,34 @@ impl Config {
         Config { backend: Backend::Cluster(urls.into_iter().map(Into::into).collect()), ..Config::memory() }
     }
 
+    /// Counts in the primary that these Redis Sentinels monitor as `master`, followed through
+    /// failovers. Each URL is `redis://[:password@]host:port` (the password being the
+    /// sentinel's own; a `/db` selects the data nodes' database). For a primary that requires a
+    /// password, see [`Config::sentinel_spec`].
+    pub fn sentinel(urls: impl IntoIterator<Item = impl Into<String>>, master: impl Into<String>) -> Config {
+        Config::sentinel_spec(SentinelSpec::new(urls, master))
+    }
+
+    /// Counts in a Sentinel-managed primary, with its credentials:
+    /// `Config::sentinel_spec(SentinelSpec::new(urls, "mymaster").primary_auth(None, password))`.
+    pub fn sentinel_spec(spec: SentinelSpec) -> Config {
+        Config { backend: Backend::Sentinel(spec), ..Config::memory() }
+    }
+
     /// Counts in this store.
     pub fn store(store: StoreHandle) -> Config {
         Config { backend: Backend::Store(StoreHandleDebug(store)), ..Config::memory() }
     }
 
     /// From the environment: `REDIS_CLUSTER_URLS` (comma-separated), else `REDIS_URL`, else
-    /// memory; `RATELIMIT_ON_ERROR=allow|deny`.
+    /// `REDIS_SENTINEL_URLS` (comma-separated) with `REDIS_SENTINEL_MASTER` (and the primary's
+    /// `REDIS_PASSWORD`, `REDIS_USERNAME`), else memory; `RATELIMIT_ON_ERROR=allow|deny`. Naming
+    /// more than one store is an error.
     pub fn from_env() -> Result<Config, ConfigError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let mut config = if let Some(urls) = var("REDIS_CLUSTER_URLS") {
+        let mut config = if let Some(spec) = crate::store::sentinel::spec_from_env(&var).map_err(ConfigError)? {
+            Config::sentinel_spec(spec)
+        } else if let Some(urls) = var("REDIS_CLUSTER_URLS") {
             Config::cluster(urls.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned))
         } else if let Some(url) = var("REDIS_URL") {
             Config::redis(url)
@@ -135,6 +155,9 @@ impl Config {
                     "Redis Cluster ({}) needs the `cluster` feature of ratelimit: rebuild with `--features cluster`",
                     urls.join(",")
                 )))
+            }
+            Backend::Sentinel(spec) => {
+                Arc::new(SentinelStore::open(spec, self.timeout).map_err(|e| ConfigError(e.to_string()))?)
             }
             Backend::Store(s) => s.0.clone(),
         })

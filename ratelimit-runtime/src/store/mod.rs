@@ -5,6 +5,7 @@
 pub(crate) mod cluster;
 pub(crate) mod memory;
 pub(crate) mod redis;
+pub(crate) mod sentinel;
 
 use crate::limit::Limit;
 use crate::{Decision, StoreError};
@@ -51,6 +52,7 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
 
 impl sealed::Sealed for memory::MemoryStore {}
 impl sealed::Sealed for redis::RedisStore {}
+impl sealed::Sealed for sentinel::SentinelStore {}
 impl sealed::Sealed for Unavailable {}
 #[cfg(feature = "cluster")]
 impl sealed::Sealed for cluster::ClusterStore {}
