@@ -7,9 +7,9 @@ pub use ratelimit_macros::rate_limiter;
 pub use ratelimit_runtime::{
     check_prefix, cluster_slot, context, describe_store, init, ip_key, Algorithm, Cause, Clock, Config, ConfigError,
     Decision, FailurePolicy, IpValue, LazyLimiter, LimitType, Limiter, LimiterBuilder, LimiterError, ManualClock,
-    MemoryStore, Permit, Policy, PrefixError, Quota, RateLimited, RedisStore, Rule, RuleError, Store, StoreError,
-    StoreHandle, Subject, SubjectValue, SystemClock, DEFAULT_IPV6_PREFIX, DEFAULT_PREFIX, DEFAULT_TIMEOUT, MAX_COUNT,
-    MAX_WINDOW,
+    MemoryStore, Permit, Policy, PrefixError, Quota, RateLimited, RedisStore, Rule, RuleError, SentinelSpec,
+    SentinelStore, Store, StoreError, StoreHandle, Subject, SubjectValue, SystemClock, DEFAULT_IPV6_PREFIX,
+    DEFAULT_PREFIX, DEFAULT_TIMEOUT, MAX_COUNT, MAX_WINDOW,
 };
 
 #[cfg(feature = "axum")]

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod sentinel;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -289,9 +289,7 @@ impl Shared {
 
     /// For the sentinels, asked on the I/O runtime only.
     fn config(&self) -> AsyncConnectionConfig {
-        AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout))
+        AsyncConnectionConfig::new().set_connection_timeout(Some(self.timeout)).set_response_timeout(Some(self.timeout))
     }
 
     /// For the primary: the per-call timeout is ours (`io::timeout`), as for one Redis: the
@@ -320,8 +318,10 @@ impl Shared {
         let info = &self.sentinels[i];
         let name = info.addr().to_string();
         let client = Client::open(info.clone()).map_err(|e| format!("{name}: {e}"))?;
-        let mut conn =
-            client.get_multiplexed_async_connection_with_config(&self.config()).await.map_err(|e| format!("{name}: {e}"))?;
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&self.config())
+            .await
+            .map_err(|e| format!("{name}: {e}"))?;
         master_addr(&mut conn, &self.master).await.map_err(|e| format!("{name}: {e}"))
     }
 
@@ -404,7 +404,12 @@ impl Watched {
 
     fn note(&mut self, answer: &redis::RedisResult<Value>) {
         self.lost |= match answer {
-            Err(e) => e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() || is_readonly(&e.to_string()),
+            Err(e) => {
+                e.is_io_error()
+                    || e.is_connection_dropped()
+                    || e.is_unrecoverable_error()
+                    || is_readonly(&e.to_string())
+            }
             Ok(Value::ServerError(e)) => {
                 e.kind() == Some(ServerErrorKind::ReadOnly) || is_readonly(e.details().unwrap_or_default())
             }

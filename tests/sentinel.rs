@@ -1,0 +1,159 @@
+//! The Sentinel store on a real primary, replica and sentinel: decisions follow a failover (the
+//! primary killed during traffic, or demoted by `SENTINEL FAILOVER`) without a restart.
+
+mod support;
+
+use ratelimit::{Cause, FailurePolicy, LimitType, Limiter, Rule, SentinelSpec, SentinelStore, StoreHandle, Subject};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::sentinel::{cli, SentinelSet, MASTER};
+
+fn store(set: &SentinelSet, timeout: Duration) -> StoreHandle {
+    Arc::new(SentinelStore::open(&SentinelSpec::new([set.sentinel_url()], MASTER), timeout).unwrap())
+}
+
+fn limiter(name: &str, count: u64, policy: FailurePolicy, store: &StoreHandle) -> Limiter {
+    Limiter::builder(name)
+        .limit(LimitType::Key, [Rule::from_millis(600_000, count).unwrap()])
+        .on_error(policy)
+        .store(store.clone())
+        .build()
+        .unwrap()
+}
+
+/// The members of the sliding window's ZSET of `limiter` for the subject `hot`, on `port`.
+fn recorded(port: u16, limiter: &str) -> u64 {
+    let keys = cli(port, &["KEYS", &format!("*{limiter}*")]).unwrap_or_default();
+    let key = keys.lines().next().unwrap_or_else(|| panic!("no key of {limiter} on port {port}"));
+    cli(port, &["ZCARD", key]).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
+}
+
+/// Decides until one is made by the store (not failed open), within `limit`.
+async fn until_decided(limiter: &Limiter, subject: &[Subject<'_>], limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while limiter.check(subject, 1).await.expect("fail open").quota().is_none() {
+        assert!(Instant::now() < deadline, "no decision by the store within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_resume_on_the_promoted_replica_after_the_primary_dies() {
+    let mut set = SentinelSet::start();
+    let timeout = Duration::from_millis(250);
+    let store = store(&set, timeout);
+    assert!(store.describe().contains("sentinel") && store.describe().contains(MASTER), "{}", store.describe());
+    let open = limiter("sn::open", 1_000_000, FailurePolicy::Allow, &store);
+    let closed = limiter("sn::closed", 1_000_000, FailurePolicy::Deny, &store);
+    let exact = limiter("sn::exact", 30, FailurePolicy::Deny, &store);
+    let hot = [Subject::bytes(&b"hot"[..])];
+
+    until_decided(&open, &hot, Duration::from_secs(10)).await;
+    for _ in 0..10 {
+        assert!(exact.check(&hot, 1).await.is_ok());
+    }
+    let old = set.first_primary();
+    assert_eq!(set.primary_port(), Some(old));
+    assert_eq!(recorded(old, "sn::exact"), 10);
+    set.sync_replica(old);
+
+    set.kill(old);
+    let killed = Instant::now();
+    // Traffic through the failover: every call returns within the timeout (plus scheduling
+    // slack), fail-open calls proceed, fail-closed calls are refused as store-unavailable.
+    let mut slowest = Duration::ZERO;
+    let mut refused = 0;
+    let mut promoted_at = None;
+    let resumed_at = loop {
+        let t = Instant::now();
+        let permit = open.check(&hot, 1).await.expect("fail open lets the call through");
+        match closed.check(&hot, 1).await {
+            Ok(_) => {}
+            Err(e) => {
+                assert_eq!(e.cause(), Cause::StoreUnavailable, "{e}");
+                refused += 1;
+            }
+        }
+        slowest = slowest.max(t.elapsed());
+        if promoted_at.is_none() && set.primary_port().is_some_and(|p| p != old) {
+            promoted_at = Some(Instant::now());
+        }
+        if permit.quota().is_some() {
+            break Instant::now();
+        }
+        assert!(killed.elapsed() < Duration::from_secs(30), "decisions did not resume within 30s of the kill");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(slowest < Duration::from_millis(1500), "a call took {slowest:?} during the failover");
+    assert!(refused > 0, "the fail-closed limiter never saw the store down");
+    let new = set.wait_for_new_primary(old, Duration::from_secs(30));
+    assert_eq!(new, set.first_replica());
+    let promoted_at = promoted_at.unwrap_or(resumed_at);
+    let lag = resumed_at.saturating_duration_since(promoted_at);
+    assert!(lag < Duration::from_secs(5), "decisions resumed {lag:?} after the promotion");
+    eprintln!(
+        "sentinel failover: decisions resumed {:?} after the kill, {lag:?} after the sentinel named the new primary; \
+         slowest call {slowest:?}; {refused} fail-closed refusals",
+        resumed_at - killed
+    );
+
+    // Counting continues on the new primary: the 10 recorded before the kill are there, and
+    // the limit of 30 admits exactly 20 more.
+    assert_eq!(recorded(new, "sn::exact"), 10);
+    let mut admitted = 0;
+    for _ in 0..25 {
+        admitted += usize::from(exact.check(&hot, 1).await.is_ok());
+    }
+    assert_eq!(admitted, 20);
+    assert_eq!(recorded(new, "sn::exact"), 30);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_primary_is_left_for_the_new_one() {
+    // `SENTINEL FAILOVER` keeps the old primary alive and turns it into a replica: the store's
+    // connection to it stays open, and its writes are answered READONLY until it moves.
+    let set = SentinelSet::start();
+    let store = store(&set, Duration::from_millis(500));
+    let counted = limiter("sn::manual", 1_000_000, FailurePolicy::Deny, &store);
+    let hot = [Subject::bytes(&b"hot"[..])];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while counted.check(&hot, 1).await.is_err() {
+        assert!(Instant::now() < deadline, "no decision before the failover");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let old = set.first_primary();
+    set.sync_replica(old);
+    // The sentinel refuses (NOGOODSLAVE) until it has talked to the replica itself.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cli(set.sentinel_port(), &["SENTINEL", "FAILOVER", MASTER]).is_none_or(|r| r.trim() != "OK") {
+        assert!(Instant::now() < deadline, "the sentinel would not fail over");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let new = set.wait_for_new_primary(old, Duration::from_secs(30));
+    // The old primary becomes a replica of the new one.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cli(old, &["ROLE"]).is_some_and(|r| r.starts_with("slave")) {
+        assert!(Instant::now() < deadline, "the old primary was not demoted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let switched = Instant::now();
+    let mut failures = 0;
+    loop {
+        match counted.check(&hot, 1).await {
+            Ok(_) => break,
+            Err(e) => {
+                assert_eq!(e.cause(), Cause::StoreUnavailable, "{e}");
+                failures += 1;
+            }
+        }
+        assert!(switched.elapsed() < Duration::from_secs(5), "still failing {:?} after the switch", switched.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("manual failover: {failures} failed calls after the demotion");
+    // And every later call is decided on the new primary.
+    for _ in 0..20 {
+        assert!(counted.check(&hot, 1).await.is_ok());
+    }
+    let on_new = recorded(new, "sn::manual");
+    assert!(on_new >= 21, "{on_new} entries on the new primary");
+}
