@@ -40,6 +40,9 @@ Options:
 Environment:
   REDIS_URL            count in this Redis (e.g. redis://127.0.0.1:6379/); else in memory
   REDIS_CLUSTER_URLS   count in a Redis Cluster: comma-separated seed node URLs
+  REDIS_SENTINEL_URLS  count in the primary these Redis Sentinels name (comma-separated
+                       sentinel URLs), with REDIS_SENTINEL_MASTER (the monitored name) and,
+                       for a primary with a password, REDIS_PASSWORD (and REDIS_USERNAME)
   RATELIMIT_ON_ERROR   allow (default) or deny calls when the store cannot decide
 ";
 

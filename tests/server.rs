@@ -50,6 +50,8 @@ fn server_command(args: &[&str], env: &[(&str, &str)]) -> Command {
         .env(CHILD_ARGS, args.join("\n") + "\n")
         .env_remove("REDIS_URL")
         .env_remove("REDIS_CLUSTER_URLS")
+        .env_remove("REDIS_SENTINEL_URLS")
+        .env_remove("REDIS_SENTINEL_MASTER")
         .env_remove("RATELIMIT_ON_ERROR")
         .envs(env.iter().copied());
     cmd
@@ -472,4 +474,40 @@ fn argument_parser() {
     assert_eq!(parse(&["--listen", "1.2.3.4:5", "--help"]), Ok(Command::Help));
     assert!(parse(&["--listen"]).is_err());
     assert!(parse(&["extra"]).is_err());
+}
+
+/// Sentinel (spec §9): the server follows a failover by itself, and refuses (deny) meanwhile.
+#[tokio::test]
+async fn sentinel_failover_without_a_restart() {
+    use support::sentinel::{cli, SentinelSet, MASTER};
+    let mut set = SentinelSet::start();
+    let url = set.sentinel_url();
+    let env =
+        [("REDIS_SENTINEL_URLS", url.as_str()), ("REDIS_SENTINEL_MASTER", MASTER), ("RATELIMIT_ON_ERROR", "deny")];
+    let server = Server::start(&[], &env);
+    assert!(server.startup_line.contains("sentinel"), "{}", server.startup_line);
+    let server = &server;
+    let until_200 = |limit: Duration| async move {
+        let (deadline, mut refused) = (Instant::now() + limit, 0);
+        loop {
+            let r = get(server, 2, "/api/global").await;
+            if r.status == 200 {
+                return refused;
+            }
+            assert_eq!(r.status, 503, "{r:?}");
+            refused += 1;
+            assert!(Instant::now() < deadline, "no 200 within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    until_200(Duration::from_secs(10)).await;
+    let old = set.first_primary();
+    let keys = |port| cli(port, &["KEYS", "*server::global*"]).unwrap_or_default();
+    assert!(!keys(old).is_empty(), "no key on the primary");
+    set.sync_replica(old);
+    set.kill(old);
+    let refused = until_200(Duration::from_secs(30)).await;
+    assert!(refused > 0, "no 503 while the primary was down");
+    let new = set.wait_for_new_primary(old, Duration::from_secs(30));
+    assert!(!keys(new).is_empty(), "no key on the new primary");
 }
