@@ -157,3 +157,47 @@ async fn a_demoted_primary_is_left_for_the_new_one() {
     let on_new = recorded(new, "sn::manual");
     assert!(on_new >= 21, "{on_new} entries on the new primary");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passwords_of_the_sentinel_and_the_data_nodes() {
+    let (data_pw, sentinel_pw) = ("data-Secret-71", "sentinel-Secret-93");
+    let set = SentinelSet::start_with(Some(data_pw), Some(sentinel_pw));
+    let hot = [Subject::bytes(&b"hot"[..])];
+    let timeout = Duration::from_millis(500);
+    let open = |spec: SentinelSpec| -> StoreHandle { Arc::new(SentinelStore::open(&spec, timeout).unwrap()) };
+
+    // Both passwords right: decisions are made.
+    let good = open(SentinelSpec::new([set.sentinel_url()], MASTER).primary_auth(None, data_pw));
+    assert!(!good.describe().contains("Secret"), "{}", good.describe());
+    let counted = limiter("sn::auth", 100, FailurePolicy::Allow, &good);
+    until_decided(&counted, &hot, Duration::from_secs(10)).await;
+    assert_eq!(
+        set.node_cli(set.first_primary(), &["ZCARD", "rate_limit:{sn::auth|key|hot}:sw:10mx100"])
+            .map(|n| n.trim().to_owned()),
+        Some("1".to_owned())
+    );
+
+    // A missing password is the store's own words in the error, and no password is shown.
+    let refusal = |store: StoreHandle| async move {
+        let limiter = limiter("sn::auth_missing", 100, FailurePolicy::Deny, &store);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let e = limiter.check(&[Subject::bytes(&b"hot"[..])], 1).await.expect_err("no password, no decision");
+            let source = std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default();
+            // The first calls may see the background lookup still running.
+            if !source.contains("did not answer") || Instant::now() > deadline {
+                return source;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let no_data_pw = refusal(open(SentinelSpec::new([set.sentinel_url()], MASTER))).await;
+    assert!(no_data_pw.contains("NOAUTH") || no_data_pw.contains("Authentication"), "{no_data_pw}");
+    let no_sentinel_pw = format!("redis://127.0.0.1:{}", set.sentinel_port());
+    let no_sentinel_pw = refusal(open(SentinelSpec::new([no_sentinel_pw], MASTER).primary_auth(None, data_pw))).await;
+    assert!(no_sentinel_pw.contains("NOAUTH") || no_sentinel_pw.contains("Authentication"), "{no_sentinel_pw}");
+    eprintln!("without the primary's password: {no_data_pw}\nwithout the sentinel's: {no_sentinel_pw}");
+    for shown in [&no_data_pw, &no_sentinel_pw] {
+        assert!(!shown.contains("Secret"), "{shown}");
+    }
+}

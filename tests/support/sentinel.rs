@@ -18,6 +18,10 @@ pub struct SentinelSet {
     nodes: Vec<(u16, Option<Child>)>,
     sentinel_port: u16,
     sentinel: Option<Child>,
+    /// The data nodes' password (`requirepass`), if any.
+    data_password: Option<String>,
+    /// The sentinel's own password, if any.
+    sentinel_password: Option<String>,
 }
 
 fn spawn(args: &[String]) -> Child {
@@ -31,8 +35,17 @@ fn spawn(args: &[String]) -> Child {
 
 /// `redis-cli -p port args…`, its stdout (`--raw`), or `None` when the server did not answer.
 pub fn cli(port: u16, args: &[&str]) -> Option<String> {
-    let out = Command::new("redis-cli")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "--raw"])
+    cli_auth(port, None, args)
+}
+
+/// [`cli`] with a password.
+pub fn cli_auth(port: u16, password: Option<&str>, args: &[&str]) -> Option<String> {
+    let mut cmd = Command::new("redis-cli");
+    cmd.args(["-h", "127.0.0.1", "-p", &port.to_string(), "--raw"]);
+    if let Some(password) = password {
+        cmd.args(["--no-auth-warning", "-a", password]);
+    }
+    let out = cmd
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -53,6 +66,11 @@ impl SentinelSet {
     /// Starts the three processes and waits until the sentinel knows the replica (so that it
     /// can promote it).
     pub fn start() -> SentinelSet {
+        SentinelSet::start_with(None, None)
+    }
+
+    /// The same, with a password on the data nodes and one on the sentinel.
+    pub fn start_with(data_password: Option<&str>, sentinel_password: Option<&str>) -> SentinelSet {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "ratelimit-test-sentinel-{}-{}",
@@ -60,15 +78,22 @@ impl SentinelSet {
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let mut set = SentinelSet { dir, nodes: Vec::new(), sentinel_port: free_port(), sentinel: None };
+        let mut set = SentinelSet {
+            dir,
+            nodes: Vec::new(),
+            sentinel_port: free_port(),
+            sentinel: None,
+            data_password: data_password.map(str::to_owned),
+            sentinel_password: sentinel_password.map(str::to_owned),
+        };
         let primary = set.start_node(None);
         set.start_node(Some(primary));
         let replica = set.nodes[1].0;
         wait_for("the replica in sync with the primary", Duration::from_secs(30), || {
-            cli(replica, &["INFO", "replication"]).is_some_and(|i| i.contains("master_link_status:up"))
+            set.node_cli(replica, &["INFO", "replication"]).is_some_and(|i| i.contains("master_link_status:up"))
         });
         let conf = set.dir.join("sentinel.conf");
-        let text = format!(
+        let mut text = format!(
             "port {port}\nbind 127.0.0.1\ndir {dir}\n\
              sentinel monitor {MASTER} 127.0.0.1 {primary} 1\n\
              sentinel down-after-milliseconds {MASTER} 1000\n\
@@ -76,11 +101,16 @@ impl SentinelSet {
             port = set.sentinel_port,
             dir = set.dir.display(),
         );
+        if let Some(password) = &set.data_password {
+            text.push_str(&format!("sentinel auth-pass {MASTER} {password}\n"));
+        }
+        if let Some(password) = &set.sentinel_password {
+            text.push_str(&format!("requirepass {password}\n"));
+        }
         std::fs::write(&conf, text).expect("write sentinel.conf");
         set.sentinel = Some(spawn(&[conf.display().to_string(), "--sentinel".to_owned()]));
-        let port = set.sentinel_port;
         wait_for("the sentinel knows the replica", Duration::from_secs(30), || {
-            cli(port, &["SENTINEL", "replicas", MASTER]).is_some_and(|r| r.contains(&replica.to_string()))
+            set.sentinel_cli(&["SENTINEL", "replicas", MASTER]).is_some_and(|r| r.contains(&replica.to_string()))
         });
         set
     }
@@ -95,19 +125,35 @@ impl SentinelSet {
                 .map(|s| s.to_string())
                 .collect();
         args.extend(["--dir".to_owned(), node_dir.display().to_string()]);
+        if let Some(password) = &self.data_password {
+            args.extend(["--requirepass".to_owned(), password.clone(), "--masterauth".to_owned(), password.clone()]);
+        }
         if let Some(primary) = replica_of {
             args.extend(["--replicaof".to_owned(), "127.0.0.1".to_owned(), primary.to_string()]);
         }
         self.nodes.push((port, Some(spawn(&args))));
         wait_for("redis-server answering PING", Duration::from_secs(10), || {
-            cli(port, &["PING"]).is_some_and(|r| r.trim() == "PONG")
+            self.node_cli(port, &["PING"]).is_some_and(|r| r.trim() == "PONG")
         });
         port
     }
 
-    /// The sentinel's URL, for `REDIS_SENTINEL_URLS`.
+    /// The sentinel's URL, for `REDIS_SENTINEL_URLS` (with the sentinel's password, if any).
     pub fn sentinel_url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.sentinel_port)
+        match &self.sentinel_password {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.sentinel_port),
+            None => format!("redis://127.0.0.1:{}", self.sentinel_port),
+        }
+    }
+
+    /// `redis-cli` on a data node, with its password.
+    pub fn node_cli(&self, port: u16, args: &[&str]) -> Option<String> {
+        cli_auth(port, self.data_password.as_deref(), args)
+    }
+
+    /// `redis-cli` on the sentinel, with its password.
+    pub fn sentinel_cli(&self, args: &[&str]) -> Option<String> {
+        cli_auth(self.sentinel_port, self.sentinel_password.as_deref(), args)
     }
 
     pub fn sentinel_port(&self) -> u16 {
@@ -126,13 +172,13 @@ impl SentinelSet {
 
     /// The primary's port as the sentinel names it now.
     pub fn primary_port(&self) -> Option<u16> {
-        let answer = cli(self.sentinel_port, &["SENTINEL", "get-master-addr-by-name", MASTER])?;
+        let answer = self.sentinel_cli(&["SENTINEL", "get-master-addr-by-name", MASTER])?;
         answer.lines().nth(1)?.trim().parse().ok()
     }
 
     /// Waits until every write the primary acknowledged reached the replica.
     pub fn sync_replica(&self, primary: u16) {
-        let acked = cli(primary, &["WAIT", "1", "5000"]).unwrap_or_default();
+        let acked = self.node_cli(primary, &["WAIT", "1", "5000"]).unwrap_or_default();
         assert_eq!(acked.trim(), "1", "the replica did not acknowledge the writes");
     }
 

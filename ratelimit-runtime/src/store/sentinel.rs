@@ -311,7 +311,7 @@ impl Shared {
                 Err(e) => errors.push(e),
             }
         }
-        Err(StoreError::Redis(format!("no sentinel knows a primary named {:?}: {}", self.master, errors.join("; "))))
+        Err(StoreError::Redis(format!("no sentinel said where the primary {:?} is: {}", self.master, errors.join("; "))))
     }
 
     async fn ask_sentinel(&self, i: usize) -> Result<(String, u16), String> {
