@@ -109,6 +109,39 @@ async fn decisions_resume_on_the_promoted_replica_after_the_primary_dies() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_primary_is_left_when_the_sentinel_names_another() {
+    // A stopped primary closes nothing: calls time out until the store's check of the sentinel
+    // sees the promotion.
+    let mut set = SentinelSet::start();
+    let timeout = Duration::from_millis(250);
+    let store = store(&set, timeout);
+    let open = limiter("sn::hung", 1_000_000, FailurePolicy::Allow, &store);
+    let hot = [Subject::bytes(&b"hot"[..])];
+    until_decided(&open, &hot, Duration::from_secs(10)).await;
+    let old = set.first_primary();
+    set.sync_replica(old);
+    set.pause(old);
+    let paused = Instant::now();
+    let mut slowest = Duration::ZERO;
+    loop {
+        let t = Instant::now();
+        let decided = open.check(&hot, 1).await.expect("fail open").quota().is_some();
+        slowest = slowest.max(t.elapsed());
+        if decided && paused.elapsed() > timeout {
+            break;
+        }
+        assert!(paused.elapsed() < Duration::from_secs(30), "decisions did not resume within 30s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let new = set.wait_for_new_primary(old, Duration::from_secs(1));
+    assert_eq!(new, set.first_replica());
+    assert!(slowest < Duration::from_millis(1500), "a call took {slowest:?} while the primary hung");
+    assert!(recorded(new, "sn::hung") >= 2);
+    eprintln!("hung primary: decisions resumed {:?} after SIGSTOP; slowest call {slowest:?}", paused.elapsed());
+    set.kill(old);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_demoted_primary_is_left_for_the_new_one() {
     // `SENTINEL FAILOVER` keeps the old primary alive and turns it into a replica: the store's
     // connection to it stays open, and its writes are answered READONLY until it moves.

@@ -460,6 +460,21 @@ fn cluster_without_the_feature_is_a_clear_error() {
 }
 
 #[test]
+fn two_store_variables_are_a_clear_error() {
+    let env = [
+        ("REDIS_URL", "redis://127.0.0.1:6379/"),
+        ("REDIS_SENTINEL_URLS", "redis://127.0.0.1:26379"),
+        ("REDIS_SENTINEL_MASTER", "mymaster"),
+    ];
+    let (code, stdout, stderr) = run_to_exit(&[], &env);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("REDIS_URL and REDIS_SENTINEL_URLS are set together"), "{stderr}");
+    let (code, _, stderr) = run_to_exit(&[], &[("REDIS_SENTINEL_URLS", "redis://127.0.0.1:26379")]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("without REDIS_SENTINEL_MASTER"), "{stderr}");
+}
+
+#[test]
 fn argument_parser() {
     use server::{parse_args, Args, Command};
     let parse = |args: &[&str]| parse_args(args.iter().map(|s| s.to_string()));

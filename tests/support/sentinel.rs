@@ -192,6 +192,14 @@ impl SentinelSet {
         }
     }
 
+    /// `SIGSTOP`s the data node on `port`: it keeps its socket but answers nothing.
+    pub fn pause(&self, port: u16) {
+        if let Some((_, Some(child))) = self.nodes.iter().find(|(p, _)| *p == port) {
+            let ok = Command::new("kill").args(["-STOP", &child.id().to_string()]).status().is_ok_and(|s| s.success());
+            assert!(ok, "kill -STOP failed");
+        }
+    }
+
     /// Waits (up to `limit`) until the sentinel names a primary other than `old`; its port.
     pub fn wait_for_new_primary(&self, old: u16, limit: Duration) -> u16 {
         let mut new = None;
@@ -206,6 +214,8 @@ impl SentinelSet {
 impl Drop for SentinelSet {
     fn drop(&mut self) {
         for child in self.nodes.iter_mut().filter_map(|(_, c)| c.as_mut()).chain(self.sentinel.as_mut()) {
+            // A stopped process must be continued to die promptly on some kernels.
+            let _ = Command::new("kill").args(["-CONT", &child.id().to_string()]).status();
             let _ = child.kill();
             let _ = child.wait();
         }

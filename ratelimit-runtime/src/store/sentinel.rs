@@ -79,7 +79,7 @@ pub(crate) fn spec_from_env(var: &dyn Fn(&str) -> Option<String>) -> Result<Opti
         .collect();
     if named.len() > 1 {
         return Err(format!(
-            "{} are all set: name one store (REDIS_URL for one Redis, REDIS_CLUSTER_URLS for a cluster, \
+            "{} are set together: name one store (REDIS_URL for one Redis, REDIS_CLUSTER_URLS for a cluster, \
              REDIS_SENTINEL_URLS with REDIS_SENTINEL_MASTER for Sentinel)",
             named.join(" and ")
         ));
@@ -311,7 +311,11 @@ impl Shared {
                 Err(e) => errors.push(e),
             }
         }
-        Err(StoreError::Redis(format!("no sentinel said where the primary {:?} is: {}", self.master, errors.join("; "))))
+        Err(StoreError::Redis(format!(
+            "no sentinel said where the primary {:?} is: {}",
+            self.master,
+            errors.join("; ")
+        )))
     }
 
     async fn ask_sentinel(&self, i: usize) -> Result<(String, u16), String> {
