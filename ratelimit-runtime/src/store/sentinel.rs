@@ -25,6 +25,7 @@ use redis::{
 };
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -134,6 +135,8 @@ struct Shared {
     /// For `describe`: the sentinels without their passwords, and the monitored name.
     description: String,
     current: RwLock<Option<Primary>>,
+    /// Connections made so far (their ids).
+    connections: AtomicU64,
     /// Serialises lookups, with what the last one left.
     lookup: tokio::sync::Mutex<Lookup>,
 }
@@ -141,6 +144,8 @@ struct Shared {
 /// A connection to the node believed to be the primary.
 #[derive(Clone)]
 struct Primary {
+    /// Which connection this is (a node restarted at the same address gets a new one).
+    id: u64,
     addr: (String, u16),
     conn: MultiplexedConnection,
 }
@@ -193,6 +198,7 @@ impl SentinelStore {
             timeout,
             description: format!("redis sentinel ({} master {})", spec.sentinel_list(), spec.master),
             current: RwLock::new(None),
+            connections: AtomicU64::new(0),
             lookup: tokio::sync::Mutex::new(Lookup::default()),
         });
         // Find the primary now, so the first call does not pay for it, then watch it.
@@ -258,7 +264,8 @@ impl Shared {
                 }
             }
             // Bounded here too: the caller may have given up, and the lock must not stay held.
-            let budget = shared.timeout * (shared.sentinels.len() as u32 + 2);
+            let tries = u32::try_from(shared.sentinels.len()).unwrap_or(u32::MAX).saturating_add(2);
+            let budget = shared.timeout.saturating_mul(tries);
             match io::timeout(budget, shared.connect(&mut lookup)).await {
                 Ok(p) => {
                     lookup.failed = None;
@@ -282,7 +289,7 @@ impl Shared {
     /// Drops the connection to `stale` (if it is still the current one): the next call looks up.
     fn forget(&self, stale: &Primary) {
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
-        if current.as_ref().is_some_and(|p| p.addr == stale.addr) {
+        if current.as_ref().is_some_and(|p| p.id == stale.id) {
             *current = None;
         }
     }
@@ -346,12 +353,26 @@ impl Shared {
             .get_multiplexed_async_connection_with_config(&self.data_config())
             .await
             .map_err(|e| StoreError::Redis(format!("{at}: {e}")))?;
-        let role: Vec<Value> =
-            redis::cmd("ROLE").query_async(&mut conn).await.map_err(|e| StoreError::Redis(format!("{at}: {e}")))?;
-        match role.first() {
-            Some(Value::BulkString(r)) if r == b"master" => Ok(Primary { addr: (host, port), conn }),
-            _ => Err(StoreError::Redis(format!("{at} is not a primary yet (the sentinels are failing over)"))),
+        let role = redis::cmd("ROLE").query_async::<Vec<Value>>(&mut conn).await;
+        let id = self.connections.fetch_add(1, Ordering::Relaxed);
+        match role {
+            Ok(role) if role.first().is_some_and(is_master) => Ok(Primary { id, addr: (host, port), conn }),
+            Ok(_) => Err(StoreError::Redis(format!("{at} is not a primary yet (the sentinels are failing over)"))),
+            // Some managed services forbid ROLE: the sentinels' word is taken then.
+            Err(e) if e.code() == Some("NOPERM") || e.to_string().contains("unknown command") => {
+                Ok(Primary { id, addr: (host, port), conn })
+            }
+            Err(e) => Err(StoreError::Redis(format!("{at}: {e}"))),
         }
+    }
+}
+
+/// The first element of `ROLE`'s answer on a primary.
+fn is_master(role: &Value) -> bool {
+    match role {
+        Value::BulkString(r) => r == b"master",
+        Value::SimpleString(r) => r == "master",
+        _ => false,
     }
 }
 
