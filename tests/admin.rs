@@ -278,3 +278,68 @@ async fn attribute_limiters_are_found_by_name() {
     assert_eq!(l.peek(&[Subject::global()]).await.unwrap()[0].remaining, 1);
     assert!(ratelimit::limiter("admin::nothing").is_none());
 }
+
+/// README's login example, as written there.
+mod readme_login {
+    use ratelimit::{rate_limiter, RateLimited, Subject};
+
+    #[derive(Debug)]
+    pub enum LoginError {
+        Locked,
+        TooManyAttempts(RateLimited),
+        WrongPassword { attempts_left: u64 },
+    }
+
+    impl From<RateLimited> for LoginError {
+        fn from(e: RateLimited) -> Self {
+            LoginError::TooManyAttempts(e)
+        }
+    }
+
+    /// Counts a failed login: 5 per account per 15 minutes.
+    #[rate_limiter(type = Key, rules = [(15m, 5)], key = account, name = "login::failures")]
+    async fn record_failure(account: &str) -> Result<(), LoginError> {
+        Ok(())
+    }
+
+    pub async fn login(account: &str, password: &str) -> Result<(), LoginError> {
+        let subject = [Subject::bytes(account.as_bytes())];
+        let failures = ratelimit::limiter("login::failures"); // None until the first failure
+        if let Some(f) = &failures {
+            // No attempt left: locked out, whatever the password (peek consumes nothing).
+            if f.peek(&subject).await.is_ok_and(|s| s[0].remaining == 0) {
+                return Err(LoginError::Locked);
+            }
+        }
+        if password != "correct horse" {
+            record_failure(account).await?;
+            let f = ratelimit::limiter("login::failures");
+            let attempts_left = match f {
+                Some(f) => f.peek(&subject).await.map_or(0, |s| s[0].remaining),
+                None => 0,
+            };
+            return Err(LoginError::WrongPassword { attempts_left });
+        }
+        // A successful login clears the account's failures.
+        if let Some(f) = failures {
+            f.reset(&subject).await.ok();
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn readme_login_example() {
+    use readme_login::{login, LoginError};
+    for left in (0..5).rev() {
+        match login("heidi", "guess").await {
+            Err(LoginError::WrongPassword { attempts_left }) => assert_eq!(attempts_left, left),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(login("heidi", "correct horse").await, Err(LoginError::Locked)));
+    // Another account logs in and its failures are cleared.
+    assert!(matches!(login("ivan", "guess").await, Err(LoginError::WrongPassword { attempts_left: 4 })));
+    login("ivan", "correct horse").await.unwrap();
+    assert!(matches!(login("ivan", "guess").await, Err(LoginError::WrongPassword { attempts_left: 4 })));
+}
