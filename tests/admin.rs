@@ -334,6 +334,7 @@ async fn readme_login_example() {
     for left in (0..5).rev() {
         match login("heidi", "guess").await {
             Err(LoginError::WrongPassword { attempts_left }) => assert_eq!(attempts_left, left),
+            Err(LoginError::TooManyAttempts(e)) => panic!("the lockout comes first: {e}"),
             other => panic!("{other:?}"),
         }
     }

@@ -4,7 +4,9 @@
 
 mod support;
 
-use ratelimit::{rate_limiter, Cause, LimitType, Limiter, MemoryStore, RateLimited, RedisStore, Rule, StoreHandle, Subject};
+use ratelimit::{
+    rate_limiter, Cause, LimitType, Limiter, MemoryStore, RateLimited, RedisStore, Rule, StoreHandle, Subject,
+};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -178,9 +180,8 @@ fn two_processes_share_one_budget_by_waiting() {
         assert!(out.status.success(), "worker failed:\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
         assert!(!text.contains("REFUSED"), "{text}");
         // libtest may print `test wait_child_worker ... ` before the first line, on the same line.
-        admitted.extend(
-            text.lines().filter_map(|l| l.split("ADMITTED ").nth(1)).map(|t| t.trim().parse::<u64>().unwrap()),
-        );
+        admitted
+            .extend(text.lines().filter_map(|l| l.split("ADMITTED ").nth(1)).map(|t| t.trim().parse::<u64>().unwrap()));
     }
     admitted.sort_unstable();
     assert_eq!(admitted.len(), 2 * CALLS_PER_CHILD, "every call was admitted after waiting");

@@ -94,8 +94,21 @@ pub(crate) const ALGORITHMS: &[&str] =
 pub(crate) const BURST_ALGORITHMS: &[&str] = &["TokenBucket", "LeakyBucket", "Gcra"];
 
 /// The options, in the order the messages list them.
-const OPTIONS: &[&str] =
-    &["type", "rules", "prefix", "name", "ip", "user", "key", "algorithm", "burst", "cost", "on_error", "wait", "crate"];
+const OPTIONS: &[&str] = &[
+    "type",
+    "rules",
+    "prefix",
+    "name",
+    "ip",
+    "user",
+    "key",
+    "algorithm",
+    "burst",
+    "cost",
+    "on_error",
+    "wait",
+    "crate",
+];
 
 /// A value together with the option key it was given under (for spans).
 pub(crate) struct Given<T> {

@@ -90,7 +90,10 @@ pub(crate) fn duration(expr: &Expr, what: &str) -> syn::Result<(u64, LitInt)> {
     let lit = match literal(expr) {
         Some(Lit::Int(lit)) => lit,
         Some(Lit::Float(_)) => {
-            return Err(Error::new_spanned(expr, format!("the {what} must be a whole number: write e.g. `1500ms` for 1.5s")))
+            return Err(Error::new_spanned(
+                expr,
+                format!("the {what} must be a whole number: write e.g. `1500ms` for 1.5s"),
+            ))
         }
         _ => {
             return Err(Error::new_spanned(

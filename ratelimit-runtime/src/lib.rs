@@ -37,8 +37,8 @@ mod metrics;
 mod policy;
 mod registry;
 mod rule;
-mod store;
 mod status;
+mod store;
 mod subject;
 mod wait;
 
@@ -55,13 +55,13 @@ pub use limit::LimiterError;
 pub use limit_type::LimitType;
 pub use limiter::{LazyLimiter, Limiter, LimiterBuilder, Permit};
 pub use policy::{Policy, Quota};
+pub use registry::limiter;
 pub use rule::{Rule, RuleError, MAX_COUNT, MAX_WINDOW};
+pub use status::RuleStatus;
 #[cfg(feature = "cluster")]
 pub use store::cluster::ClusterStore;
 pub use store::memory::MemoryStore;
 pub use store::redis::RedisStore;
-pub use store::{Call, Pending, RemoteDecision, Store, StoreHandle};
-pub use registry::limiter;
-pub use status::RuleStatus;
 pub use store::{Answer, RemoteAnswer, Targets};
+pub use store::{Call, Pending, RemoteDecision, Store, StoreHandle};
 pub use subject::{ip_key, IpValue, Subject, SubjectValue, DEFAULT_IPV6_PREFIX};

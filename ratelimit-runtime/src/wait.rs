@@ -161,7 +161,10 @@ mod tests {
         assert!(s.unwrap() <= Duration::from_millis(505));
         // A retry-after beyond what is left: give up at once.
         assert_eq!(next_sleep(&exceeded(Duration::from_secs(2)), Duration::ZERO, Duration::from_secs(1)), None);
-        assert_eq!(next_sleep(&exceeded(Duration::from_millis(1)), Duration::from_secs(2), Duration::from_secs(1)), None);
+        assert_eq!(
+            next_sleep(&exceeded(Duration::from_millis(1)), Duration::from_secs(2), Duration::from_secs(1)),
+            None
+        );
         // Other causes are not waited out.
         let mut down = exceeded(Duration::from_millis(1));
         down.cause = Cause::StoreUnavailable;
@@ -170,8 +173,7 @@ mod tests {
 
     #[test]
     fn jitter_spreads_and_stays_small() {
-        let values: std::collections::HashSet<Duration> =
-            (0..100).map(|_| jitter(Duration::from_secs(1))).collect();
+        let values: std::collections::HashSet<Duration> = (0..100).map(|_| jitter(Duration::from_secs(1))).collect();
         assert!(values.len() > 10, "jitter should vary: {values:?}");
         assert!(values.iter().all(|j| *j <= JITTER_CAP));
         assert_eq!(jitter(Duration::from_micros(5)), Duration::ZERO);
@@ -220,8 +222,8 @@ mod tests {
         let g = [Subject::global()];
         limiter.check_blocking(&g, 1).unwrap();
         let mut slept = Vec::new();
-        let e = until_ready_with(&limiter, &g, 1, Duration::from_secs(10), Instant::now, |d| slept.push(d))
-            .unwrap_err();
+        let e =
+            until_ready_with(&limiter, &g, 1, Duration::from_secs(10), Instant::now, |d| slept.push(d)).unwrap_err();
         assert_eq!(e.cause(), Cause::Exceeded);
         assert!(slept.is_empty(), "refused at once, without sleeping: {slept:?}");
     }

@@ -10,7 +10,9 @@
 //! between) leaves the unit counted until its window passes: an over-count, never an under-count.
 
 use super::admin::{read_statuses, shapes, Answer, Shapes, Targets};
-use super::redis::{command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Mode, Script};
+use super::redis::{
+    command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Mode, Script,
+};
 use super::{Call, Pending, Store};
 use crate::key::cluster_slot;
 use crate::{io, Decision, RuleStatus, StoreError};
