@@ -146,6 +146,10 @@ async fn memory_peek_is_exact_over_time() {
         (Algorithm::TokenBucket, (6, 4_000), (8, 1_500)),
         (Algorithm::LeakyBucket, (6, 4_000), (8, 1_500)),
         (Algorithm::Gcra, (6, 4_000), (8, 1_500)),
+        // The clock starts on a window boundary: the window ends 10s later.
+        (Algorithm::FixedWindow, (6, 10_000), (6, 7_500)),
+        // The current window's calls count (weighted) through the next window too.
+        (Algorithm::SlidingWindowCounter, (6, 20_000), (6, 17_500)),
     ];
     for (alg, first, later) in cases {
         let l = one(alg, &format!("admin::exact::{alg:?}"));
@@ -160,7 +164,18 @@ async fn memory_peek_is_exact_over_time() {
         clock.advance(Duration::from_secs(60));
         let s = l.peek(&subject).await.unwrap()[0];
         assert_eq!((s.remaining, s.reset), (10, Duration::ZERO), "{alg:?}: whole again");
+        // Back on a window boundary for the next case.
+        clock.advance(Duration::from_millis(7_500));
     }
+    // The sliding window counter a quarter into the next window: the previous window's 4 calls
+    // weigh 3, and the quota is whole when that window has slid out.
+    let l = one(Algorithm::SlidingWindowCounter, "admin::exact::swc_next");
+    for _ in 0..4 {
+        l.check(&subject, 1).await.unwrap();
+    }
+    clock.advance(Duration::from_millis(12_500));
+    let s = l.peek(&subject).await.unwrap()[0];
+    assert_eq!((s.remaining, s.reset.as_millis() as u64), (7, 7_500));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -343,4 +358,59 @@ async fn readme_login_example() {
     assert!(matches!(login("ivan", "guess").await, Err(LoginError::WrongPassword { attempts_left: 4 })));
     login("ivan", "correct horse").await.unwrap();
     assert!(matches!(login("ivan", "guess").await, Err(LoginError::WrongPassword { attempts_left: 4 })));
+}
+
+/// The same pseudo-random sequence of calls through Redis and memory, with pinned times: every
+/// algorithm's peek reads alike in both, at every step.
+#[tokio::test]
+async fn peek_reads_alike_in_redis_and_memory() {
+    let server = RedisServer::start();
+    let remote_store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(2)).unwrap());
+    // Far in the future: keys expire by the pinned clock, so it must not be in the past.
+    const T0: u64 = 4_000_000_000_000_000;
+    const S: u64 = 1_000_000;
+    for alg in ALGORITHMS {
+        for burst in [None, Some(12)] {
+            if burst.is_some() && !alg.supports_burst() {
+                continue;
+            }
+            let build = |store: StoreHandle| {
+                let b = Limiter::builder(format!("admin::diff::{alg:?}::{burst:?}")).limit_with(
+                    LimitType::Global,
+                    [rule(60_000, 8), rule(20_000, 3)],
+                    alg,
+                    "rate_limit:",
+                );
+                match burst {
+                    Some(n) => b.burst(n),
+                    None => b,
+                }
+                .store(store)
+                .build()
+                .unwrap()
+            };
+            let remote = build(remote_store.clone());
+            let local = build(Arc::new(MemoryStore::new()));
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            let mut below = |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            let g = [Subject::global()];
+            let mut now = T0;
+            for i in 0..150 {
+                now += below(9 * S);
+                let cost = [1, 1, 2, 0, 3][below(5) as usize];
+                let a = remote.check_at(&g, cost, Some(now)).await.is_ok();
+                let b = local.check_at(&g, cost, Some(now)).await.is_ok();
+                assert_eq!(a, b, "{alg:?} {burst:?} call {i}");
+                let later = now + below(3 * S);
+                let p = remote.peek_at(&g, Some(later)).await.unwrap();
+                let q = local.peek_at(&g, Some(later)).await.unwrap();
+                assert_eq!(p, q, "{alg:?} {burst:?} peek after call {i}");
+            }
+        }
+    }
 }

@@ -29,13 +29,19 @@ impl Limiter {
     /// assert_eq!(logins.peek_blocking(&alice).unwrap()[0].remaining, 4, "peeking consumes nothing");
     /// ```
     pub async fn peek(&self, subjects: &[Subject<'_>]) -> Result<Vec<RuleStatus>, StoreError> {
-        let answer = self.with_targets(subjects, |store, targets| store.peek(targets));
+        self.peek_at(subjects, None).await
+    }
+
+    /// As [`peek`](Self::peek), with the time pinned (µs since the Unix epoch) instead of the
+    /// store's clock, as [`check_at`](Self::check_at).
+    pub async fn peek_at(&self, subjects: &[Subject<'_>], now_us: Option<u64>) -> Result<Vec<RuleStatus>, StoreError> {
+        let answer = self.with_targets(subjects, now_us, |store, targets| store.peek(targets));
         resolve(answer).await
     }
 
     /// As [`peek`](Self::peek), blocking the thread.
     pub fn peek_blocking(&self, subjects: &[Subject<'_>]) -> Result<Vec<RuleStatus>, StoreError> {
-        resolve_blocking(self.with_targets(subjects, |store, targets| store.peek(targets)))
+        resolve_blocking(self.with_targets(subjects, None, |store, targets| store.peek(targets)))
     }
 
     /// Forgets the counts of `subjects` (one per limit, as for [`check`](Self::check)): the
@@ -74,7 +80,7 @@ impl Limiter {
 
     fn reset_answer(&self, subjects: &[Subject<'_>]) -> Answer<()> {
         // refusal cache: forget these subjects
-        self.with_targets(subjects, |store, targets| store.reset(targets))
+        self.with_targets(subjects, None, |store, targets| store.reset(targets))
     }
 
     /// Asks the store with the targets of `subjects`: each limit's key bytes, `None` where the
@@ -82,12 +88,13 @@ impl Limiter {
     fn with_targets<T>(
         &self,
         subjects: &[Subject<'_>],
+        now_us: Option<u64>,
         ask: impl FnOnce(&dyn crate::Store, &Targets<'_>) -> Answer<T>,
     ) -> Answer<T> {
         let limits = self.limits();
         let keys: Vec<Option<&[u8]>> =
             (0..limits.len()).map(|i| subjects.get(i).and_then(Subject::key_bytes)).collect();
-        ask(self.store().as_ref(), &Targets { limits, subjects: &keys })
+        ask(self.store().as_ref(), &Targets { limits, subjects: &keys, now_us })
     }
 }
 

@@ -24,6 +24,8 @@ pub enum Answer<T> {
 pub struct Targets<'a> {
     pub(crate) limits: &'a [Limit],
     pub(crate) subjects: &'a [Option<&'a [u8]>],
+    /// Pinned time in µs since the Unix epoch (peek; as [`Call`](super::Call)'s).
+    pub(crate) now_us: Option<u64>,
 }
 
 impl Targets<'_> {

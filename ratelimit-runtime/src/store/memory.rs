@@ -344,7 +344,7 @@ impl MemoryStore {
     }
 
     fn peek_now(&self, targets: &Targets<'_>) -> Vec<RuleStatus> {
-        let now = self.clock.now_us();
+        let now = targets.now_us.unwrap_or_else(|| self.clock.now_us());
         let mut out = Vec::new();
         for (index, limit, subject) in targets.present() {
             let (key, shard) = self.key_of(limit, subject);

@@ -184,7 +184,7 @@ pub(crate) async fn eval_raw(
 /// the limits to read its answer with.
 pub(crate) fn peek_command(targets: &Targets<'_>, indices: &[usize]) -> (Cmd, &'static Script) {
     let subjects: Vec<&[u8]> = targets.subjects.iter().map(|s| s.unwrap_or(&[])).collect();
-    let call = Call { limits: targets.limits, subjects: &subjects, cost: 0, now_us: None };
+    let call = Call { limits: targets.limits, subjects: &subjects, cost: 0, now_us: targets.now_us };
     command(&call, indices.iter().copied(), &[], Mode::Peek)
 }
 
