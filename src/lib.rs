@@ -11,6 +11,8 @@ pub use ratelimit_runtime::{
     SentinelStore, Store, StoreError, StoreHandle, Subject, SubjectValue, SystemClock, DEFAULT_IPV6_PREFIX,
     DEFAULT_PREFIX, DEFAULT_TIMEOUT, MAX_COUNT, MAX_WINDOW,
 };
+// Waiting, peek and reset (spec §12).
+pub use ratelimit_runtime::{limiter, RuleStatus};
 
 #[cfg(feature = "axum")]
 pub mod http;

@@ -241,3 +241,22 @@ async fn passwords_of_the_sentinel_and_the_data_nodes() {
         assert!(!shown.contains("Secret"), "{shown}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peek_and_reset_reach_the_primary() {
+    let set = SentinelSet::start();
+    let store = store(&set, Duration::from_secs(2));
+    let exact = limiter("sn::admin", 5, FailurePolicy::Deny, &store);
+    let hot = [Subject::bytes(&b"hot"[..])];
+    until_decided(&exact, &hot, Duration::from_secs(10)).await;
+    for _ in 0..4 {
+        assert!(exact.check(&hot, 1).await.is_ok());
+    }
+    assert!(exact.check(&hot, 1).await.is_err(), "the budget of 5 is spent");
+    let status = exact.peek(&hot).await.expect("peek through the sentinel");
+    assert_eq!(status.len(), 1);
+    assert_eq!(status[0].remaining, 0);
+    exact.reset(&hot).await.expect("reset through the sentinel");
+    assert_eq!(exact.peek(&hot).await.expect("peek").first().map(|s| s.remaining), Some(5));
+    assert!(exact.check(&hot, 1).await.is_ok(), "a reset gives the whole budget back");
+}

@@ -163,9 +163,13 @@ fn prelude(func: &ItemFn, plan: &Plan, shape: &Shape) -> TokenStream {
         Some(expr) => quote_spanned!(expr.span()=> #p::cost(&(#expr))),
         None => quote!(1u64),
     };
-    let check = match shape.body {
-        Body::Blocking => quote!(#p::check_blocking(#limiter, &#subjects, #cost)),
-        Body::Async | Body::BoxedAsync => quote!(#p::check(#limiter, &#subjects, #cost).await),
+    let check = match (shape.body, plan.wait.map(Literal::u64_suffixed)) {
+        (Body::Blocking, None) => quote!(#p::check_blocking(#limiter, &#subjects, #cost)),
+        (Body::Async | Body::BoxedAsync, None) => quote!(#p::check(#limiter, &#subjects, #cost).await),
+        (Body::Blocking, Some(ms)) => quote!(#p::until_ready_blocking(#limiter, &#subjects, #cost, #ms)),
+        (Body::Async | Body::BoxedAsync, Some(ms)) => {
+            quote!(#p::until_ready(#limiter, &#subjects, #cost, #ms).await)
+        }
     };
     // `?` converts with `From` into the function's error type; when that type has no
     // `From<RateLimited>`, rustc says so and points at the return type.
@@ -175,10 +179,10 @@ fn prelude(func: &ItemFn, plan: &Plan, shape: &Shape) -> TokenStream {
         {
             let #limiter: &'static #p::StaticLimiter = {
                 static LIMITER: #p::StaticLimiter = #p::StaticLimiter::new(|| {
-                    #p::Limiter::builder(#p::name(::core::module_path!(), #function, #name))
+                    #p::registered(#p::Limiter::builder(#p::name(::core::module_path!(), #function, #name))
                         #(#limits)*
                         #on_error
-                        .build()
+                        .build())
                 });
                 &LIMITER
             };

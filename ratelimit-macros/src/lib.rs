@@ -36,6 +36,7 @@ use proc_macro::TokenStream;
 ///            | burst = <count>           bucket capacity (TokenBucket, LeakyBucket, Gcra)
 ///            | cost = <expr>             units this call consumes (any integer), default 1
 ///            | on_error = allow | deny   what to do when the store fails (default: global policy)
+///            | wait = <duration>         wait up to this long for room instead of refusing
 ///            | crate = "path"            where `ratelimit` is reachable, default "::ratelimit"
 /// ```
 ///
@@ -64,7 +65,13 @@ use proc_macro::TokenStream;
 ///   all attributes are decided in one atomic step (one store round trip); the call passes only
 ///   if every rule passes, and a refused call is recorded in no rule. `type`, `rules`, `prefix`,
 ///   `algorithm`, `burst` and `ip`/`user`/`key` belong to each attribute; `name`, `cost`,
-///   `on_error` and `crate` to the whole limiter (give each once, or identically).
+///   `on_error`, `wait` and `crate` to the whole limiter (give each once, or identically).
+/// * **Waiting.** With `wait = 2s` (same literals as windows), a call refused for lack of room
+///   sleeps until its retry-after (plus a little jitter) and tries again, and returns the
+///   refusal at once when the next wait would end past 2s from the call. An `async fn` sleeps on
+///   the library's timer, a `fn` blocks its thread. For calls toward an outside API's budget.
+/// * **By name.** The limiter registers under its name when it is built (first call):
+///   `ratelimit::limiter("module::function")` finds it, to `peek` at or `reset` counts.
 /// * **Cost of a call.** The limiter is built once per function, in a `static`, on first use;
 ///   per call only the subjects are computed and one check is made.
 ///

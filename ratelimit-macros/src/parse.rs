@@ -94,8 +94,21 @@ pub(crate) const ALGORITHMS: &[&str] =
 pub(crate) const BURST_ALGORITHMS: &[&str] = &["TokenBucket", "LeakyBucket", "Gcra"];
 
 /// The options, in the order the messages list them.
-const OPTIONS: &[&str] =
-    &["type", "rules", "prefix", "name", "ip", "user", "key", "algorithm", "burst", "cost", "on_error", "crate"];
+const OPTIONS: &[&str] = &[
+    "type",
+    "rules",
+    "prefix",
+    "name",
+    "ip",
+    "user",
+    "key",
+    "algorithm",
+    "burst",
+    "cost",
+    "on_error",
+    "wait",
+    "crate",
+];
 
 /// A value together with the option key it was given under (for spans).
 pub(crate) struct Given<T> {
@@ -119,6 +132,8 @@ pub(crate) struct Attr {
     pub burst: Option<Given<u64>>,
     pub cost: Option<Given<Expr>>,
     pub on_error: Option<Given<(OnError, Expr)>>,
+    /// `wait = <duration>`, in ms.
+    pub wait: Option<Given<(u64, syn::LitInt)>>,
     pub krate: Option<Given<(syn::Path, LitStr)>>,
     /// Options given with a value that was refused (already reported).
     pub invalid: Vec<String>,
@@ -167,6 +182,7 @@ impl Attr {
             "burst" => store(&mut self.burst, key, rules::count(&value, "burst")),
             "cost" => store(&mut self.cost, key, Ok(value)),
             "on_error" => store(&mut self.on_error, key, on_error(&value).map(|p| (p, value))),
+            "wait" => store(&mut self.wait, key, rules::duration(&value, "wait")),
             "crate" => store(&mut self.krate, key, krate(&value)),
             _ => Err(Error::new_spanned(
                 &key,

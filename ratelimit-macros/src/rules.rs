@@ -80,17 +80,26 @@ fn literal(expr: &Expr) -> Option<&Lit> {
 }
 
 fn window(expr: &Expr) -> syn::Result<(u64, LitInt)> {
+    duration(expr, "window")
+}
+
+/// A duration literal with a unit (`20s`, `500ms`), from 1ms to 366 days: a rule's window, or
+/// `wait = …`. `what` names it in messages.
+pub(crate) fn duration(expr: &Expr, what: &str) -> syn::Result<(u64, LitInt)> {
     let units = "ms, s, m, h or d";
     let lit = match literal(expr) {
         Some(Lit::Int(lit)) => lit,
         Some(Lit::Float(_)) => {
-            return Err(Error::new_spanned(expr, "the window must be a whole number: write e.g. `1500ms` for 1.5s"))
+            return Err(Error::new_spanned(
+                expr,
+                format!("the {what} must be a whole number: write e.g. `1500ms` for 1.5s"),
+            ))
         }
         _ => {
             return Err(Error::new_spanned(
                 expr,
                 format!(
-                    "the window must be an integer literal with a unit ({units}), e.g. `20s`; \
+                    "the {what} must be an integer literal with a unit ({units}), e.g. `20s`; \
                      constants and expressions are not supported"
                 ),
             ))
@@ -98,17 +107,17 @@ fn window(expr: &Expr) -> syn::Result<(u64, LitInt)> {
     };
     let suffix = lit.suffix();
     if suffix.is_empty() {
-        return Err(Error::new_spanned(lit, format!("the window needs a unit: write `{lit}s` or use {units}")));
+        return Err(Error::new_spanned(lit, format!("the {what} needs a unit: write `{lit}s` or use {units}")));
     }
     let Some(&(_, unit_ms)) = UNITS.iter().find(|(u, _)| *u == suffix) else {
         return Err(Error::new_spanned(lit, format!("unknown unit `{suffix}` in `{lit}`: use {units}")));
     };
     let too_long =
-        || Error::new_spanned(lit, format!("the window `{lit}` is longer than 366 days: use at most `366d`"));
+        || Error::new_spanned(lit, format!("the {what} `{lit}` is longer than 366 days: use at most `366d`"));
     let amount: u64 = lit.base10_parse().map_err(|_| too_long())?;
     let ms = amount.checked_mul(unit_ms).ok_or_else(too_long)?;
     if ms == 0 {
-        return Err(Error::new_spanned(lit, "the window must be at least 1ms"));
+        return Err(Error::new_spanned(lit, format!("the {what} must be at least 1ms")));
     }
     if ms > MAX_WINDOW_MS {
         return Err(too_long());

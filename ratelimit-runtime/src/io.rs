@@ -76,6 +76,17 @@ pub(crate) async fn timeout<T>(
     .await
 }
 
+/// Sleeps for `d` on the I/O runtime's timer, so that it works when polled from any runtime
+/// (even one without a time driver, or none at all).
+pub(crate) async fn sleep(d: Duration) -> Result<(), StoreError> {
+    let sleep = {
+        let _io = handle()?.enter();
+        tokio::time::sleep(d)
+    };
+    sleep.await;
+    Ok(())
+}
+
 /// Awaits a remote decision: directly when the caller is on a Tokio runtime (the connection's
 /// driver task lives on the I/O runtime either way), else by handing it to the I/O runtime.
 pub(crate) async fn await_remote<T: Send + 'static>(

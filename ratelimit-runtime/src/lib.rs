@@ -7,17 +7,19 @@
 //! # Layers
 //! Each module imports only from the floors below it (no import cycles):
 //! 1. ground: `rule`, `limit_type`, `subject`, `key`, `algorithm`, `clock`, `error`, `decision`,
-//!    `policy` (plain values and arithmetic);
+//!    `policy`, `status` (plain values and arithmetic);
 //! 2. `limit`: a compiled limit (rules, key template, script arguments), and `io`, the I/O runtime;
 //! 3. `store` (trait, memory, redis, cluster, sentinel, scripts), with metrics beside it: a store gets all
 //!    it needs in the `Call`, never from the limiter or the global configuration;
 //! 4. `config`: the global store and failure policy, from code or the environment (overrides
 //!    from a file beside it);
 //! 5. `context`: who is calling (the request context);
-//! 6. `limiter`: `Limiter`, deciding calls (the refusal cache and waiting beside it);
+//! 6. `limiter`: `Limiter`, deciding calls (the refusal cache and waiting beside it); `wait`
+//!    (`until_ready`), `admin` (peek and reset) and `registry` (limiters by name) above it;
 //! 7. `private` (the attribute's shims) and `http_response` (HTTP rendering) on top.
 #![warn(missing_docs)]
 
+mod admin;
 mod algorithm;
 mod clock;
 pub mod config;
@@ -33,9 +35,12 @@ mod limit_type;
 mod limiter;
 mod metrics;
 mod policy;
+mod registry;
 mod rule;
+mod status;
 mod store;
 mod subject;
+mod wait;
 
 #[doc(hidden)]
 pub mod private;
@@ -50,11 +55,14 @@ pub use limit::LimiterError;
 pub use limit_type::LimitType;
 pub use limiter::{LazyLimiter, Limiter, LimiterBuilder, Permit};
 pub use policy::{Policy, Quota};
+pub use registry::limiter;
 pub use rule::{Rule, RuleError, MAX_COUNT, MAX_WINDOW};
+pub use status::RuleStatus;
 #[cfg(feature = "cluster")]
 pub use store::cluster::ClusterStore;
 pub use store::memory::MemoryStore;
 pub use store::redis::RedisStore;
 pub use store::sentinel::{SentinelSpec, SentinelStore};
+pub use store::{Answer, RemoteAnswer, Targets};
 pub use store::{Call, Pending, RemoteDecision, Store, StoreHandle};
 pub use subject::{ip_key, IpValue, Subject, SubjectValue, DEFAULT_IPV6_PREFIX};

@@ -220,11 +220,16 @@ impl Limiter {
         }
     }
 
-    fn store(&self) -> &StoreHandle {
+    pub(crate) fn store(&self) -> &StoreHandle {
         match &self.inner.store {
             Some(s) => s,
             None => &config::global().store,
         }
+    }
+
+    /// The compiled limits, in the order they were added (peek and reset read them).
+    pub(crate) fn limits(&self) -> &[Limit] {
+        &self.inner.limits
     }
 
     /// The rule a store's decision names (the tightest, or the one that denied).

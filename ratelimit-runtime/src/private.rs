@@ -40,6 +40,43 @@ pub async fn check(
     }
 }
 
+/// Registers the limiter the attribute just built, so that `ratelimit::limiter(name)` finds it.
+#[inline]
+pub fn registered(built: Result<Limiter, LimiterError>) -> Result<Limiter, LimiterError> {
+    if let Ok(limiter) = &built {
+        crate::registry::register(limiter);
+    }
+    built
+}
+
+/// Decides a call of an `async fn` with `wait = …` (in ms): waits for room up to that long.
+#[inline]
+pub async fn until_ready(
+    limiter: &'static LazyLimiter,
+    subjects: &[Subject<'_>],
+    cost: u64,
+    max_wait_ms: u64,
+) -> Result<Permit<'static>, RateLimited> {
+    match limiter.get() {
+        Ok(l) => l.until_ready(subjects, cost, std::time::Duration::from_millis(max_wait_ms)).await,
+        Err(e) => Err(misconfigured(e)),
+    }
+}
+
+/// Decides a call of a plain `fn` with `wait = …` (in ms), blocking while it waits.
+#[inline]
+pub fn until_ready_blocking(
+    limiter: &'static LazyLimiter,
+    subjects: &[Subject<'_>],
+    cost: u64,
+    max_wait_ms: u64,
+) -> Result<Permit<'static>, RateLimited> {
+    match limiter.get() {
+        Ok(l) => l.until_ready_blocking(subjects, cost, std::time::Duration::from_millis(max_wait_ms)),
+        Err(e) => Err(misconfigured(e)),
+    }
+}
+
 /// Decides a call of a plain `fn`.
 #[inline]
 pub fn check_blocking(

@@ -9,10 +9,13 @@
 //! subject sees the unit and may be denied by it. A release that itself fails (the node died in
 //! between) leaves the unit counted until its window passes: an over-count, never an under-count.
 
-use super::redis::{command, eval, redact, unique_member, Mode, Script};
+use super::admin::{read_statuses, shapes, Answer, Shapes, Targets};
+use super::redis::{
+    command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Mode, Script,
+};
 use super::{Call, Pending, Store};
 use crate::key::cluster_slot;
-use crate::{io, Decision, StoreError};
+use crate::{io, Decision, RuleStatus, StoreError};
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::Cmd;
@@ -87,6 +90,59 @@ impl Store for ClusterStore {
     fn describe(&self) -> String {
         format!("redis cluster ({})", self.nodes)
     }
+
+    fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
+        // One script per slot: each reads its limits atomically; nothing is written anywhere.
+        let parts: Vec<((Cmd, &'static Script), Shapes)> = by_slot(targets)
+            .into_iter()
+            .map(|indices| (peek_command(targets, &indices), shapes(targets, &indices)))
+            .collect();
+        let mut conn = self.conn.clone();
+        let timeout = self.timeout;
+        Answer::Remote(Box::pin(async move {
+            io::timeout(timeout, async {
+                let mut out = Vec::new();
+                for (cmd, shapes) in &parts {
+                    let flat = eval_raw(&mut conn, cmd).await?;
+                    read_statuses(shapes, &flat, &mut out)?;
+                }
+                // Slot order is not limit order.
+                out.sort_by_key(|s| s.limit);
+                Ok(out)
+            })
+            .await
+        }))
+    }
+
+    fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
+        // One `DEL` per slot (a multi-key command may not span slots).
+        let dels: Vec<Cmd> = by_slot(targets).into_iter().map(|indices| del_command(targets, &indices)).collect();
+        let mut conn = self.conn.clone();
+        let timeout = self.timeout;
+        Answer::Remote(Box::pin(async move {
+            io::timeout(timeout, async {
+                for del in &dels {
+                    del.query_async::<i64>(&mut conn).await.map_err(redis_error)?;
+                }
+                Ok(())
+            })
+            .await
+        }))
+    }
+}
+
+/// The targets' limits that have a subject, grouped by the slot of their key, in the order
+/// the slots first appear.
+fn by_slot(targets: &Targets<'_>) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+    for (i, limit, subject) in targets.present() {
+        let slot = cluster_slot(&limit.redis_key(subject));
+        match groups.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, v)) => v.push(i),
+            None => groups.push((slot, vec![i])),
+        }
+    }
+    groups.into_iter().map(|(_, v)| v).collect()
 }
 
 async fn decide_by_slot(conn: &mut ClusterConnection, parts: &[SlotPart]) -> Result<Decision, StoreError> {

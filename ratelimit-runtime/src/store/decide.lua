@@ -6,7 +6,8 @@
 -- ARGV[2]  cost: units this call consumes
 -- ARGV[3]  member: a process-unique id for this call (sliding window; unit i > 1 adds ":i")
 -- ARGV[4]  mode: "d" decides; "r" releases what a "d" with the same member and cost admitted
---          (Redis Cluster: a later slot denied, so earlier slots give the call back)
+--          (Redis Cluster: a later slot denied, so earlier slots give the call back); "p" peeks
+--          (cost 0): reads every rule, writes nothing, and returns {remaining, reset_us} per rule
 -- then per KEYS[g]: algorithm, rule count n, parameter (burst; 0 = count), n x (window µs, count)
 --
 -- Returns {allowed, limit, rule, retry_after_us, remaining, reset_us}: when allowed, `limit` and
@@ -20,6 +21,9 @@
 
 --@preamble
 local release = ARGV[4] == 'r'
+local peek = ARGV[4] == 'p'
+-- Peek mode's answer: remaining, reset (µs) per rule, in key and rule order.
+local statuses = {}
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 
 -- The O(1) algorithms report through these (the sliding window's fragment inlines the same).
@@ -144,7 +148,20 @@ for g = 1, #KEYS do
   local n = tonumber(ARGV[pos + 1])
   local param = tonumber(ARGV[pos + 2])
   pos = pos + 3
-  if alg == 'sw' then
+  if alg == 'sw' and peek then
+    -- What is in each window, and when the newest unit leaves it; nothing trimmed.
+    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    for r = 1, n do
+      local w = tonumber(ARGV[pos])
+      local count = tonumber(ARGV[pos + 1])
+      pos = pos + 2
+      local used = redis.call('ZCOUNT', key, now - w + 1, '+inf')
+      local rst = 0
+      if used > 0 then rst = tonumber(newest[2]) + w - now end
+      statuses[#statuses + 1] = max(0, count - used)
+      statuses[#statuses + 1] = rst
+    end
+  elseif alg == 'sw' then
     if release then
       pos = pos + 2 * n
       if cost == 1 then redis.call('ZREM', key, member) else
@@ -174,7 +191,17 @@ for g = 1, #KEYS do
       if param > 0 then cap = param end
       local v = {}
       for j = 1, k do v[j] = stored[(r - 1) * k + j] end
-      if release then
+      if peek then
+        -- The step of a call of cost 0: what is left, and when the quota is whole again
+        -- (the sliding window counter's current window still counts through the next one).
+        local left, wait, state, rule_ttl = STEP[alg](w, count, cap, v)
+        local full = count
+        if alg == 'tb' or alg == 'lb' or alg == 'gcra' then full = cap end
+        local rst = wait
+        if left >= full then rst = 0 elseif alg == 'swc' and state[2] > 0 then rst = rule_ttl end
+        statuses[#statuses + 1] = max(0, left)
+        statuses[#statuses + 1] = rst
+      elseif release then
         local undone = UNDO[alg](w, count, cap, v)
         if undone then
           for j = 1, k do hset[#hset + 1] = fields[(r - 1) * k + j]; hset[#hset + 1] = undone[j] end
@@ -186,7 +213,9 @@ for g = 1, #KEYS do
         ttl = max(ttl, rule_ttl)
       end
     end
-    if release then
+    if peek then
+      -- nothing to write
+    elseif release then
       if #hset > 0 then redis.call('HSET', key, unpack(hset)) end
     else
       writes[g] = {hset = hset, ttl = ttl}
@@ -194,6 +223,7 @@ for g = 1, #KEYS do
   end
 end
 
+if peek then return statuses end
 if release then return {1, 0, 0, 0, 0, 0} end
 
 if allowed == 1 then

@@ -4,11 +4,12 @@
 //! count and the exact retry-after are binary searches. Idle logs are swept as the shard is used,
 //! so memory is bounded by the subjects active within their longest window.
 
+use super::admin::{Answer, Targets};
 use super::{Call, Pending, Store};
 use crate::algorithm::step;
 use crate::clock::{Clock, SystemClock};
 use crate::limit::Limit;
-use crate::{Algorithm, Decision};
+use crate::{Algorithm, Decision, RuleStatus};
 use foldhash::fast::RandomState;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
@@ -330,6 +331,81 @@ impl MemoryStore {
     }
 }
 
+/// Peek and reset: the script's peek mode and a `DEL`, in process.
+impl MemoryStore {
+    /// The key of `limit` for `subject` (its seeded hash first, as `decide_now` builds it) and
+    /// its shard.
+    fn key_of(&self, limit: &Limit, subject: &[u8]) -> (Vec<u8>, usize) {
+        let mut key = vec![0; 8];
+        limit.write_memory_key(subject, &mut key);
+        let hash = self.hasher.hash_one(&key[8..]);
+        key[..8].copy_from_slice(&hash.to_le_bytes());
+        (key, (hash >> 58) as usize % SHARDS)
+    }
+
+    fn peek_now(&self, targets: &Targets<'_>) -> Vec<RuleStatus> {
+        let now = targets.now_us.unwrap_or_else(|| self.clock.now_us());
+        let mut out = Vec::new();
+        for (index, limit, subject) in targets.present() {
+            let (key, shard) = self.key_of(limit, subject);
+            let shard = lock(&self.shards[shard]);
+            let state = shard.states.get(&key[..]).filter(|st| !st.expired(now));
+            for (r, policy) in limit.policies().enumerate() {
+                let (remaining, reset_us) = match state {
+                    _ if limit.algorithm == Algorithm::SlidingWindow => {
+                        let log = match state {
+                            Some(State::Log(log)) => Some(log),
+                            _ => None,
+                        };
+                        peek_log(log, policy.rule.window_us(), policy.rule.count(), now)
+                    }
+                    Some(State::Cells(c)) => peek_cells(limit, r, Some(&c.values), now),
+                    _ => peek_cells(limit, r, None, now),
+                };
+                out.push(RuleStatus { limit: index, policy, remaining, reset: Duration::from_micros(reset_us) });
+            }
+        }
+        out
+    }
+
+    fn reset_now(&self, targets: &Targets<'_>) {
+        for (_, limit, subject) in targets.present() {
+            let (key, shard) = self.key_of(limit, subject);
+            lock(&self.shards[shard]).states.remove(&key[..]);
+        }
+    }
+}
+
+/// A sliding-window rule's remaining units and reset (µs), read without trimming: what is in
+/// the window, and when the newest unit leaves it.
+fn peek_log(log: Option<&Log>, w: u64, count: u64, now: u64) -> (u64, u64) {
+    let Some(log) = log else { return (count, 0) };
+    let (_, before) = log.window_start(now, w);
+    let used = log.total() - before;
+    let reset = match log.entries.back() {
+        Some(&(t, _)) if used > 0 => (t + w).saturating_sub(now),
+        _ => 0,
+    };
+    (count.saturating_sub(used), reset)
+}
+
+/// An O(1) rule's remaining units and reset (µs), as the script's peek mode: the step of a call
+/// of cost 0.
+fn peek_cells(limit: &Limit, r: usize, stored: Option<&[Option<f64>]>, now: u64) -> (u64, u64) {
+    let s = step_rule(limit, r, stored, now, 0);
+    let rule = limit.rules[r];
+    let full = if limit.algorithm.supports_burst() { limit.burst.unwrap_or(rule.count()) } else { rule.count() };
+    let reset = if s.left >= full as f64 {
+        0.0
+    } else if limit.algorithm == Algorithm::SlidingWindowCounter && s.state[1] > 0.0 {
+        s.ttl
+    } else {
+        s.wait
+    };
+    // Redis turns the script's numbers into integers by truncation.
+    (s.left.max(0.0) as u64, reset as u64)
+}
+
 /// One rule of an O(1) limit, from its stored values (`None`: nothing stored).
 fn step_rule(limit: &Limit, r: usize, stored: Option<&[Option<f64>]>, now: u64, cost: u64) -> crate::algorithm::Step {
     let k = limit.algorithm.cells();
@@ -451,6 +527,15 @@ fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 impl Store for MemoryStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         Pending::Ready(Ok(self.decide_now(call)))
+    }
+
+    fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
+        Answer::Ready(Ok(self.peek_now(targets)))
+    }
+
+    fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
+        self.reset_now(targets);
+        Answer::Ready(Ok(()))
     }
 
     fn describe(&self) -> String {

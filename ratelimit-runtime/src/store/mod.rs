@@ -1,6 +1,7 @@
 //! Stores: where the counts live. The algorithm (the script and its in-memory twin) decides; the
 //! store only holds state and runs the decision atomically.
 
+pub(crate) mod admin;
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
 pub(crate) mod memory;
@@ -9,6 +10,7 @@ pub(crate) mod sentinel;
 
 use crate::limit::Limit;
 use crate::{Decision, StoreError};
+pub use admin::{Answer, RemoteAnswer, Targets};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -46,6 +48,17 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// all of them, or nothing is recorded.
     fn decide(&self, call: &Call<'_>) -> Pending;
 
+    /// Each rule's remaining quota and reset for the targets' subjects, recording nothing
+    /// (one round trip; per slot on a cluster). In limit order, rules in rule order.
+    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::RuleStatus>> {
+        admin::unsupported("peek")
+    }
+
+    /// Forgets the targets' subjects' counts (one round trip; per slot on a cluster).
+    fn reset(&self, _targets: &Targets<'_>) -> Answer<()> {
+        admin::unsupported("reset")
+    }
+
     /// A short description for logs: `memory`, `redis://127.0.0.1:6379`.
     fn describe(&self) -> String;
 }
@@ -67,6 +80,12 @@ pub(crate) struct Unavailable(pub(crate) String);
 impl Store for Unavailable {
     fn decide(&self, _call: &Call<'_>) -> Pending {
         Pending::Ready(Err(StoreError::Unavailable(self.0.clone())))
+    }
+    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::RuleStatus>> {
+        Answer::Ready(Err(StoreError::Unavailable(self.0.clone())))
+    }
+    fn reset(&self, _targets: &Targets<'_>) -> Answer<()> {
+        Answer::Ready(Err(StoreError::Unavailable(self.0.clone())))
     }
     fn describe(&self) -> String {
         format!("unavailable ({})", self.0)

@@ -1,7 +1,8 @@
 //! One Redis server: every decision is one `EVALSHA` of the decision script.
 
+use super::admin::{read_statuses, shapes, Answer, Targets};
 use super::{Call, Pending, Store};
-use crate::{io, Algorithm, Decision, StoreError};
+use crate::{io, Algorithm, Decision, RuleStatus, StoreError};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, ErrorKind, ServerErrorKind};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,6 +120,8 @@ pub(crate) enum Mode {
     /// Used by the cluster store.
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     Release,
+    /// Read every rule at cost 0 and write nothing (`Limiter::peek`).
+    Peek,
 }
 
 /// The `EVALSHA` of the decision script for the limits `indices` of `call`, and that script.
@@ -138,6 +141,7 @@ pub(crate) fn command(
     cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(member).arg(match mode {
         Mode::Decide => "d",
         Mode::Release => "r",
+        Mode::Peek => "p",
     });
     for i in indices {
         for a in &call.limits[i].script_args {
@@ -148,11 +152,19 @@ pub(crate) fn command(
 }
 
 /// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server).
-pub(crate) async fn eval(
+pub(crate) async fn eval(conn: &mut impl ConnectionLike, command: &(Cmd, &Script)) -> Result<Decision, StoreError> {
+    let answer = eval_raw(conn, command).await?;
+    let v: [i64; 6] =
+        answer.try_into().map_err(|v: Vec<i64>| StoreError::Protocol(format!("{} values instead of 6", v.len())))?;
+    Ok(Decision::from_script(v))
+}
+
+/// As [`eval`], the script's integers as they come (a peek answers two per rule).
+pub(crate) async fn eval_raw(
     conn: &mut impl ConnectionLike,
     (cmd, script): &(Cmd, &Script),
-) -> Result<Decision, StoreError> {
-    let answer = match cmd.query_async::<Vec<i64>>(conn).await {
+) -> Result<Vec<i64>, StoreError> {
+    match cmd.query_async::<Vec<i64>>(conn).await {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // On a cluster this reaches every primary (a promoted replica may never have seen it).
             redis::cmd("SCRIPT")
@@ -165,10 +177,26 @@ pub(crate) async fn eval(
         }
         other => other,
     }
-    .map_err(redis_error)?;
-    let v: [i64; 6] =
-        answer.try_into().map_err(|v: Vec<i64>| StoreError::Protocol(format!("{} values instead of 6", v.len())))?;
-    Ok(Decision::from_script(v))
+    .map_err(redis_error)
+}
+
+/// The peek of the targets' limits `indices` (all in one slot on a cluster): the command, and
+/// the limits to read its answer with.
+pub(crate) fn peek_command(targets: &Targets<'_>, indices: &[usize]) -> (Cmd, &'static Script) {
+    let subjects: Vec<&[u8]> = targets.subjects.iter().map(|s| s.unwrap_or(&[])).collect();
+    let call = Call { limits: targets.limits, subjects: &subjects, cost: 0, now_us: targets.now_us };
+    command(&call, indices.iter().copied(), &[], Mode::Peek)
+}
+
+/// `DEL` of the targets' keys for the limits `indices`.
+pub(crate) fn del_command(targets: &Targets<'_>, indices: &[usize]) -> Cmd {
+    let mut cmd = redis::cmd("DEL");
+    for &i in indices {
+        if let Some(subject) = targets.subjects[i] {
+            cmd.arg(targets.limits[i].redis_key(subject));
+        }
+    }
+    cmd
 }
 
 pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
@@ -189,6 +217,37 @@ impl Store for RedisStore {
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         Pending::Remote(Box::pin(async move { io::timeout(timeout, eval(&mut conn, &cmd)).await }))
+    }
+
+    fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
+        let indices: Vec<usize> = targets.present().map(|(i, _, _)| i).collect();
+        if indices.is_empty() {
+            return Answer::Ready(Ok(Vec::new()));
+        }
+        let cmd = peek_command(targets, &indices);
+        let shapes = shapes(targets, &indices);
+        let mut conn = self.conn.clone();
+        let timeout = self.timeout;
+        Answer::Remote(Box::pin(async move {
+            let flat = io::timeout(timeout, eval_raw(&mut conn, &cmd)).await?;
+            let mut out = Vec::new();
+            read_statuses(&shapes, &flat, &mut out)?;
+            Ok(out)
+        }))
+    }
+
+    fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
+        let indices: Vec<usize> = targets.present().map(|(i, _, _)| i).collect();
+        if indices.is_empty() {
+            return Answer::Ready(Ok(()));
+        }
+        let cmd = del_command(targets, &indices);
+        let mut conn = self.conn.clone();
+        let timeout = self.timeout;
+        Answer::Remote(Box::pin(async move {
+            io::timeout(timeout, async { cmd.query_async::<i64>(&mut conn).await.map_err(redis_error) }).await?;
+            Ok(())
+        }))
     }
 
     fn describe(&self) -> String {

@@ -15,9 +15,10 @@
 //! fails within the store timeout and the failure policy applies; lookups are then made at most
 //! every [`RETRY_PAUSE`], however many calls arrive.
 
-use super::redis::{command, eval, redact, unique_member, Mode};
+use super::admin::{read_statuses, shapes, Answer, Targets};
+use super::redis::{command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Mode};
 use super::{Call, Pending, Store};
-use crate::{io, StoreError};
+use crate::{io, RuleStatus, StoreError};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{
     AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo,
@@ -490,6 +491,43 @@ impl Store for SentinelStore {
             let cmd = cmd.clone();
             async move {
                 let result = eval(&mut conn, &cmd).await;
+                (result, conn.lost())
+            }
+        })))
+    }
+
+    fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
+        let indices: Vec<usize> = targets.present().map(|(i, _, _)| i).collect();
+        if indices.is_empty() {
+            return Answer::Ready(Ok(Vec::new()));
+        }
+        let cmd = Arc::new(peek_command(targets, &indices));
+        let shapes = shapes(targets, &indices);
+        let flat = self.run(move |mut conn| {
+            let cmd = cmd.clone();
+            async move {
+                let result = eval_raw(&mut conn, &cmd).await;
+                (result, conn.lost())
+            }
+        });
+        Answer::Remote(Box::pin(async move {
+            let flat = flat.await?;
+            let mut out = Vec::new();
+            read_statuses(&shapes, &flat, &mut out)?;
+            Ok(out)
+        }))
+    }
+
+    fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
+        let indices: Vec<usize> = targets.present().map(|(i, _, _)| i).collect();
+        if indices.is_empty() {
+            return Answer::Ready(Ok(()));
+        }
+        let cmd = Arc::new(del_command(targets, &indices));
+        Answer::Remote(Box::pin(self.run(move |mut conn| {
+            let cmd = cmd.clone();
+            async move {
+                let result = cmd.query_async::<i64>(&mut conn).await.map(drop).map_err(redis_error);
                 (result, conn.lost())
             }
         })))

@@ -1,0 +1,113 @@
+//! Peek and reset (spec §12): read a subject's quota without consuming it, and forget a
+//! subject's counts (failed logins after a successful one).
+
+use crate::status::RuleStatus;
+use crate::store::{Answer, Targets};
+use crate::{io, Limiter, StoreError, Subject};
+
+impl Limiter {
+    /// Each rule's remaining quota and reset for `subjects` (one per limit, as for
+    /// [`check`](Self::check)), without consuming or recording anything. One round trip on
+    /// Redis (one per slot on a cluster), exact on every algorithm. The statuses come in limit
+    /// order, rules in rule order (longest window first); a limit whose subject is missing
+    /// (or absent from `subjects`) is left out. Store failures are returned as they are: the
+    /// failure policy is for calls, not for reads.
+    ///
+    /// ```
+    /// use ratelimit_runtime::{Limiter, LimitType, MemoryStore, Rule, Subject};
+    /// use std::{sync::Arc, time::Duration};
+    ///
+    /// let logins = Limiter::builder("login")
+    ///     .limit(LimitType::Key, [Rule::new(Duration::from_secs(900), 5).unwrap()])
+    ///     .store(Arc::new(MemoryStore::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let alice = [Subject::bytes(&b"alice"[..])];
+    /// logins.check_blocking(&alice, 1).unwrap();
+    /// let status = logins.peek_blocking(&alice).unwrap();
+    /// assert_eq!(status[0].remaining, 4);
+    /// assert_eq!(logins.peek_blocking(&alice).unwrap()[0].remaining, 4, "peeking consumes nothing");
+    /// ```
+    pub async fn peek(&self, subjects: &[Subject<'_>]) -> Result<Vec<RuleStatus>, StoreError> {
+        self.peek_at(subjects, None).await
+    }
+
+    /// As [`peek`](Self::peek), with the time pinned (µs since the Unix epoch) instead of the
+    /// store's clock, as [`check_at`](Self::check_at).
+    pub async fn peek_at(&self, subjects: &[Subject<'_>], now_us: Option<u64>) -> Result<Vec<RuleStatus>, StoreError> {
+        let answer = self.with_targets(subjects, now_us, |store, targets| store.peek(targets));
+        resolve(answer).await
+    }
+
+    /// As [`peek`](Self::peek), blocking the thread.
+    pub fn peek_blocking(&self, subjects: &[Subject<'_>]) -> Result<Vec<RuleStatus>, StoreError> {
+        resolve_blocking(self.with_targets(subjects, None, |store, targets| store.peek(targets)))
+    }
+
+    /// Forgets the counts of `subjects` (one per limit, as for [`check`](Self::check)): the
+    /// next call has the full quota, as if the subject had never called. A limit whose subject
+    /// is missing ([`Subject::missing`]) or absent from `subjects` is left alone, so a login
+    /// limited per IP and per account can clear the account alone. One round trip on Redis
+    /// (`DEL`; one per slot on a cluster).
+    ///
+    /// ```
+    /// use ratelimit_runtime::{Limiter, LimitType, MemoryStore, Rule, Subject};
+    /// use std::{sync::Arc, time::Duration};
+    ///
+    /// let failures = Limiter::builder("login::failures")
+    ///     .limit(LimitType::Key, [Rule::new(Duration::from_secs(900), 3).unwrap()])
+    ///     .store(Arc::new(MemoryStore::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let alice = [Subject::bytes(&b"alice"[..])];
+    /// for _ in 0..3 {
+    ///     failures.check_blocking(&alice, 1).unwrap();
+    /// }
+    /// assert!(failures.check_blocking(&alice, 1).is_err());
+    /// // A successful login clears the failures.
+    /// failures.reset_blocking(&alice).unwrap();
+    /// assert!(failures.check_blocking(&alice, 1).is_ok());
+    /// ```
+    pub async fn reset(&self, subjects: &[Subject<'_>]) -> Result<(), StoreError> {
+        let answer = self.reset_answer(subjects);
+        resolve(answer).await
+    }
+
+    /// As [`reset`](Self::reset), blocking the thread.
+    pub fn reset_blocking(&self, subjects: &[Subject<'_>]) -> Result<(), StoreError> {
+        resolve_blocking(self.reset_answer(subjects))
+    }
+
+    fn reset_answer(&self, subjects: &[Subject<'_>]) -> Answer<()> {
+        // refusal cache: forget these subjects
+        self.with_targets(subjects, None, |store, targets| store.reset(targets))
+    }
+
+    /// Asks the store with the targets of `subjects`: each limit's key bytes, `None` where the
+    /// subject is missing.
+    fn with_targets<T>(
+        &self,
+        subjects: &[Subject<'_>],
+        now_us: Option<u64>,
+        ask: impl FnOnce(&dyn crate::Store, &Targets<'_>) -> Answer<T>,
+    ) -> Answer<T> {
+        let limits = self.limits();
+        let keys: Vec<Option<&[u8]>> =
+            (0..limits.len()).map(|i| subjects.get(i).and_then(Subject::key_bytes)).collect();
+        ask(self.store().as_ref(), &Targets { limits, subjects: &keys, now_us })
+    }
+}
+
+async fn resolve<T: Send + 'static>(answer: Answer<T>) -> Result<T, StoreError> {
+    match answer {
+        Answer::Ready(r) => r,
+        Answer::Remote(fut) => io::await_remote(fut).await,
+    }
+}
+
+fn resolve_blocking<T: Send + 'static>(answer: Answer<T>) -> Result<T, StoreError> {
+    match answer {
+        Answer::Ready(r) => r,
+        Answer::Remote(fut) => io::block_on(fut),
+    }
+}
