@@ -12,6 +12,9 @@ pub use ratelimit_runtime::{
     MAX_WINDOW,
 };
 
+/// Limits from configuration (spec §11): the overrides file, shadow mode, reload.
+pub use ratelimit_runtime::{reload, unknown_limiters, LimitOverride, Mode, Overrides, OverridesError};
+
 #[cfg(feature = "axum")]
 pub mod http;
 

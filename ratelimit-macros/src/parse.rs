@@ -86,6 +86,13 @@ pub(crate) enum OnError {
     Deny,
 }
 
+/// `mode = enforce|shadow`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Enforce,
+    Shadow,
+}
+
 /// The algorithms the runtime knows (`algorithm = …`).
 pub(crate) const ALGORITHMS: &[&str] =
     &["SlidingWindow", "SlidingWindowCounter", "FixedWindow", "TokenBucket", "LeakyBucket", "Gcra"];
@@ -95,7 +102,7 @@ pub(crate) const BURST_ALGORITHMS: &[&str] = &["TokenBucket", "LeakyBucket", "Gc
 
 /// The options, in the order the messages list them.
 const OPTIONS: &[&str] =
-    &["type", "rules", "prefix", "name", "ip", "user", "key", "algorithm", "burst", "cost", "on_error", "crate"];
+    &["type", "rules", "prefix", "name", "ip", "user", "key", "algorithm", "burst", "cost", "on_error", "mode", "crate"];
 
 /// A value together with the option key it was given under (for spans).
 pub(crate) struct Given<T> {
@@ -119,6 +126,7 @@ pub(crate) struct Attr {
     pub burst: Option<Given<u64>>,
     pub cost: Option<Given<Expr>>,
     pub on_error: Option<Given<(OnError, Expr)>>,
+    pub mode: Option<Given<Mode>>,
     pub krate: Option<Given<(syn::Path, LitStr)>>,
     /// Options given with a value that was refused (already reported).
     pub invalid: Vec<String>,
@@ -167,6 +175,7 @@ impl Attr {
             "burst" => store(&mut self.burst, key, rules::count(&value, "burst")),
             "cost" => store(&mut self.cost, key, Ok(value)),
             "on_error" => store(&mut self.on_error, key, on_error(&value).map(|p| (p, value))),
+            "mode" => store(&mut self.mode, key, mode(&value)),
             "crate" => store(&mut self.krate, key, krate(&value)),
             _ => Err(Error::new_spanned(
                 &key,
@@ -279,6 +288,29 @@ fn on_error(value: &Expr) -> syn::Result<OnError> {
             value,
             "`on_error` is `allow` (let calls through when the store fails) or `deny` (refuse them)",
         )),
+    }
+}
+
+fn mode(value: &Expr) -> syn::Result<Mode> {
+    const EXPECTED: &str = "`mode` is `enforce` (the default: refuse calls over the rules) or `shadow` \
+                            (decide and count, but never refuse)";
+    match single_ident(value).map(Ident::to_string).as_deref() {
+        Some("enforce") => Ok(Mode::Enforce),
+        Some("shadow") => Ok(Mode::Shadow),
+        Some("off") => Err(Error::new_spanned(
+            value,
+            format!("{EXPECTED}; `off` is for the overrides file (RATELIMIT_CONFIG): here, remove the attribute"),
+        )),
+        Some(other) if other.eq_ignore_ascii_case("shadow") || other.eq_ignore_ascii_case("enforce") => Err(
+            Error::new_spanned(value, format!("{EXPECTED} (did you mean `{}`?)", other.to_ascii_lowercase())),
+        ),
+        _ => match ungroup(value) {
+            Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => Err(Error::new_spanned(
+                value,
+                format!("{EXPECTED}: write it without quotes, `mode = {}`", s.value()),
+            )),
+            _ => Err(Error::new_spanned(value, EXPECTED)),
+        },
     }
 }
 

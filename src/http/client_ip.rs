@@ -1,6 +1,6 @@
 //! Who the client is: the socket peer, or what trusted proxies say it is.
 
-use super::cidr::Cidr;
+use ratelimit_runtime::Cidr;
 use http::header::{HeaderMap, HeaderName, FORWARDED};
 use std::net::{IpAddr, SocketAddr};
 
