@@ -377,14 +377,16 @@ fn server_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The example's handlers are `server::hello` … when it runs as the example; compiled into this
+/// test binary as the module `server`, their default names are `overrides::server::hello` ….
 const SERVER_FILE: &str = r#"
 [[limit]]
-limiter = "server::hello"
+limiter = "overrides::server::hello"
 type = "ip"
 rules = ["3/10s"]
 
 [[limit]]
-limiter = "server::global"
+limiter = "overrides::server::global"
 type = "global"
 mode = "shadow"
 
@@ -426,7 +428,7 @@ fn example_server_takes_limits_from_the_file() {
     assert_eq!(server.statuses(6, "GET", "/api/hello", &[], 2), [429, 429]);
 
     // A malformed file on SIGHUP is reported and the rules in force stay.
-    std::fs::write(&file, "[[limit]]\nlimiter = \"server::hello\"\ntype = \"ipv4\"\n").unwrap();
+    std::fs::write(&file, "[[limit]]\nlimiter = \"overrides::server::hello\"\ntype = \"ipv4\"\n").unwrap();
     server.hangup();
     let line = server.wait_stderr("the limits in force stay");
     assert!(line.contains("limits.toml:3:8") && line.contains("ipv4"), "{line}");
