@@ -427,6 +427,7 @@ pub fn unknown_limiters() -> Vec<String> {
         .map(|o| o.limiter.clone())
         .filter(|n| !seen.as_ref().is_some_and(|s| s.contains(n)))
         .collect();
+    names.sort();
     names.dedup();
     names
 }
