@@ -210,7 +210,9 @@ fn reload_on_sighup() {
                     while hup.recv().await.is_some() {
                         match ratelimit::reload() {
                             Ok(generation) => {
-                                eprintln!("server: SIGHUP: limits reloaded from RATELIMIT_CONFIG (generation {generation})")
+                                eprintln!(
+                                    "server: SIGHUP: limits reloaded from RATELIMIT_CONFIG (generation {generation})"
+                                )
                             }
                             Err(e) => eprintln!("server: SIGHUP: {e}; the limits in force stay"),
                         }

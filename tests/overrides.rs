@@ -9,7 +9,7 @@
 mod server;
 mod support;
 
-use ratelimit::{Config, Limiter, LimitType, MemoryStore, Mode, Rule, StoreHandle, Subject};
+use ratelimit::{Config, LimitType, Limiter, MemoryStore, Mode, Rule, StoreHandle, Subject};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::PathBuf;

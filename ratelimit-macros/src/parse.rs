@@ -101,8 +101,21 @@ pub(crate) const ALGORITHMS: &[&str] =
 pub(crate) const BURST_ALGORITHMS: &[&str] = &["TokenBucket", "LeakyBucket", "Gcra"];
 
 /// The options, in the order the messages list them.
-const OPTIONS: &[&str] =
-    &["type", "rules", "prefix", "name", "ip", "user", "key", "algorithm", "burst", "cost", "on_error", "mode", "crate"];
+const OPTIONS: &[&str] = &[
+    "type",
+    "rules",
+    "prefix",
+    "name",
+    "ip",
+    "user",
+    "key",
+    "algorithm",
+    "burst",
+    "cost",
+    "on_error",
+    "mode",
+    "crate",
+];
 
 /// A value together with the option key it was given under (for spans).
 pub(crate) struct Given<T> {
@@ -301,14 +314,13 @@ fn mode(value: &Expr) -> syn::Result<Mode> {
             value,
             format!("{EXPECTED}; `off` is for the overrides file (RATELIMIT_CONFIG): here, remove the attribute"),
         )),
-        Some(other) if other.eq_ignore_ascii_case("shadow") || other.eq_ignore_ascii_case("enforce") => Err(
-            Error::new_spanned(value, format!("{EXPECTED} (did you mean `{}`?)", other.to_ascii_lowercase())),
-        ),
+        Some(other) if other.eq_ignore_ascii_case("shadow") || other.eq_ignore_ascii_case("enforce") => {
+            Err(Error::new_spanned(value, format!("{EXPECTED} (did you mean `{}`?)", other.to_ascii_lowercase())))
+        }
         _ => match ungroup(value) {
-            Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => Err(Error::new_spanned(
-                value,
-                format!("{EXPECTED}: write it without quotes, `mode = {}`", s.value()),
-            )),
+            Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => {
+                Err(Error::new_spanned(value, format!("{EXPECTED}: write it without quotes, `mode = {}`", s.value())))
+            }
             _ => Err(Error::new_spanned(value, EXPECTED)),
         },
     }

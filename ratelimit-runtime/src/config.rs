@@ -74,7 +74,12 @@ pub struct Config {
 impl Config {
     /// Counts in process memory (the default without `REDIS_URL`).
     pub fn memory() -> Config {
-        Config { backend: Backend::Memory, on_error: FailurePolicy::Allow, timeout: DEFAULT_TIMEOUT, overrides_file: None }
+        Config {
+            backend: Backend::Memory,
+            on_error: FailurePolicy::Allow,
+            timeout: DEFAULT_TIMEOUT,
+            overrides_file: None,
+        }
     }
 
     /// Counts in one Redis server, shared by every process that uses it.

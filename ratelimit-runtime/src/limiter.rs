@@ -274,7 +274,9 @@ impl Limiter {
                 })
             };
             let decided = snapshot::poll_once(s.decide(&self.env(), subjects, cost, now_us, run));
-            let decision = decided.unwrap_or_else(|| Err(self.refusal(LimitType::Global, None, Duration::ZERO, Cause::StoreUnavailable, None)))?;
+            let decision = decided.unwrap_or_else(|| {
+                Err(self.refusal(LimitType::Global, None, Duration::ZERO, Cause::StoreUnavailable, None))
+            })?;
             return Ok(Permit { limiter: self, decision, snapshot: Some(s) });
         }
         match self.prepare(subjects, cost, now_us) {

@@ -189,7 +189,10 @@ impl Overrides {
         for entry in de.limit {
             let limiter = entry.limiter.get_ref().trim();
             if limiter.is_empty() {
-                return Err(loc.spanned(&entry.limiter, "`limiter` may not be empty: write the limiter's name, e.g. \"server::hello\""));
+                return Err(loc.spanned(
+                    &entry.limiter,
+                    "`limiter` may not be empty: write the limiter's name, e.g. \"server::hello\"",
+                ));
             }
             let limit_type = parse_type(&entry.limit_type).map_err(|m| loc.spanned(&entry.limit_type, m))?;
             if seen.iter().any(|(l, t)| l == limiter && *t == limit_type) {
@@ -212,7 +215,10 @@ impl Overrides {
                     for text in list.get_ref() {
                         let rule = parse_rule(text.get_ref()).map_err(|m| loc.spanned(text, m))?;
                         if rules.iter().any(|r| r.window_ms() == rule.window_ms()) {
-                            return Err(loc.spanned(text, format!("two rules with the window {}: keep one", rule.window_label())));
+                            return Err(loc.spanned(
+                                text,
+                                format!("two rules with the window {}: keep one", rule.window_label()),
+                            ));
                         }
                         rules.push(rule);
                     }
@@ -227,7 +233,8 @@ impl Overrides {
         }
         if let Some(exempt) = de.exempt {
             for ip in &exempt.ips {
-                let cidr: Cidr = ip.get_ref().parse().map_err(|e: crate::cidr::CidrError| loc.spanned(ip, e.to_string()))?;
+                let cidr: Cidr =
+                    ip.get_ref().parse().map_err(|e: crate::cidr::CidrError| loc.spanned(ip, e.to_string()))?;
                 out.exempt_ips.push(cidr);
             }
             for user in &exempt.users {

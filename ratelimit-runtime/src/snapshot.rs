@@ -251,7 +251,14 @@ impl Snapshot {
                     FailurePolicy::Deny => {
                         let limit_type = self.enforced.limits.first().map_or(LimitType::Global, |l| l.limit_type);
                         let source = Some(e);
-                        return Err(self.refusal(env, limit_type, None, Duration::from_secs(1), Cause::StoreUnavailable, source));
+                        return Err(self.refusal(
+                            env,
+                            limit_type,
+                            None,
+                            Duration::from_secs(1),
+                            Cause::StoreUnavailable,
+                            source,
+                        ));
                     }
                 },
             }
@@ -278,7 +285,8 @@ impl Snapshot {
 
     fn is_exempt(&self, o: &Overrides, subjects: &[Subject<'_>]) -> bool {
         if let Some(ctx) = context::current() {
-            if ctx.ip().is_some_and(|ip| o.is_exempt_ip(ip)) || ctx.user().is_some_and(|u| o.is_exempt_user(u.as_bytes()))
+            if ctx.ip().is_some_and(|ip| o.is_exempt_ip(ip))
+                || ctx.user().is_some_and(|u| o.is_exempt_user(u.as_bytes()))
             {
                 return true;
             }
