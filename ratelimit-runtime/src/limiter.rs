@@ -260,6 +260,7 @@ impl Limiter {
 
     /// As [`check_blocking`](Self::check_blocking) with the time pinned (see
     /// [`check_at`](Self::check_at)).
+    #[inline]
     pub fn check_blocking_at(
         &self,
         subjects: &[Subject<'_>],
@@ -267,23 +268,37 @@ impl Limiter {
         now_us: Option<u64>,
     ) -> Result<Permit<'_>, RateLimited> {
         if let Some(s) = self.snapshot() {
-            let run = |p: Pending| {
-                std::future::ready(match p {
-                    Pending::Ready(r) => r,
-                    Pending::Remote(fut) => io::block_on(fut),
-                })
-            };
-            let decided = snapshot::poll_once(s.decide(&self.env(), subjects, cost, now_us, run));
-            let decision = decided.unwrap_or_else(|| {
-                Err(self.refusal(LimitType::Global, None, Duration::ZERO, Cause::StoreUnavailable, None))
-            })?;
-            return Ok(Permit { limiter: self, decision, snapshot: Some(s) });
+            return self.check_snapshot_blocking(s, subjects, cost, now_us);
         }
         match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
             Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::block_on(fut)),
         }
+    }
+
+    /// [`check_blocking_at`](Self::check_blocking_at) under the overrides file: kept out of
+    /// line so that limiters without one keep their hot path as it was.
+    #[cold]
+    #[inline(never)]
+    fn check_snapshot_blocking(
+        &self,
+        s: Arc<Snapshot>,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        now_us: Option<u64>,
+    ) -> Result<Permit<'_>, RateLimited> {
+        let run = |p: Pending| {
+            std::future::ready(match p {
+                Pending::Ready(r) => r,
+                Pending::Remote(fut) => io::block_on(fut),
+            })
+        };
+        let decided = snapshot::poll_once(s.decide(&self.env(), subjects, cost, now_us, run));
+        let decision = decided.unwrap_or_else(|| {
+            Err(self.refusal(LimitType::Global, None, Duration::ZERO, Cause::StoreUnavailable, None))
+        })?;
+        Ok(Permit { limiter: self, decision, snapshot: Some(s) })
     }
 
     fn store(&self) -> &StoreHandle {
