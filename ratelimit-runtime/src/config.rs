@@ -194,6 +194,16 @@ pub fn init(config: Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Re-reads the overrides file (`RATELIMIT_CONFIG` or [`Config::overrides_file`]) and puts it
+/// in force: limiters pick the new rules up on their next call, and a decision already under
+/// way finishes under the rules it started with. A file that does not parse is logged and
+/// returned, and the rules in force stay. Returns the new table's generation.
+pub fn reload() -> Result<u64, crate::OverridesError> {
+    // The global configuration names the file: build it if no call did yet.
+    let _ = global();
+    overrides::reload_file()
+}
+
 /// A description of the global store, for startup logs: `memory`, `redis://…`.
 pub fn describe_store() -> String {
     global().store.describe()

@@ -48,6 +48,7 @@ pub mod private;
 pub use algorithm::Algorithm;
 pub use cidr::{Cidr, CidrError, CidrErrorKind};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::reload;
 pub use config::{describe_store, init, Config, ConfigError, FailurePolicy, DEFAULT_TIMEOUT};
 pub use decision::Decision;
 pub use error::{Cause, RateLimited, StoreError};
@@ -56,7 +57,7 @@ pub use limit::LimiterError;
 pub use limit_type::LimitType;
 pub use limiter::{LazyLimiter, Limiter, LimiterBuilder, Permit};
 pub use mode::Mode;
-pub use overrides::{reload, unknown_limiters, LimitOverride, Overrides, OverridesError};
+pub use overrides::{unknown_limiters, LimitOverride, Overrides, OverridesError};
 pub use policy::{Policy, Quota};
 pub use rule::{Rule, RuleError, MAX_COUNT, MAX_WINDOW};
 #[cfg(feature = "cluster")]

@@ -393,11 +393,8 @@ fn install(overrides: Overrides) -> u64 {
     generation
 }
 
-/// Re-reads the configuration file (`RATELIMIT_CONFIG` or `Config::overrides_file`) and puts it
-/// in force: limiters pick the new rules up on their next call, and a decision already under
-/// way finishes under the rules it started with. A file that does not parse is logged and
-/// returned, and the rules in force stay. Returns the new table's generation.
-pub fn reload() -> Result<u64, OverridesError> {
+/// See [`crate::reload`].
+pub(crate) fn reload_file() -> Result<u64, OverridesError> {
     let path = lock(&PATH).clone();
     let Some(path) = path else {
         let e = OverridesError::whole_file(
