@@ -8,6 +8,9 @@
 //! Routes: `GET /healthz`, `GET /api/hello` (per IP: 20 per 10s and 50 per 60s),
 //! `GET /api/global` (30 per 10s for everyone), `POST /api/orders` (per user from `X-User-Id`:
 //! 10 per 10s, and per IP: 15 per 10s, decided together).
+//!
+//! `RATELIMIT_CONFIG=limits.toml` overrides those limits (rules, shadow mode, exemptions; see
+//! the README); `kill -HUP <pid>` re-reads it.
 
 use axum::extract::FromRequestParts;
 use axum::http::header::CONTENT_TYPE;
@@ -44,6 +47,8 @@ Environment:
                        sentinel URLs), with REDIS_SENTINEL_MASTER (the monitored name) and,
                        for a primary with a password, REDIS_PASSWORD (and REDIS_USERNAME)
   RATELIMIT_ON_ERROR   allow (default) or deny calls when the store cannot decide
+  RATELIMIT_CONFIG     a TOML file that overrides the limits (rules, mode = shadow|off,
+                       [exempt] ips and users); re-read on SIGHUP
 ";
 
 /// The command line.
@@ -195,6 +200,33 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
+/// Re-reads `RATELIMIT_CONFIG` on `SIGHUP`; a malformed file is reported and the limits in
+/// force stay. Installed before the startup line, so that a `SIGHUP` right after it is handled
+/// (its default action would end the process).
+fn reload_on_sighup() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::hangup()) {
+            Ok(mut hup) => {
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        match ratelimit::reload() {
+                            Ok(generation) => {
+                                eprintln!(
+                                    "server: SIGHUP: limits reloaded from RATELIMIT_CONFIG (generation {generation})"
+                                )
+                            }
+                            Err(e) => eprintln!("server: SIGHUP: {e}; the limits in force stay"),
+                        }
+                    }
+                });
+            }
+            Err(e) => eprintln!("server: cannot handle SIGHUP: {e}"),
+        }
+    }
+}
+
 /// Runs the server with these arguments (without the program name); returns the exit status:
 /// 0 after a graceful shutdown (or `--help`), 1 if it cannot start, 2 for a bad command line.
 pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
@@ -210,7 +242,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         }
     };
     if let Err(e) = ratelimit::Config::from_env().and_then(ratelimit::init) {
-        eprintln!("server: cannot configure the rate-limit store: {e}");
+        eprintln!("server: cannot configure the rate-limit store or limits: {e}");
         return 1;
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -230,6 +262,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         };
         let addr = listener.local_addr().unwrap_or(args.listen);
         let shutdown = shutdown_signal();
+        reload_on_sighup();
         println!("server: listening on http://{addr} (rate-limit store: {})", ratelimit::describe_store());
         let app = app(&args.trust_proxy).into_make_service_with_connect_info::<SocketAddr>();
         match axum::serve(listener, app).with_graceful_shutdown(shutdown).await {

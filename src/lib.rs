@@ -14,6 +14,9 @@ pub use ratelimit_runtime::{
 // Waiting, peek and reset (spec §12).
 pub use ratelimit_runtime::{limiter, RuleStatus};
 
+/// Limits from configuration (spec §11): the overrides file, shadow mode, reload.
+pub use ratelimit_runtime::{reload, unknown_limiters, LimitOverride, Mode, Overrides, OverridesError};
+
 #[cfg(feature = "axum")]
 pub mod http;
 

@@ -2,7 +2,7 @@
 //! cost and one check. Everything else lives in the runtime (`ratelimit::__private`).
 
 use crate::errors::Errors;
-use crate::parse::{self, Attr, Kind, OnError};
+use crate::parse::{self, Attr, Kind, Mode, OnError};
 use crate::stack;
 use crate::validate::{self, Body, Plan, Shape};
 use proc_macro2::{Literal, Span, TokenStream};
@@ -118,9 +118,14 @@ fn prelude(func: &ItemFn, plan: &Plan, shape: &Shape) -> TokenStream {
             let b = Literal::u64_suffixed(b);
             quote!(.burst(#b))
         });
+        let mode = match limit.mode {
+            Some(Mode::Shadow) => Some(quote!(.mode(#p::Mode::Shadow))),
+            Some(Mode::Enforce) | None => None,
+        };
         quote! {
             .limit_ms(#p::LimitType::#kind, &[#(#rules),*], #p::Algorithm::#algorithm, #prefix)
             #burst
+            #mode
         }
     });
     let on_error = plan.on_error.map(|policy| {

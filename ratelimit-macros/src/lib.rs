@@ -37,6 +37,7 @@ use proc_macro::TokenStream;
 ///            | cost = <expr>             units this call consumes (any integer), default 1
 ///            | on_error = allow | deny   what to do when the store fails (default: global policy)
 ///            | wait = <duration>         wait up to this long for room instead of refusing
+///            | mode = enforce | shadow   shadow: decide and count, never refuse (default enforce)
 ///            | crate = "path"            where `ratelimit` is reachable, default "::ratelimit"
 /// ```
 ///
@@ -64,7 +65,7 @@ use proc_macro::TokenStream;
 /// * **Stacking.** Several `#[rate_limiter]` on one function make **one** limiter: all rules of
 ///   all attributes are decided in one atomic step (one store round trip); the call passes only
 ///   if every rule passes, and a refused call is recorded in no rule. `type`, `rules`, `prefix`,
-///   `algorithm`, `burst` and `ip`/`user`/`key` belong to each attribute; `name`, `cost`,
+///   `algorithm`, `burst`, `mode` and `ip`/`user`/`key` belong to each attribute; `name`, `cost`,
 ///   `on_error`, `wait` and `crate` to the whole limiter (give each once, or identically).
 /// * **Waiting.** With `wait = 2s` (same literals as windows), a call refused for lack of room
 ///   sleeps until its retry-after (plus a little jitter) and tries again, and returns the
@@ -72,6 +73,9 @@ use proc_macro::TokenStream;
 ///   the library's timer, a `fn` blocks its thread. For calls toward an outside API's budget.
 /// * **By name.** The limiter registers under its name when it is built (first call):
 ///   `ratelimit::limiter("module::function")` finds it, to `peek` at or `reset` counts.
+/// * **Shadow mode.** `mode = shadow` decides and counts this attribute's rules but never
+///   refuses: a would-be refusal is logged (throttled) and counted as `shadow_denied`. The
+///   overrides file (`RATELIMIT_CONFIG`) can change rules and modes without a rebuild.
 /// * **Cost of a call.** The limiter is built once per function, in a `static`, on first use;
 ///   per call only the subjects are computed and one check is made.
 ///

@@ -86,6 +86,13 @@ pub(crate) enum OnError {
     Deny,
 }
 
+/// `mode = enforce|shadow`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Enforce,
+    Shadow,
+}
+
 /// The algorithms the runtime knows (`algorithm = …`).
 pub(crate) const ALGORITHMS: &[&str] =
     &["SlidingWindow", "SlidingWindowCounter", "FixedWindow", "TokenBucket", "LeakyBucket", "Gcra"];
@@ -107,6 +114,7 @@ const OPTIONS: &[&str] = &[
     "cost",
     "on_error",
     "wait",
+    "mode",
     "crate",
 ];
 
@@ -134,6 +142,7 @@ pub(crate) struct Attr {
     pub on_error: Option<Given<(OnError, Expr)>>,
     /// `wait = <duration>`, in ms.
     pub wait: Option<Given<(u64, syn::LitInt)>>,
+    pub mode: Option<Given<Mode>>,
     pub krate: Option<Given<(syn::Path, LitStr)>>,
     /// Options given with a value that was refused (already reported).
     pub invalid: Vec<String>,
@@ -183,6 +192,7 @@ impl Attr {
             "cost" => store(&mut self.cost, key, Ok(value)),
             "on_error" => store(&mut self.on_error, key, on_error(&value).map(|p| (p, value))),
             "wait" => store(&mut self.wait, key, rules::duration(&value, "wait")),
+            "mode" => store(&mut self.mode, key, mode(&value)),
             "crate" => store(&mut self.krate, key, krate(&value)),
             _ => Err(Error::new_spanned(
                 &key,
@@ -295,6 +305,28 @@ fn on_error(value: &Expr) -> syn::Result<OnError> {
             value,
             "`on_error` is `allow` (let calls through when the store fails) or `deny` (refuse them)",
         )),
+    }
+}
+
+fn mode(value: &Expr) -> syn::Result<Mode> {
+    const EXPECTED: &str = "`mode` is `enforce` (the default: refuse calls over the rules) or `shadow` \
+                            (decide and count, but never refuse)";
+    match single_ident(value).map(Ident::to_string).as_deref() {
+        Some("enforce") => Ok(Mode::Enforce),
+        Some("shadow") => Ok(Mode::Shadow),
+        Some("off") => Err(Error::new_spanned(
+            value,
+            format!("{EXPECTED}; `off` is for the overrides file (RATELIMIT_CONFIG): here, remove the attribute"),
+        )),
+        Some(other) if other.eq_ignore_ascii_case("shadow") || other.eq_ignore_ascii_case("enforce") => {
+            Err(Error::new_spanned(value, format!("{EXPECTED} (did you mean `{}`?)", other.to_ascii_lowercase())))
+        }
+        _ => match ungroup(value) {
+            Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => {
+                Err(Error::new_spanned(value, format!("{EXPECTED}: write it without quotes, `mode = {}`", s.value())))
+            }
+            _ => Err(Error::new_spanned(value, EXPECTED)),
+        },
     }
 }
 

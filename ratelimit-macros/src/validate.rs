@@ -2,7 +2,7 @@
 //! the checked model the expansion works from.
 
 use crate::errors::Errors;
-use crate::parse::{Attr, Given, Kind, OnError, ALGORITHMS, BURST_ALGORITHMS};
+use crate::parse::{Attr, Given, Kind, Mode, OnError, ALGORITHMS, BURST_ALGORITHMS};
 use crate::rules::Rule;
 use quote::ToTokens;
 use syn::{
@@ -16,6 +16,8 @@ pub(crate) struct Limit {
     pub algorithm: Option<Ident>,
     pub burst: Option<u64>,
     pub prefix: Option<LitStr>,
+    /// `mode = …` (per attribute: one stacked limit may be shadowed while another enforces).
+    pub mode: Option<Mode>,
     /// The `ip`/`user`/`key` expression, if any.
     pub subject: Option<Expr>,
 }
@@ -98,6 +100,7 @@ fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
             algorithm: attr.algorithm.take().map(|g| g.value),
             burst: attr.burst.take().map(|g| g.value),
             prefix: attr.prefix.take().map(|g| g.value),
+            mode: attr.mode.take().map(|g| g.value),
             subject,
         })),
         _ => Ok(None),

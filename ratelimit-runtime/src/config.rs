@@ -1,9 +1,11 @@
 //! Global configuration, set once: explicit [`init`], else from the environment on first use.
 
+use crate::overrides::{self, Overrides};
 use crate::store::sentinel::{SentinelSpec, SentinelStore};
 use crate::store::{memory::MemoryStore, redis::RedisStore, StoreHandle, Unavailable};
 use crate::StoreError;
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -67,12 +69,19 @@ pub struct Config {
     backend: Backend,
     on_error: FailurePolicy,
     timeout: Duration,
+    /// The overrides file (spec §11), `RATELIMIT_CONFIG`.
+    overrides_file: Option<PathBuf>,
 }
 
 impl Config {
     /// Counts in process memory (the default without `REDIS_URL`).
     pub fn memory() -> Config {
-        Config { backend: Backend::Memory, on_error: FailurePolicy::Allow, timeout: DEFAULT_TIMEOUT }
+        Config {
+            backend: Backend::Memory,
+            on_error: FailurePolicy::Allow,
+            timeout: DEFAULT_TIMEOUT,
+            overrides_file: None,
+        }
     }
 
     /// Counts in one Redis server, shared by every process that uses it.
@@ -107,7 +116,7 @@ impl Config {
     /// From the environment: `REDIS_CLUSTER_URLS` (comma-separated), else `REDIS_URL`, else
     /// `REDIS_SENTINEL_URLS` (comma-separated) with `REDIS_SENTINEL_MASTER` (and the primary's
     /// `REDIS_PASSWORD`, `REDIS_USERNAME`), else memory; `RATELIMIT_ON_ERROR=allow|deny`. Naming
-    /// more than one store is an error.
+    /// more than one store is an error. `RATELIMIT_CONFIG=path.toml`: the overrides file.
     pub fn from_env() -> Result<Config, ConfigError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let mut config = if let Some(spec) = crate::store::sentinel::spec_from_env(&var).map_err(ConfigError)? {
@@ -122,6 +131,9 @@ impl Config {
         if let Some(policy) = var("RATELIMIT_ON_ERROR") {
             config.on_error = policy.parse().map_err(ConfigError)?;
         }
+        if let Some(path) = var("RATELIMIT_CONFIG") {
+            config.overrides_file = Some(PathBuf::from(path));
+        }
         Ok(config)
     }
 
@@ -134,6 +146,14 @@ impl Config {
     /// How long one store call may take (default 250 ms).
     pub fn timeout(mut self, timeout: Duration) -> Config {
         self.timeout = timeout;
+        self
+    }
+
+    /// Reads limits from this file (spec §11): rules, modes and exemptions that replace the
+    /// attributes' own, re-read by [`reload`](crate::reload). [`init`] fails when it does not
+    /// parse.
+    pub fn overrides_file(mut self, path: impl Into<PathBuf>) -> Config {
+        self.overrides_file = Some(path.into());
         self
     }
 
@@ -185,10 +205,26 @@ static GLOBAL: OnceLock<Global> = OnceLock::new();
 /// Sets the global configuration. Call it once, before the first rate-limited call; a second
 /// call, or one after the configuration was taken from the environment, is an error.
 pub fn init(config: Config) -> Result<(), ConfigError> {
+    let overrides = match &config.overrides_file {
+        Some(path) => Some(Overrides::load(path).map_err(|e| ConfigError(e.to_string()))?),
+        None => None,
+    };
     let store = config.build_store()?;
     GLOBAL
         .set(Global { store, on_error: config.on_error })
-        .map_err(|_| ConfigError("ratelimit is already initialised".to_owned()))
+        .map_err(|_| ConfigError("ratelimit is already initialised".to_owned()))?;
+    overrides::configure(config.overrides_file, overrides);
+    Ok(())
+}
+
+/// Re-reads the overrides file (`RATELIMIT_CONFIG` or [`Config::overrides_file`]) and puts it
+/// in force: limiters pick the new rules up on their next call, and a decision already under
+/// way finishes under the rules it started with. A file that does not parse is logged and
+/// returned, and the rules in force stay. Returns the new table's generation.
+pub fn reload() -> Result<u64, crate::OverridesError> {
+    // The global configuration names the file: build it if no call did yet.
+    let _ = global();
+    overrides::reload_file()
 }
 
 /// A description of the global store, for startup logs: `memory`, `redis://…`.
@@ -200,6 +236,13 @@ pub(crate) fn global() -> &'static Global {
     GLOBAL.get_or_init(|| {
         let config = Config::from_env();
         let on_error = config.as_ref().map_or(FailurePolicy::Allow, |c| c.on_error);
+        let file = config.as_ref().ok().and_then(|c| c.overrides_file.clone());
+        let overrides = file.as_ref().and_then(|path| {
+            Overrides::load(path)
+                .map_err(|e| tracing::error!(error = %e, "ratelimit: the configuration file is ignored (call `init` to stop at startup instead)"))
+                .ok()
+        });
+        overrides::configure(file, overrides);
         let store = config.and_then(|c| c.build_store()).unwrap_or_else(|e| {
             tracing::error!(error = %e, "ratelimit: cannot configure the store from the environment");
             Arc::new(Unavailable(e.0))
@@ -218,18 +261,18 @@ pub(crate) fn warn_store_failure(limiter: &str, error: &StoreError) {
 }
 
 /// Lets one event through per period, counting the ones it holds back.
-struct Throttle {
+pub(crate) struct Throttle {
     period: Duration,
     state: Mutex<(Option<Instant>, u64)>,
 }
 
 impl Throttle {
-    const fn new(period: Duration) -> Throttle {
+    pub(crate) const fn new(period: Duration) -> Throttle {
         Throttle { period, state: Mutex::new((None, 0)) }
     }
 
     /// `Some(events held back since the last one let through)` if this one may pass.
-    fn admit(&self, now: Instant) -> Option<u64> {
+    pub(crate) fn admit(&self, now: Instant) -> Option<u64> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let (last, held) = &mut *state;
         if last.is_some_and(|t| now.saturating_duration_since(t) < self.period) {

@@ -7,20 +7,22 @@
 //! # Layers
 //! Each module imports only from the floors below it (no import cycles):
 //! 1. ground: `rule`, `limit_type`, `subject`, `key`, `algorithm`, `clock`, `error`, `decision`,
-//!    `policy`, `status` (plain values and arithmetic);
+//!    `policy`, `status`, `mode`, `cidr` (plain values and arithmetic);
 //! 2. `limit`: a compiled limit (rules, key template, script arguments), and `io`, the I/O runtime;
 //! 3. `store` (trait, memory, redis, cluster, sentinel, scripts), with metrics beside it: a store gets all
 //!    it needs in the `Call`, never from the limiter or the global configuration;
 //! 4. `config`: the global store and failure policy, from code or the environment (overrides
 //!    from a file beside it);
 //! 5. `context`: who is calling (the request context);
-//! 6. `limiter`: `Limiter`, deciding calls (the refusal cache and waiting beside it); `wait`
-//!    (`until_ready`), `admin` (peek and reset) and `registry` (limiters by name) above it;
+//! 6. `limiter`: `Limiter`, deciding calls (the refusal cache beside it, and `snapshot`: the
+//!    limits in force under the overrides file); `wait` (`until_ready`), `admin` (peek and
+//!    reset) and `registry` (limiters by name) above it;
 //! 7. `private` (the attribute's shims) and `http_response` (HTTP rendering) on top.
 #![warn(missing_docs)]
 
 mod admin;
 mod algorithm;
+mod cidr;
 mod clock;
 pub mod config;
 pub mod context;
@@ -34,9 +36,12 @@ mod limit;
 mod limit_type;
 mod limiter;
 mod metrics;
+mod mode;
+mod overrides;
 mod policy;
 mod registry;
 mod rule;
+mod snapshot;
 mod status;
 mod store;
 mod subject;
@@ -46,7 +51,9 @@ mod wait;
 pub mod private;
 
 pub use algorithm::Algorithm;
+pub use cidr::{Cidr, CidrError, CidrErrorKind};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::reload;
 pub use config::{describe_store, init, Config, ConfigError, FailurePolicy, DEFAULT_TIMEOUT};
 pub use decision::Decision;
 pub use error::{Cause, RateLimited, StoreError};
@@ -54,6 +61,8 @@ pub use key::{check_prefix, cluster_slot, PrefixError, DEFAULT_PREFIX, MAX_PREFI
 pub use limit::LimiterError;
 pub use limit_type::LimitType;
 pub use limiter::{LazyLimiter, Limiter, LimiterBuilder, Permit};
+pub use mode::Mode;
+pub use overrides::{unknown_limiters, LimitOverride, Overrides, OverridesError};
 pub use policy::{Policy, Quota};
 pub use registry::limiter;
 pub use rule::{Rule, RuleError, MAX_COUNT, MAX_WINDOW};

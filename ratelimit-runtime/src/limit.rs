@@ -93,12 +93,15 @@ impl fmt::Display for LimiterError {
 impl std::error::Error for LimiterError {}
 
 /// A limit as the builder collects it, before validation.
+#[derive(Clone)]
 pub(crate) struct LimitSpec {
     pub(crate) limit_type: LimitType,
     pub(crate) rules: Vec<Rule>,
     pub(crate) algorithm: Algorithm,
     pub(crate) prefix: String,
     pub(crate) burst: Option<u64>,
+    /// Enforce, or shadow (`mode = shadow`); the overrides file may change it.
+    pub(crate) mode: crate::mode::Mode,
 }
 
 impl Limit {

@@ -3,7 +3,9 @@
 use crate::config::{self, FailurePolicy};
 use crate::key::DEFAULT_PREFIX;
 use crate::limit::{Limit, LimitSpec, LimiterError};
+use crate::mode::Mode;
 use crate::policy::{Policy, Quota};
+use crate::snapshot::{self, Env, Plan, Snapshot};
 use crate::store::{Call, Pending, StoreHandle};
 use crate::{io, Algorithm, Cause, Decision, LimitType, RateLimited, Rule, StoreError, Subject};
 use std::fmt;
@@ -34,7 +36,14 @@ impl LimiterBuilder {
         prefix: &str,
     ) -> Self {
         let rules: Vec<Rule> = rules.into_iter().collect();
-        self.limits.push(LimitSpec { limit_type, rules, algorithm, prefix: prefix.to_owned(), burst: None });
+        self.limits.push(LimitSpec {
+            limit_type,
+            rules,
+            algorithm,
+            prefix: prefix.to_owned(),
+            burst: None,
+            mode: Mode::Enforce,
+        });
         self
     }
 
@@ -63,6 +72,16 @@ impl LimiterBuilder {
         self
     }
 
+    /// Sets the mode of the last added limit: [`Mode::Shadow`] decides and counts but never
+    /// refuses (would-be refusals are logged and counted as `shadow_denied`). The overrides file
+    /// may change it.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        if let Some(last) = self.limits.last_mut() {
+            last.mode = mode;
+        }
+        self
+    }
+
     /// Overrides the global failure policy for this limiter.
     pub fn on_error(mut self, policy: FailurePolicy) -> Self {
         self.on_error = Some(policy);
@@ -83,6 +102,7 @@ impl LimiterBuilder {
         if self.limits.is_empty() {
             return Err(LimiterError::NoLimits);
         }
+        let plan = Plan::new(self.limits.clone(), self.store.is_none());
         let mut limits = Vec::with_capacity(self.limits.len());
         let mut policies = Vec::new();
         for spec in self.limits {
@@ -97,6 +117,7 @@ impl LimiterBuilder {
                 policies: policies.into(),
                 on_error: self.on_error,
                 store: self.store,
+                plan,
             }),
         })
     }
@@ -132,6 +153,8 @@ struct Inner {
     policies: Arc<[Policy]>,
     on_error: Option<FailurePolicy>,
     store: Option<StoreHandle>,
+    /// The limits in force under the overrides file (spec §11).
+    plan: Plan,
 }
 
 /// An allowed call. Borrows its limiter, so that deciding allocates nothing.
@@ -140,12 +163,18 @@ pub struct Permit<'a> {
     limiter: &'a Limiter,
     /// `None` when the store failed and the policy let the call through.
     decision: Option<Decision>,
+    /// The limits in force it was decided under, when not the limiter's own.
+    snapshot: Option<Arc<Snapshot>>,
 }
 
 impl Permit<'_> {
-    /// The quota left, or `None` when the store failed and the policy let the call through.
+    /// The quota left, or `None` when the store failed and the policy let the call through (or
+    /// the call was exempt, or only shadow limits decided it).
     pub fn quota(&self) -> Option<Quota> {
-        self.decision.and_then(|d| self.limiter.quota(&d))
+        match &self.snapshot {
+            Some(s) => self.decision.and_then(|d| s.quota(&d)),
+            None => self.decision.and_then(|d| self.limiter.quota(&d)),
+        }
     }
 }
 
@@ -172,9 +201,23 @@ impl Limiter {
         &self.inner.name
     }
 
-    /// Every rule of every limit, in limit order (rules longest window first).
-    pub fn policies(&self) -> &[Policy] {
-        &self.inner.policies
+    /// Every enforced rule in force, in limit order (rules longest window first): the
+    /// attribute's, or the overrides file's.
+    pub fn policies(&self) -> Arc<[Policy]> {
+        match self.snapshot() {
+            Some(s) => s.policies.clone(),
+            None => self.inner.policies.clone(),
+        }
+    }
+
+    /// The limits in force when the overrides file (or a shadow limit) changes them.
+    #[inline]
+    fn snapshot(&self) -> Option<Arc<Snapshot>> {
+        self.inner.plan.current(&self.inner.name)
+    }
+
+    fn env(&self) -> Env<'_> {
+        Env { name: &self.inner.name, store: self.store(), on_error: self.inner.on_error }
     }
 
     /// Decides a call of `cost` units: `subjects` holds one subject per limit, in the order the
@@ -192,6 +235,16 @@ impl Limiter {
         cost: u64,
         now_us: Option<u64>,
     ) -> Result<Permit<'_>, RateLimited> {
+        if let Some(s) = self.snapshot() {
+            let run = |p: Pending| async move {
+                match p {
+                    Pending::Ready(r) => r,
+                    Pending::Remote(fut) => io::await_remote(fut).await,
+                }
+            };
+            let decision = s.decide(&self.env(), subjects, cost, now_us, run).await?;
+            return Ok(Permit { limiter: self, decision, snapshot: Some(s) });
+        }
         match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
@@ -207,17 +260,45 @@ impl Limiter {
 
     /// As [`check_blocking`](Self::check_blocking) with the time pinned (see
     /// [`check_at`](Self::check_at)).
+    #[inline]
     pub fn check_blocking_at(
         &self,
         subjects: &[Subject<'_>],
         cost: u64,
         now_us: Option<u64>,
     ) -> Result<Permit<'_>, RateLimited> {
+        if let Some(s) = self.snapshot() {
+            return self.check_snapshot_blocking(s, subjects, cost, now_us);
+        }
         match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
             Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::block_on(fut)),
         }
+    }
+
+    /// [`check_blocking_at`](Self::check_blocking_at) under the overrides file: kept out of
+    /// line so that limiters without one keep their hot path as it was.
+    #[cold]
+    #[inline(never)]
+    fn check_snapshot_blocking(
+        &self,
+        s: Arc<Snapshot>,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        now_us: Option<u64>,
+    ) -> Result<Permit<'_>, RateLimited> {
+        let run = |p: Pending| {
+            std::future::ready(match p {
+                Pending::Ready(r) => r,
+                Pending::Remote(fut) => io::block_on(fut),
+            })
+        };
+        let decided = snapshot::poll_once(s.decide(&self.env(), subjects, cost, now_us, run));
+        let decision = decided.unwrap_or_else(|| {
+            Err(self.refusal(LimitType::Global, None, Duration::ZERO, Cause::StoreUnavailable, None))
+        })?;
+        Ok(Permit { limiter: self, decision, snapshot: Some(s) })
     }
 
     pub(crate) fn store(&self) -> &StoreHandle {
@@ -274,7 +355,7 @@ impl Limiter {
                         ctx.record_quota(q);
                     }
                 }
-                Ok(Permit { limiter: self, decision: Some(d) })
+                Ok(Permit { limiter: self, decision: Some(d), snapshot: None })
             }
             Ok(d) => {
                 let limit_type = self.inner.limits.get(d.limit).map_or(LimitType::Global, |l| l.limit_type);
@@ -286,7 +367,7 @@ impl Limiter {
                 match policy {
                     FailurePolicy::Allow => {
                         config::warn_store_failure(&self.inner.name, &e);
-                        Ok(Permit { limiter: self, decision: None })
+                        Ok(Permit { limiter: self, decision: None, snapshot: None })
                     }
                     FailurePolicy::Deny => {
                         Err(self.refusal(limit_type, None, Duration::from_secs(1), Cause::StoreUnavailable, Some(e)))

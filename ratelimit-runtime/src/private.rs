@@ -16,7 +16,7 @@ use crate::{context, LazyLimiter, Permit, RateLimited, Subject, SubjectValue};
 use std::fmt::Display;
 
 pub use crate::LazyLimiter as StaticLimiter;
-pub use crate::{Algorithm, FailurePolicy, LimitType, Limiter, LimiterError};
+pub use crate::{Algorithm, FailurePolicy, LimitType, Limiter, LimiterError, Mode};
 
 /// The limiter's name: the attribute's `name = "…"`, else `module::path::function`.
 #[inline]

@@ -25,11 +25,11 @@
 //! unavailable, with `Retry-After`, `RateLimit-Policy`, `RateLimit` and a JSON body), so a
 //! handler can return it directly or convert it into its own error type.
 
-mod cidr;
 mod client_ip;
 
-pub use cidr::{Cidr, CidrError, CidrErrorKind};
 pub use client_ip::{ClientIpResolver, ForwardedHeader};
+/// CIDR networks live in the runtime (the overrides file's exemptions use them too).
+pub use ratelimit_runtime::{Cidr, CidrError, CidrErrorKind};
 
 use axum::extract::ConnectInfo;
 use http::{HeaderName, Request, Response};

@@ -1,4 +1,4 @@
-//! IP networks in CIDR notation, for trusted proxies.
+//! IP networks in CIDR notation: trusted proxies, exempt clients.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -8,7 +8,7 @@ use std::str::FromStr;
 /// `::1` = `/128`).
 ///
 /// ```
-/// use ratelimit::http::Cidr;
+/// use ratelimit_runtime::Cidr;
 /// let net: Cidr = "10.0.0.0/8".parse().unwrap();
 /// assert!(net.contains("10.1.2.3".parse().unwrap()));
 /// assert!(!net.contains("11.0.0.1".parse().unwrap()));

@@ -1,0 +1,448 @@
+//! Limits from configuration (spec §11): the overrides file on memory and on a real Redis, and
+//! the example server driven over TCP with `RATELIMIT_CONFIG` and `SIGHUP`.
+//!
+//! The overrides table is per process: the library tests share one file (rewritten and
+//! reloaded under a lock); each server runs in its own process (this binary, re-executed).
+
+#[path = "../examples/server.rs"]
+#[allow(dead_code)]
+mod server;
+mod support;
+
+use ratelimit::{Config, LimitType, Limiter, MemoryStore, Mode, Rule, StoreHandle, Subject};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+use support::RedisServer;
+
+// ---------------------------------------------------------------------------------------------
+// The library, in this process.
+
+struct Shared {
+    dir: PathBuf,
+    file: PathBuf,
+    lock: Mutex<()>,
+}
+
+/// The process's configuration: memory as the global store, and one overrides file.
+fn shared() -> &'static Shared {
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("ratelimit-overrides-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("limits.toml");
+        std::fs::write(&file, "").expect("write the file");
+        ratelimit::init(Config::memory().overrides_file(&file)).expect("init");
+        Shared { dir, file, lock: Mutex::new(()) }
+    })
+}
+
+/// Puts `text` in force (under the lock the caller holds).
+fn apply(text: &str) {
+    std::fs::write(&shared().file, text).expect("write the file");
+    ratelimit::reload().unwrap_or_else(|e| panic!("reload: {e}"));
+}
+
+fn locked() -> MutexGuard<'static, ()> {
+    shared().lock.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn rule(window_s: u64, count: u64) -> Rule {
+    Rule::new(Duration::from_secs(window_s), count).unwrap()
+}
+
+fn ip(text: &str) -> Subject<'static> {
+    Subject::ip(text.parse().unwrap())
+}
+
+fn passes(limiter: &Limiter, subjects: &[Subject<'_>], n: usize) -> usize {
+    (0..n).filter(|_| limiter.check_blocking(subjects, 1).is_ok()).count()
+}
+
+/// Every scenario, on one store; limiter names carry `tag` so stores do not share counts.
+fn scenarios(store: StoreHandle, tag: &str) {
+    let _guard = locked();
+    let build = |name: &str, t: LimitType, r: Rule| {
+        Limiter::builder(format!("{tag}::{name}")).limit(t, [r]).store(store.clone()).build().unwrap()
+    };
+    let hello = build("hello", LimitType::Ip, rule(60, 5));
+    let watched = build("watched", LimitType::Global, rule(60, 1));
+    let orders = Limiter::builder(format!("{tag}::orders"))
+        .limit(LimitType::User, [rule(60, 1)])
+        .limit(LimitType::Ip, [rule(60, 1)])
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let attr_shadow = Limiter::builder(format!("{tag}::attr_shadow"))
+        .limit(LimitType::Global, [rule(60, 1)])
+        .mode(Mode::Shadow)
+        .store(store.clone())
+        .build()
+        .unwrap();
+
+    apply(&format!(
+        r#"
+[[limit]]
+limiter = "{tag}::hello"
+type = "ip"
+rules = ["2/1m", "10/1h"]
+
+[[limit]]
+limiter = "{tag}::watched"
+type = "global"
+mode = "shadow"
+
+[[limit]]
+limiter = "{tag}::typo"
+type = "ip"
+mode = "off"
+
+[exempt]
+ips = ["192.0.2.0/29"]
+users = ["ops-bot"]
+"#
+    ));
+
+    // Override rules apply, and show as the rules in force.
+    let a = [ip("203.0.113.1")];
+    assert_eq!(passes(&hello, &a, 5), 2, "{tag}: the file's 2/1m replaces the attribute's 5/1m");
+    let e = hello.check_blocking(&a, 1).unwrap_err();
+    assert_eq!(e.rule(), Some(rule(60, 2)));
+    let names: Vec<String> = e.policies().iter().map(|p| p.name()).collect();
+    assert_eq!(names, ["ip-1h", "ip-1m"]);
+    assert_eq!(hello.policies().len(), 2);
+
+    // Shadow (from the file, and from the builder): never refuses.
+    assert_eq!(passes(&watched, &[Subject::global()], 5), 5, "{tag}: shadow never refuses");
+    assert_eq!(passes(&attr_shadow, &[Subject::global()], 5), 5, "{tag}: mode = shadow never refuses");
+
+    // Exempt IPs and users pass and are not counted; others are refused.
+    let exempt_ip = [ip("192.0.2.7")];
+    assert_eq!(passes(&hello, &exempt_ip, 10), 10, "{tag}: an exempt IP always passes");
+    let bot = [Subject::bytes(&b"ops-bot"[..]), ip("203.0.113.9")];
+    assert_eq!(passes(&orders, &bot, 10), 10, "{tag}: an exempt user always passes");
+    let alice = [Subject::bytes(&b"alice"[..]), ip("203.0.113.10")];
+    assert_eq!(passes(&orders, &alice, 3), 1, "{tag}: a user who is not exempt is limited");
+
+    // A name no limiter uses is reported (the ones used are not).
+    let unknown = ratelimit::unknown_limiters();
+    assert!(unknown.contains(&format!("{tag}::typo")), "{unknown:?}");
+    assert!(!unknown.contains(&format!("{tag}::hello")), "{unknown:?}");
+
+    // Reload: shadow becomes enforced; what shadow counted is there (1 of 1 used).
+    // Exemptions end: the exempt IP was never counted, so it has its full quota.
+    // hello's rules change: fresh counts under the new rules.
+    apply(&format!(
+        r#"
+[[limit]]
+limiter = "{tag}::hello"
+type = "ip"
+rules = ["3/1m"]
+
+[[limit]]
+limiter = "{tag}::watched"
+type = "global"
+mode = "enforce"
+"#
+    ));
+    assert!(watched.check_blocking(&[Subject::global()], 1).is_err(), "{tag}: shadow counted the calls");
+    assert_eq!(passes(&hello, &exempt_ip, 5), 3, "{tag}: exempt calls were not counted");
+    assert_eq!(passes(&hello, &a, 5), 3, "{tag}: changed rules start fresh counts");
+    assert_eq!(passes(&attr_shadow, &[Subject::global()], 3), 3, "{tag}: the attribute's shadow stays");
+
+    // A malformed file on reload: an error naming the line, and the rules in force stay.
+    std::fs::write(&shared().file, "[[limit]]\nlimiter = \"x\"\ntype = \"ip\"\nrules = [\"3/1parsec\"]\n").unwrap();
+    let e = ratelimit::reload().unwrap_err();
+    assert_eq!(e.line(), 4, "{e}");
+    assert!(e.to_string().contains("limits.toml:4:"), "{e}");
+    assert!(e.to_string().contains("\"3/1parsec\""), "{e}");
+    let b = [ip("203.0.113.2")];
+    assert_eq!(passes(&hello, &b, 5), 3, "{tag}: the rules in force stayed");
+
+    // Off: not decided at all; back to the attribute's rules when the file says nothing.
+    apply(&format!("[[limit]]\nlimiter = \"{tag}::watched\"\ntype = \"global\"\nmode = \"off\"\n"));
+    assert_eq!(passes(&watched, &[Subject::global()], 5), 5, "{tag}: off");
+    apply("");
+    assert!(watched.check_blocking(&[Subject::global()], 1).is_err(), "{tag}: the attribute's rule again");
+    assert_eq!(passes(&hello, &[ip("203.0.113.3")], 7), 5, "{tag}: the attribute's 5/1m again");
+}
+
+#[test]
+fn overrides_in_memory() {
+    shared();
+    scenarios(Arc::new(MemoryStore::new()), "mem");
+}
+
+#[test]
+fn overrides_on_redis() {
+    shared();
+    let redis = RedisServer::start();
+    let store = ratelimit::RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open");
+    scenarios(Arc::new(store), "redis");
+}
+
+#[test]
+fn a_decision_in_flight_keeps_its_rules() {
+    let _guard = locked();
+    // Many threads decide while the file flips between two rule sets; every refusal names one
+    // of the two rule sets whole, never a mix.
+    let limiter = Limiter::builder("flip::f")
+        .limit(LimitType::Global, [rule(60, 1_000_000), rule(1, 1_000_000)])
+        .store(Arc::new(MemoryStore::new()))
+        .build()
+        .unwrap();
+    let a = "[[limit]]\nlimiter = \"flip::f\"\ntype = \"global\"\nrules = [\"1/1m\", \"1/1h\"]\n";
+    let b = "[[limit]]\nlimiter = \"flip::f\"\ntype = \"global\"\nrules = [\"1/2m\", \"1/2h\"]\n";
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (limiter, stop) = (limiter.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut seen = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Err(e) = limiter.check_blocking(&[Subject::global()], 1) {
+                        let names: Vec<String> = e.policies().iter().map(|p| p.name()).collect();
+                        let whole = names == ["global-1h", "global-1m"]
+                            || names == ["global-2h", "global-2m"]
+                            || names == ["global-1m", "global-1s"];
+                        assert!(whole, "a refusal saw half a change: {names:?}");
+                        seen += 1;
+                    }
+                }
+                seen
+            })
+        })
+        .collect();
+    for i in 0..40 {
+        apply(if i % 2 == 0 { a } else { b });
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let refusals: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert!(refusals > 0);
+    apply("");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The example server, in its own process.
+
+const CHILD_ARGS: &str = "RATELIMIT_TEST_SERVER_ARGS";
+const EXIT_WITH_PARENT: &str = "RATELIMIT_TEST_EXIT_WITH_PARENT";
+
+/// Not a test: the body of the server processes the tests start.
+#[test]
+fn server_process() {
+    let Ok(args) = std::env::var(CHILD_ARGS) else { return };
+    if std::env::var_os(EXIT_WITH_PARENT).is_some() {
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            std::process::exit(3);
+        });
+    }
+    let status = server::run(args.lines().filter(|a| !a.is_empty()).map(str::to_owned));
+    std::process::exit(i32::from(status));
+}
+
+fn server_command(config: &std::path::Path) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
+    cmd.args(["server_process", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .env(CHILD_ARGS, "--listen\n127.0.0.1:0\n")
+        .env_remove("REDIS_URL")
+        .env_remove("REDIS_CLUSTER_URLS")
+        .env_remove("RATELIMIT_ON_ERROR")
+        .env("RATELIMIT_CONFIG", config);
+    cmd
+}
+
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(config: &std::path::Path) -> Server {
+        let mut child = server_command(config)
+            .env(EXIT_WITH_PARENT, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server process");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("listening on http://") {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        let (etx, erx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[server] {line}");
+                let _ = etx.send(line);
+            }
+        });
+        let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
+            let _ = child.kill();
+            panic!("the server did not start within 30s: {:?}", child.wait());
+        };
+        let addr = line
+            .split("listening on http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        Server { child, addr, stderr: erx }
+    }
+
+    fn hangup(&self) {
+        let ok = Command::new("kill").args(["-HUP", &self.child.id().to_string()]).status().is_ok_and(|s| s.success());
+        assert!(ok, "kill -HUP failed");
+    }
+
+    /// Waits for a stderr line containing `text`.
+    fn wait_stderr(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        panic!("no stderr line with {text:?} within 10s");
+    }
+
+    /// One HTTP/1.1 request from 127.0.0.`from`: the status and the headers (lower-case names).
+    fn request(&self, from: u8, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>) {
+        let socket = socket2_free_connect(IpAddr::from([127, 0, 0, from]), self.addr);
+        let mut stream = socket;
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n");
+        for (n, v) in headers {
+            req.push_str(&format!("{n}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        stream.write_all(req.as_bytes()).expect("write");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).expect("read");
+        let head = raw.split("\r\n\r\n").next().unwrap_or_default();
+        let mut lines = head.split("\r\n");
+        let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).expect("status");
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        (status, headers)
+    }
+
+    fn statuses(&self, from: u8, method: &str, path: &str, headers: &[(&str, &str)], n: usize) -> Vec<u16> {
+        (0..n).map(|_| self.request(from, method, path, headers).0).collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A TCP connection to `to` from the loopback address `from` (the client IP the server sees).
+fn socket2_free_connect(from: IpAddr, to: SocketAddr) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().expect("runtime");
+    let std = rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.bind(SocketAddr::new(from, 0)).unwrap_or_else(|e| panic!("bind {from}: {e}"));
+        socket.connect(to).await.unwrap_or_else(|e| panic!("connect {to}: {e}")).into_std().expect("into std")
+    });
+    std.set_nonblocking(false).expect("blocking");
+    std
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+}
+
+fn server_dir(name: &str) -> PathBuf {
+    let dir = shared().dir.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The example's handlers are `server::hello` … when it runs as the example; compiled into this
+/// test binary as the module `server`, their default names are `overrides::server::hello` ….
+const SERVER_FILE: &str = r#"
+[[limit]]
+limiter = "overrides::server::hello"
+type = "ip"
+rules = ["3/10s"]
+
+[[limit]]
+limiter = "overrides::server::global"
+type = "global"
+mode = "shadow"
+
+[exempt]
+ips = ["127.0.0.9/32"]
+users = ["ops-bot"]
+"#;
+
+#[test]
+fn example_server_takes_limits_from_the_file() {
+    let file = server_dir("server").join("limits.toml");
+    std::fs::write(&file, SERVER_FILE).unwrap();
+    let server = Server::start(&file);
+
+    // The override tightens /api/hello, and its header shows it.
+    let (status, headers) = server.request(2, "GET", "/api/hello", &[]);
+    assert_eq!(status, 200);
+    assert_eq!(header(&headers, "ratelimit-policy"), Some("\"ip-10s\";q=3;w=10"));
+    assert_eq!(server.statuses(2, "GET", "/api/hello", &[], 4), [200, 200, 429, 429]);
+
+    // Shadow on /api/global (30 per 10s) never refuses.
+    let global = server.statuses(3, "GET", "/api/global", &[], 40);
+    assert!(global.iter().all(|&s| s == 200), "{global:?}");
+
+    // An exempt IP and an exempt user pass.
+    assert!(server.statuses(9, "GET", "/api/hello", &[], 10).iter().all(|&s| s == 200));
+    let bot = server.statuses(4, "POST", "/api/orders", &[("X-User-Id", "ops-bot")], 20);
+    assert!(bot.iter().all(|&s| s == 200), "{bot:?}");
+    let alice = server.statuses(5, "POST", "/api/orders", &[("X-User-Id", "alice")], 12);
+    assert_eq!(alice.iter().filter(|&&s| s == 200).count(), 10, "{alice:?}");
+
+    // SIGHUP applies a changed file.
+    std::fs::write(&file, SERVER_FILE.replace("3/10s", "1/10s")).unwrap();
+    server.hangup();
+    server.wait_stderr("limits reloaded");
+    let (status, headers) = server.request(6, "GET", "/api/hello", &[]);
+    assert_eq!(status, 200);
+    assert_eq!(header(&headers, "ratelimit-policy"), Some("\"ip-10s\";q=1;w=10"));
+    assert_eq!(server.statuses(6, "GET", "/api/hello", &[], 2), [429, 429]);
+
+    // A malformed file on SIGHUP is reported and the rules in force stay.
+    std::fs::write(&file, "[[limit]]\nlimiter = \"overrides::server::hello\"\ntype = \"ipv4\"\n").unwrap();
+    server.hangup();
+    let line = server.wait_stderr("the limits in force stay");
+    assert!(line.contains("limits.toml:3:8") && line.contains("ipv4"), "{line}");
+    assert_eq!(server.statuses(7, "GET", "/api/hello", &[], 2), [200, 429]);
+}
+
+#[test]
+fn a_malformed_file_stops_the_example_server() {
+    let file = server_dir("malformed").join("limits.toml");
+    std::fs::write(&file, "[[limit]]\nlimiter = \"server::hello\"\ntype = \"ip\"\nrules = [\"3 per 10s\"]\n").unwrap();
+    let out = server_command(&file).output().expect("run the server");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let named = format!("{}:4:10", file.display());
+    assert!(stderr.contains(&named) && stderr.contains("\"3 per 10s\""), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
+}

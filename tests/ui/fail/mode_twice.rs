@@ -1,0 +1,8 @@
+use ratelimit::{rate_limiter, RateLimited};
+
+#[rate_limiter(type = Ip, rules = [(20s, 10)], mode = shadow, mode = Shadow)]
+fn handler() -> Result<(), RateLimited> {
+    Ok(())
+}
+
+fn main() {}
