@@ -1,6 +1,6 @@
 //! Global configuration, set once: explicit [`init`], else from the environment on first use.
 
-use crate::store::{memory::MemoryStore, redis::RedisStore, StoreHandle, Unavailable};
+use crate::store::{memory::MemoryStore, redis::RedisStore, tls::TlsConfig, StoreHandle, Unavailable};
 use crate::StoreError;
 use std::fmt;
 use std::str::FromStr;
@@ -32,12 +32,25 @@ impl FromStr for FailurePolicy {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 enum Backend {
     Memory,
     Redis(String),
     Cluster(Vec<String>),
     Store(StoreHandleDebug),
+}
+
+/// Without passwords: a `Config` may be printed.
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::store::redis::redact;
+        match self {
+            Backend::Memory => f.write_str("Memory"),
+            Backend::Redis(url) => f.debug_tuple("Redis").field(&redact(url)).finish(),
+            Backend::Cluster(urls) => f.debug_tuple("Cluster").field(&urls.iter().map(|u| redact(u)).collect::<Vec<_>>()).finish(),
+            Backend::Store(s) => f.debug_tuple("Store").field(s).finish(),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -65,12 +78,18 @@ pub struct Config {
     backend: Backend,
     on_error: FailurePolicy,
     timeout: Duration,
+    tls: TlsConfig,
 }
 
 impl Config {
     /// Counts in process memory (the default without `REDIS_URL`).
     pub fn memory() -> Config {
-        Config { backend: Backend::Memory, on_error: FailurePolicy::Allow, timeout: DEFAULT_TIMEOUT }
+        Config {
+            backend: Backend::Memory,
+            on_error: FailurePolicy::Allow,
+            timeout: DEFAULT_TIMEOUT,
+            tls: TlsConfig::default(),
+        }
     }
 
     /// Counts in one Redis server, shared by every process that uses it.
@@ -89,7 +108,8 @@ impl Config {
     }
 
     /// From the environment: `REDIS_CLUSTER_URLS` (comma-separated), else `REDIS_URL`, else
-    /// memory; `RATELIMIT_ON_ERROR=allow|deny`.
+    /// memory; `RATELIMIT_ON_ERROR=allow|deny`; for `rediss://`, `REDIS_CA_CERT` (a private CA's
+    /// PEM file) and `REDIS_CLIENT_CERT` with `REDIS_CLIENT_KEY` (mutual TLS).
     pub fn from_env() -> Result<Config, ConfigError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let mut config = if let Some(urls) = var("REDIS_CLUSTER_URLS") {
@@ -99,6 +119,7 @@ impl Config {
         } else {
             Config::memory()
         };
+        config.tls = TlsConfig::from_env().map_err(ConfigError)?;
         if let Some(policy) = var("RATELIMIT_ON_ERROR") {
             config.on_error = policy.parse().map_err(ConfigError)?;
         }
@@ -117,23 +138,37 @@ impl Config {
         self
     }
 
+    /// For `rediss://`: also trust the CA certificate(s) in this PEM file, besides the
+    /// platform's roots (`REDIS_CA_CERT`).
+    pub fn ca_cert(mut self, pem: impl Into<std::path::PathBuf>) -> Config {
+        self.tls = self.tls.ca_cert(pem);
+        self
+    }
+
+    /// For `rediss://`: present this client certificate and key (PEM files) for mutual TLS
+    /// (`REDIS_CLIENT_CERT`, `REDIS_CLIENT_KEY`).
+    pub fn client_cert(mut self, cert_pem: impl Into<std::path::PathBuf>, key_pem: impl Into<std::path::PathBuf>) -> Config {
+        self.tls = self.tls.client_cert(cert_pem, key_pem);
+        self
+    }
+
     /// Builds the store this configuration names.
     pub fn build_store(&self) -> Result<StoreHandle, ConfigError> {
         Ok(match &self.backend {
             Backend::Memory => Arc::new(MemoryStore::new()),
             Backend::Redis(url) => {
-                Arc::new(RedisStore::open(url, self.timeout).map_err(|e| ConfigError(e.to_string()))?)
+                Arc::new(RedisStore::open_with_tls(url, self.timeout, &self.tls).map_err(|e| ConfigError(e.to_string()))?)
             }
             #[cfg(feature = "cluster")]
             Backend::Cluster(urls) => Arc::new(
-                crate::store::cluster::ClusterStore::open(urls, self.timeout)
+                crate::store::cluster::ClusterStore::open_with_tls(urls, self.timeout, &self.tls)
                     .map_err(|e| ConfigError(e.to_string()))?,
             ),
             #[cfg(not(feature = "cluster"))]
             Backend::Cluster(urls) => {
                 return Err(ConfigError(format!(
-                    "Redis Cluster ({}) needs the `cluster` feature of ratelimit: rebuild with `--features cluster`",
-                    urls.join(",")
+                    "Redis Cluster ({}) needs the `cluster` feature of ratelimit (on by default)",
+                    urls.iter().map(|u| crate::store::redis::redact(u)).collect::<Vec<_>>().join(",")
                 )))
             }
             Backend::Store(s) => s.0.clone(),

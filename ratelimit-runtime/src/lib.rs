@@ -55,5 +55,6 @@ pub use rule::{Rule, RuleError, MAX_COUNT, MAX_WINDOW};
 pub use store::cluster::ClusterStore;
 pub use store::memory::MemoryStore;
 pub use store::redis::RedisStore;
+pub use store::tls::TlsConfig;
 pub use store::{Call, Pending, RemoteDecision, Store, StoreHandle};
 pub use subject::{ip_key, IpValue, Subject, SubjectValue, DEFAULT_IPV6_PREFIX};

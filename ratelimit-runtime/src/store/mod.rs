@@ -4,7 +4,9 @@
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
 pub(crate) mod memory;
+pub(crate) mod probe;
 pub(crate) mod redis;
+pub(crate) mod tls;
 
 use crate::limit::Limit;
 use crate::{Decision, StoreError};

@@ -1,5 +1,6 @@
 //! One Redis server: every decision is one `EVALSHA` of the decision script.
 
+use super::tls::TlsConfig;
 use super::{Call, Pending, Store};
 use crate::{io, Algorithm, Decision, StoreError};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -79,11 +80,17 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    /// Connects lazily to `url` (`redis://host:port/db`): Redis need not be up yet. Every call
-    /// gives up after `timeout`, and the failure policy applies.
+    /// Connects lazily to `url` (`redis://host:port/db`, `rediss://` for TLS verified against
+    /// the platform's roots): Redis need not be up yet. Every call gives up after `timeout`,
+    /// and the failure policy applies. A probe connects in the background and logs the outcome.
     pub fn open(url: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| StoreError::Unavailable(format!("invalid Redis URL {:?}: {e}", redact(url))))?;
+        RedisStore::open_with_tls(url, timeout, &TlsConfig::default())
+    }
+
+    /// As [`open`](Self::open), with a private CA and/or a client certificate for `rediss://`.
+    pub fn open_with_tls(url: &str, timeout: Duration, tls: &TlsConfig) -> Result<RedisStore, StoreError> {
+        let redacted = redact(url);
+        let client = super::tls::client(url, tls, &redacted)?;
         let config = ConnectionManagerConfig::new()
             // The per-call timeout is ours (`io::timeout`): the client's own would use the timer
             // of whichever runtime polls the call.
@@ -97,11 +104,12 @@ impl RedisStore {
         let _guard = io::handle()?.enter();
         let conn =
             ConnectionManager::new_lazy_with_config(client, config).map_err(|e| StoreError::Redis(e.to_string()))?;
-        let store = RedisStore { conn, timeout, url: redact(url) };
-        // Connect now, in the background, so the first call does not pay for it.
-        let mut warm = store.conn.clone();
-        io::handle()?.spawn(async move {
-            let _ = redis::cmd("PING").query_async::<()>(&mut warm).await;
+        let store = RedisStore { conn, timeout, url: redacted };
+        // Connect now, in the background, so the first call does not pay for it, and say how
+        // it went.
+        let mut probe = store.conn.clone();
+        super::probe::spawn(store.describe(), super::probe::probe_timeout(timeout), async move {
+            super::probe::load_scripts(&mut probe).await
         });
         Ok(store)
     }

@@ -1,0 +1,52 @@
+//! The startup probe: once, when a remote store is configured, connect, authenticate and load
+//! the scripts in the background, and log what happened (info with the latency, or error with
+//! the store's own words). Decisions never wait for it.
+
+use super::redis::{GENERAL, SLIDING};
+use super::tls;
+use crate::{io, StoreError};
+use redis::aio::ConnectionLike;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// The probe's own limit: a connection and two script loads, so longer than one call's
+/// timeout, but short enough for an operator to see a failure within seconds.
+pub(crate) fn probe_timeout(call_timeout: Duration) -> Duration {
+    (call_timeout * 4).clamp(Duration::from_secs(2), Duration::from_secs(10))
+}
+
+/// Runs `probe` on the I/O runtime and logs its outcome for `store` (a description without
+/// passwords).
+pub(crate) fn spawn(store: String, within: Duration, probe: impl Future<Output = Result<(), StoreError>> + Send + 'static) {
+    let Ok(handle) = io::handle() else { return };
+    handle.spawn(async move {
+        let start = Instant::now();
+        match io::timeout(within, probe).await {
+            Ok(()) => {
+                let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
+                tracing::info!(store = %store, latency_ms = format_args!("{latency_ms:.1}"), "rate-limit store reachable");
+            }
+            Err(e) => {
+                let error = e.to_string();
+                match tls::hint(&error) {
+                    Some(hint) => tracing::error!(store = %store, error = %error, hint, "rate-limit store unreachable; the failure policy decides calls until it answers"),
+                    None => tracing::error!(store = %store, error = %error, "rate-limit store unreachable; the failure policy decides calls until it answers"),
+                }
+            }
+        }
+    });
+}
+
+/// Loads both decision scripts: the first command also connects and authenticates. On a
+/// cluster the connection sends `SCRIPT LOAD` to every primary.
+pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), StoreError> {
+    for script in [&GENERAL, &SLIDING] {
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script.code())
+            .query_async::<redis::Value>(conn)
+            .await
+            .map_err(super::redis::redis_error)?;
+    }
+    Ok(())
+}
