@@ -2,7 +2,7 @@
 //! joined by `redis-cli --cluster create`, torn down by pid on drop.
 #![allow(dead_code)]
 
-use super::free_port;
+use super::{free_port, redis_server_binary};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -62,7 +62,7 @@ impl RedisCluster {
     fn spawn(&self, node: &mut Node) {
         let dir = self.dir.join(node.port.to_string());
         std::fs::create_dir_all(&dir).expect("node dir");
-        let child = Command::new("redis-server")
+        let child = Command::new(redis_server_binary())
             .args(["--port", &node.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000"])
             .args(["--repl-diskless-sync-delay", "0", "--cluster-replica-validity-factor", "0"])

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod tls;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -41,13 +42,19 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-fn redis_server_binary() -> &'static str {
-    let found = Command::new("redis-server").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+/// The server binary the Redis tests run: `RATELIMIT_TEST_SERVER` (e.g. a `valkey-server`),
+/// else `redis-server` from `PATH`. Checked once; a missing binary fails loudly.
+pub fn redis_server_binary() -> String {
+    let binary = std::env::var("RATELIMIT_TEST_SERVER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| "redis-server".to_owned());
+    let found = Command::new(&binary).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
     match found {
-        Ok(s) if s.success() => "redis-server",
+        Ok(s) if s.success() => binary,
         _ => panic!(
-            "redis-server is not installed: these tests need a real Redis (apt-get install -y redis-server); \
-             they never skip silently"
+            "{binary} is not installed: these tests need a real Redis (apt-get install -y redis-server, or \
+             RATELIMIT_TEST_SERVER=/path/to/valkey-server); they never skip silently"
         ),
     }
 }
