@@ -34,6 +34,7 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    extra: Vec<String>,
 }
 
 /// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
@@ -62,6 +63,11 @@ pub fn redis_server_binary() -> String {
 impl RedisServer {
     /// Starts a server and waits until it answers `PING`.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// As [`start`](Self::start), with more server arguments (e.g. `--requirepass`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "ratelimit-test-redis-{}-{}",
@@ -69,7 +75,8 @@ impl RedisServer {
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).expect("create temp dir");
-        let mut server = RedisServer { child: None, port: free_port(), dir };
+        let extra = extra.iter().map(|a| a.to_string()).collect();
+        let mut server = RedisServer { child: None, port: free_port(), dir, extra };
         server.spawn();
         server
     }
@@ -79,6 +86,7 @@ impl RedisServer {
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -95,7 +103,8 @@ impl RedisServer {
         let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
         let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
         let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+        // A server with `--requirepass` answers, too: with `NOAUTH`.
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && (&buf == b"+PONG\r\n" || &buf == b"-NOAUTH")
     }
 
     pub fn port(&self) -> u16 {

@@ -28,13 +28,23 @@ pub(crate) fn spawn(store: String, within: Duration, probe: impl Future<Output =
             }
             Err(e) => {
                 let error = e.to_string();
-                match tls::hint(&error) {
+                match hint(&error) {
                     Some(hint) => tracing::error!(store = %store, error = %error, hint, "rate-limit store unreachable; the failure policy decides calls until it answers"),
                     None => tracing::error!(store = %store, error = %error, "rate-limit store unreachable; the failure policy decides calls until it answers"),
                 }
             }
         }
     });
+}
+
+/// What an error most likely means, when the store's words alone are cryptic.
+fn hint(error: &str) -> Option<&'static str> {
+    if error.contains("AuthenticationFailed") {
+        // redis-rs reports the server's WRONGPASS as this, without the server's text.
+        Some("WRONGPASS: the server refused the user name or password in the URL")
+    } else {
+        tls::hint(error)
+    }
 }
 
 /// Loads both decision scripts: the first command also connects and authenticates. On a
