@@ -47,7 +47,9 @@ impl fmt::Debug for Backend {
         match self {
             Backend::Memory => f.write_str("Memory"),
             Backend::Redis(url) => f.debug_tuple("Redis").field(&redact(url)).finish(),
-            Backend::Cluster(urls) => f.debug_tuple("Cluster").field(&urls.iter().map(|u| redact(u)).collect::<Vec<_>>()).finish(),
+            Backend::Cluster(urls) => {
+                f.debug_tuple("Cluster").field(&urls.iter().map(|u| redact(u)).collect::<Vec<_>>()).finish()
+            }
             Backend::Store(s) => f.debug_tuple("Store").field(s).finish(),
         }
     }
@@ -147,7 +149,11 @@ impl Config {
 
     /// For `rediss://`: present this client certificate and key (PEM files) for mutual TLS
     /// (`REDIS_CLIENT_CERT`, `REDIS_CLIENT_KEY`).
-    pub fn client_cert(mut self, cert_pem: impl Into<std::path::PathBuf>, key_pem: impl Into<std::path::PathBuf>) -> Config {
+    pub fn client_cert(
+        mut self,
+        cert_pem: impl Into<std::path::PathBuf>,
+        key_pem: impl Into<std::path::PathBuf>,
+    ) -> Config {
         self.tls = self.tls.client_cert(cert_pem, key_pem);
         self
     }
@@ -156,9 +162,9 @@ impl Config {
     pub fn build_store(&self) -> Result<StoreHandle, ConfigError> {
         Ok(match &self.backend {
             Backend::Memory => Arc::new(MemoryStore::new()),
-            Backend::Redis(url) => {
-                Arc::new(RedisStore::open_with_tls(url, self.timeout, &self.tls).map_err(|e| ConfigError(e.to_string()))?)
-            }
+            Backend::Redis(url) => Arc::new(
+                RedisStore::open_with_tls(url, self.timeout, &self.tls).map_err(|e| ConfigError(e.to_string()))?,
+            ),
             #[cfg(feature = "cluster")]
             Backend::Cluster(urls) => Arc::new(
                 crate::store::cluster::ClusterStore::open_with_tls(urls, self.timeout, &self.tls)

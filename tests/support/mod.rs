@@ -104,7 +104,9 @@ impl RedisServer {
         let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
         let mut buf = [0u8; 7];
         // A server with `--requirepass` answers, too: with `NOAUTH`.
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && (&buf == b"+PONG\r\n" || &buf == b"-NOAUTH")
+        s.write_all(b"PING\r\n").is_ok()
+            && s.read_exact(&mut buf).is_ok()
+            && (&buf == b"+PONG\r\n" || &buf == b"-NOAUTH")
     }
 
     pub fn port(&self) -> u16 {

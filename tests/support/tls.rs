@@ -40,9 +40,25 @@ fn make_ca(dir: &Path, name: &str) {
     openssl(
         dir,
         &[
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-            "-subj", &format!("/CN={name}"), "-keyout", &format!("{name}.key"), "-out", &format!("{name}.pem"),
-            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={name}"),
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.pem"),
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
         ],
     );
 }
@@ -53,15 +69,38 @@ fn make_leaf(dir: &Path, ca: &str, name: &str, extensions: &str) {
     openssl(
         dir,
         &[
-            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj",
-            &format!("/CN={name}"), "-keyout", &format!("{name}.key"), "-out", &format!("{name}.csr"),
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-subj",
+            &format!("/CN={name}"),
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
         ],
     );
     openssl(
         dir,
         &[
-            "x509", "-req", "-in", &format!("{name}.csr"), "-CA", &format!("{ca}.pem"), "-CAkey", &format!("{ca}.key"),
-            "-CAcreateserial", "-days", "2", "-out", &format!("{name}.pem"), "-extfile", &format!("{name}.ext"),
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{ca}.pem"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &format!("{name}.pem"),
+            "-extfile",
+            &format!("{name}.ext"),
         ],
     );
 }
@@ -78,7 +117,12 @@ impl Pki {
             "server",
             "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n",
         );
-        make_leaf(dir, "ca", "client", "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n");
+        make_leaf(
+            dir,
+            "ca",
+            "client",
+            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
+        );
         Pki {
             dir: dir.to_owned(),
             ca_cert: dir.join("ca.pem"),

@@ -17,7 +17,11 @@ pub(crate) fn probe_timeout(call_timeout: Duration) -> Duration {
 
 /// Runs `probe` on the I/O runtime and logs its outcome for `store` (a description without
 /// passwords).
-pub(crate) fn spawn(store: String, within: Duration, probe: impl Future<Output = Result<(), StoreError>> + Send + 'static) {
+pub(crate) fn spawn(
+    store: String,
+    within: Duration,
+    probe: impl Future<Output = Result<(), StoreError>> + Send + 'static,
+) {
     let Ok(handle) = io::handle() else { return };
     handle.spawn(async move {
         let start = Instant::now();
