@@ -199,3 +199,16 @@ fn tls_from_the_environment_with_and_without_the_ca() {
     assert!(line.contains("certificate"), "{line}");
     assert!(line.contains("REDIS_CA_CERT"), "the hint names the fix: {line}");
 }
+
+#[cfg(all(feature = "tls", feature = "cluster"))]
+#[test]
+fn a_tls_cluster_without_the_ca_is_reported_with_the_certificate_problem() {
+    let cluster = support::cluster::RedisCluster::start_tls(3);
+    let seeds = cluster.tls_urls().join(",");
+    let ca = cluster.pki().ca_cert.to_string_lossy().into_owned();
+    let mut good = Logged::start(&[("REDIS_CLUSTER_URLS", &seeds), ("REDIS_CA_CERT", &ca)]);
+    good.wait_for("rate-limit store reachable", WITHIN);
+    let mut bad = Logged::start(&[("REDIS_CLUSTER_URLS", &seeds)]);
+    let (line, _) = bad.wait_for("rate-limit store unreachable", WITHIN);
+    assert!(line.contains("UnknownIssuer") && line.contains("REDIS_CA_CERT"), "{line}");
+}

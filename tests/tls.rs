@@ -136,3 +136,20 @@ fn unreadable_certificate_files_are_named_at_startup() {
         .expect("a missing client certificate is a configuration error");
     assert!(e.to_string().contains("/nonexistent/client.pem"), "{e}");
 }
+
+/// `rediss://` cluster seeds (`tls-cluster yes`: the nodes tell TLS clients their TLS ports).
+#[cfg(feature = "cluster")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_tls() {
+    let cluster = support::cluster::RedisCluster::start_tls(3);
+    let seeds = cluster.tls_urls();
+    let tls = TlsConfig::new().ca_cert(&cluster.pki().ca_cert);
+    let store = ratelimit::ClusterStore::open_with_tls(&seeds, TIMEOUT, &tls).unwrap();
+    decides(Arc::new(store), "tls::cluster").await;
+    let store = Config::cluster(seeds.clone()).timeout(TIMEOUT).ca_cert(&cluster.pki().ca_cert).build_store().unwrap();
+    decides(store, "tls::cluster_config").await;
+    // Without the CA: the policy applies (the cluster client's own error does not name the
+    // certificate; the startup probe asks a seed alone for that, see tests/probe_logs.rs).
+    let store = Arc::new(ratelimit::ClusterStore::open(&seeds, TIMEOUT).unwrap());
+    fails_with_policy(store, "tls::cluster_no_ca", |why| !why.is_empty()).await;
+}

@@ -115,7 +115,7 @@ impl Pki {
             dir,
             "ca",
             "server",
-            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n",
+            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1\n",
         );
         make_leaf(
             dir,
@@ -133,6 +133,14 @@ impl Pki {
             other_ca_cert: dir.join("other-ca.pem"),
         }
     }
+}
+
+/// `RATELIMIT_TEST_TLS_SERVER`, else `redis-server`.
+pub fn tls_server_binary() -> String {
+    std::env::var("RATELIMIT_TEST_TLS_SERVER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| "redis-server".to_owned())
 }
 
 /// A server listening only on a TLS port of 127.0.0.1.
@@ -153,10 +161,7 @@ impl TlsRedis {
         ));
         let pki = Pki::make(&dir);
         let port = free_port();
-        let binary = std::env::var("RATELIMIT_TEST_TLS_SERVER")
-            .ok()
-            .filter(|b| !b.trim().is_empty())
-            .unwrap_or_else(|| "redis-server".to_owned());
+        let binary = tls_server_binary();
         let child = Command::new(&binary)
             .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])

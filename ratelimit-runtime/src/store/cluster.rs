@@ -59,8 +59,17 @@ impl ClusterStore {
         let conn = client.get_pending_async_connection_with_config(ClusterConfig::default());
         let store = ClusterStore { conn, timeout, nodes };
         let mut probe = store.conn.clone();
+        // The cluster client hides why no node could be reached ("No connections found"): on
+        // failure the probe asks the first seed alone, for its own words (a certificate, AUTH).
+        let first_seed = super::tls::client(&urls[0], tls, &redact(&urls[0])).ok();
         super::probe::spawn(store.describe(), super::probe::probe_timeout(timeout), async move {
-            super::probe::load_scripts(&mut probe).await
+            match super::probe::load_scripts(&mut probe).await {
+                Ok(()) => Ok(()),
+                Err(e) => Err(match first_seed {
+                    Some(seed) => super::probe::explain_with_seed(e, seed).await,
+                    None => e,
+                }),
+            }
         });
         Ok(store)
     }

@@ -51,6 +51,19 @@ fn hint(error: &str) -> Option<&'static str> {
     }
 }
 
+/// A cluster's error, with what its first seed says when asked alone (unless it answers).
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) async fn explain_with_seed(error: StoreError, seed: redis::Client) -> StoreError {
+    let alone = async {
+        let mut conn = seed.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async::<()>(&mut conn).await
+    };
+    match alone.await {
+        Ok(()) => error,
+        Err(why) => StoreError::Redis(format!("{error}; the first seed node says: {why}")),
+    }
+}
+
 /// Loads both decision scripts: the first command also connects and authenticates. On a
 /// cluster the connection sends `SCRIPT LOAD` to every primary.
 pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), StoreError> {
