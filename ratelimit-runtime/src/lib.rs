@@ -9,7 +9,7 @@
 //! 1. ground: `rule`, `limit_type`, `subject`, `key`, `algorithm`, `clock`, `error`, `decision`,
 //!    `policy` (plain values and arithmetic);
 //! 2. `limit`: a compiled limit (rules, key template, script arguments), and `io`, the I/O runtime;
-//! 3. `store` (trait, memory, redis, cluster, scripts), with metrics beside it: a store gets all
+//! 3. `store` (trait, memory, redis, cluster, scripts, TLS, the startup probe), with metrics beside it: a store gets all
 //!    it needs in the `Call`, never from the limiter or the global configuration;
 //! 4. `config`: the global store and failure policy, from code or the environment (overrides
 //!    from a file beside it);

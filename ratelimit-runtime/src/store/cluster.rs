@@ -63,7 +63,7 @@ impl ClusterStore {
         // failure the probe asks the first seed alone, for its own words (a certificate, AUTH).
         let first_seed = super::tls::client(&urls[0], tls, &redact(&urls[0])).ok();
         super::probe::spawn(store.describe(), super::probe::probe_timeout(timeout), async move {
-            match super::probe::load_scripts(&mut probe).await {
+            match super::redis::load_scripts(&mut probe).await {
                 Ok(()) => Ok(()),
                 Err(e) => Err(match first_seed {
                     Some(seed) => super::probe::explain_with_seed(e, seed).await,

@@ -2,10 +2,8 @@
 //! the scripts in the background, and log what happened (info with the latency, or error with
 //! the store's own words). Decisions never wait for it.
 
-use super::redis::{GENERAL, SLIDING};
 use super::tls;
 use crate::{io, StoreError};
-use redis::aio::ConnectionLike;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -62,18 +60,4 @@ pub(crate) async fn explain_with_seed(error: StoreError, seed: redis::Client) ->
         Ok(()) => error,
         Err(why) => StoreError::Redis(format!("{error}; the first seed node says: {why}")),
     }
-}
-
-/// Loads both decision scripts: the first command also connects and authenticates. On a
-/// cluster the connection sends `SCRIPT LOAD` to every primary.
-pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), StoreError> {
-    for script in [&GENERAL, &SLIDING] {
-        redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(script.code())
-            .query_async::<redis::Value>(conn)
-            .await
-            .map_err(super::redis::redis_error)?;
-    }
-    Ok(())
 }

@@ -109,7 +109,7 @@ impl RedisStore {
         // it went.
         let mut probe = store.conn.clone();
         super::probe::spawn(store.describe(), super::probe::probe_timeout(timeout), async move {
-            super::probe::load_scripts(&mut probe).await
+            load_scripts(&mut probe).await
         });
         Ok(store)
     }
@@ -177,6 +177,20 @@ pub(crate) async fn eval(
     let v: [i64; 6] =
         answer.try_into().map_err(|v: Vec<i64>| StoreError::Protocol(format!("{} values instead of 6", v.len())))?;
     Ok(Decision::from_script(v))
+}
+
+/// Loads both decision scripts: the first command also connects and authenticates. On a
+/// cluster the connection sends `SCRIPT LOAD` to every primary.
+pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), StoreError> {
+    for script in [&GENERAL, &SLIDING] {
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script.code())
+            .query_async::<redis::Value>(conn)
+            .await
+            .map_err(redis_error)?;
+    }
+    Ok(())
 }
 
 pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
