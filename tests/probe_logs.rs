@@ -212,3 +212,19 @@ fn a_tls_cluster_without_the_ca_is_reported_with_the_certificate_problem() {
     let (line, _) = bad.wait_for("rate-limit store unreachable", WITHIN);
     assert!(line.contains("UnknownIssuer") && line.contains("REDIS_CA_CERT"), "{line}");
 }
+
+#[test]
+fn a_unix_socket_url_is_a_store_too() {
+    let dir = std::env::temp_dir().join(format!("ratelimit-test-unix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let socket = dir.join("redis.sock");
+    let socket_arg = socket.to_string_lossy().into_owned();
+    let _redis = RedisServer::start_with(&["--unixsocket", &socket_arg, "--unixsocketperm", "700"]);
+    let mut server = Logged::start(&[("REDIS_URL", &format!("redis+unix://{socket_arg}"))]);
+    let (line, _) = server.wait_for("rate-limit store reachable", WITHIN);
+    assert!(line.contains("redis+unix://"), "{line}");
+    let addr = server.addr();
+    let statuses: Vec<u16> = (0..22).map(|_| get(addr, "/api/hello")).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 20, "20 per 10s from one IP: {statuses:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
