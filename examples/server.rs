@@ -3,7 +3,11 @@
 //! ```text
 //! cargo run --release --example server                      # in memory, 127.0.0.1:3000
 //! REDIS_URL=redis://127.0.0.1:6379/ cargo run --release --example server -- --listen 127.0.0.1:3001
+//! REDIS_URL=rediss://:PASSWORD@redis.example.com:6380/ REDIS_CA_CERT=ca.pem cargo run --release --example server
 //! ```
+//!
+//! The library's `tracing` events (the store probe, fail-open warnings) go to stderr: `info` by
+//! default, `RUST_LOG` to change (e.g. `RUST_LOG=debug`, `RUST_LOG=ratelimit_runtime=warn`).
 //!
 //! Routes: `GET /healthz`, `GET /api/hello` (per IP: 20 per 10s and 50 per 60s),
 //! `GET /api/global` (30 per 10s for everyone), `POST /api/orders` (per user from `X-User-Id`:
@@ -41,14 +45,19 @@ Options:
   -h, --help           print this help
 
 Environment:
-  REDIS_URL            count in this Redis (e.g. redis://127.0.0.1:6379/); else in memory
+  REDIS_URL            count in this Redis (e.g. redis://127.0.0.1:6379/, rediss:// for TLS);
+                       else in memory
   REDIS_CLUSTER_URLS   count in a Redis Cluster: comma-separated seed node URLs
   REDIS_SENTINEL_URLS  count in the primary these Redis Sentinels name (comma-separated
                        sentinel URLs), with REDIS_SENTINEL_MASTER (the monitored name) and,
                        for a primary with a password, REDIS_PASSWORD (and REDIS_USERNAME)
+  REDIS_CA_CERT        PEM file of a private CA to trust for rediss:// (besides the system's)
+  REDIS_CLIENT_CERT    PEM client certificate and key for mutual TLS
+  REDIS_CLIENT_KEY
   RATELIMIT_ON_ERROR   allow (default) or deny calls when the store cannot decide
   RATELIMIT_CONFIG     a TOML file that overrides the limits (rules, mode = shadow|off,
                        [exempt] ips and users); re-read on SIGHUP
+  RUST_LOG             log filter for stderr (default info)
 ";
 
 /// The command line.
@@ -241,6 +250,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
             return 2;
         }
     };
+    init_logs();
     if let Err(e) = ratelimit::Config::from_env().and_then(ratelimit::init) {
         eprintln!("server: cannot configure the rate-limit store or limits: {e}");
         return 1;
@@ -276,6 +286,14 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
             }
         }
     })
+}
+
+/// Prints `tracing` events on stderr: `RUST_LOG` if set and valid, else `info`.
+fn init_logs() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // A subscriber already set (by an embedding program) is kept.
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
 #[allow(dead_code)] // The tests include this file as a module and call `run`.

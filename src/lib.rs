@@ -22,6 +22,8 @@ pub mod http;
 
 #[cfg(feature = "cluster")]
 pub use ratelimit_runtime::ClusterStore;
+/// Certificates for `rediss://` (used with the `tls` feature, on by default).
+pub use ratelimit_runtime::TlsConfig;
 
 #[doc(hidden)]
 pub mod __private {

@@ -2,7 +2,7 @@
 
 use crate::overrides::{self, Overrides};
 use crate::store::sentinel::{SentinelSpec, SentinelStore};
-use crate::store::{memory::MemoryStore, redis::RedisStore, StoreHandle, Unavailable};
+use crate::store::{memory::MemoryStore, redis::RedisStore, tls::TlsConfig, StoreHandle, Unavailable};
 use crate::StoreError;
 use std::fmt;
 use std::path::PathBuf;
@@ -35,13 +35,29 @@ impl FromStr for FailurePolicy {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 enum Backend {
     Memory,
     Redis(String),
     Cluster(Vec<String>),
     Sentinel(SentinelSpec),
     Store(StoreHandleDebug),
+}
+
+/// Without passwords: a `Config` may be printed.
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::store::redis::redact;
+        match self {
+            Backend::Memory => f.write_str("Memory"),
+            Backend::Redis(url) => f.debug_tuple("Redis").field(&redact(url)).finish(),
+            Backend::Cluster(urls) => {
+                f.debug_tuple("Cluster").field(&urls.iter().map(|u| redact(u)).collect::<Vec<_>>()).finish()
+            }
+            Backend::Sentinel(spec) => f.debug_tuple("Sentinel").field(spec).finish(),
+            Backend::Store(s) => f.debug_tuple("Store").field(s).finish(),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -71,6 +87,7 @@ pub struct Config {
     timeout: Duration,
     /// The overrides file (spec §11), `RATELIMIT_CONFIG`.
     overrides_file: Option<PathBuf>,
+    tls: TlsConfig,
 }
 
 impl Config {
@@ -81,6 +98,7 @@ impl Config {
             on_error: FailurePolicy::Allow,
             timeout: DEFAULT_TIMEOUT,
             overrides_file: None,
+            tls: TlsConfig::default(),
         }
     }
 
@@ -116,7 +134,9 @@ impl Config {
     /// From the environment: `REDIS_CLUSTER_URLS` (comma-separated), else `REDIS_URL`, else
     /// `REDIS_SENTINEL_URLS` (comma-separated) with `REDIS_SENTINEL_MASTER` (and the primary's
     /// `REDIS_PASSWORD`, `REDIS_USERNAME`), else memory; `RATELIMIT_ON_ERROR=allow|deny`. Naming
-    /// more than one store is an error. `RATELIMIT_CONFIG=path.toml`: the overrides file.
+    /// more than one store is an error. `RATELIMIT_CONFIG=path.toml`: the overrides file. For
+    /// `rediss://`, `REDIS_CA_CERT` (a private CA's PEM file) and `REDIS_CLIENT_CERT` with
+    /// `REDIS_CLIENT_KEY` (mutual TLS).
     pub fn from_env() -> Result<Config, ConfigError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let mut config = if let Some(spec) = crate::store::sentinel::spec_from_env(&var).map_err(ConfigError)? {
@@ -128,6 +148,7 @@ impl Config {
         } else {
             Config::memory()
         };
+        config.tls = TlsConfig::from_env().map_err(ConfigError)?;
         if let Some(policy) = var("RATELIMIT_ON_ERROR") {
             config.on_error = policy.parse().map_err(ConfigError)?;
         }
@@ -157,23 +178,41 @@ impl Config {
         self
     }
 
+    /// For `rediss://`: also trust the CA certificate(s) in this PEM file, besides the
+    /// platform's roots (`REDIS_CA_CERT`).
+    pub fn ca_cert(mut self, pem: impl Into<std::path::PathBuf>) -> Config {
+        self.tls = self.tls.ca_cert(pem);
+        self
+    }
+
+    /// For `rediss://`: present this client certificate and key (PEM files) for mutual TLS
+    /// (`REDIS_CLIENT_CERT`, `REDIS_CLIENT_KEY`).
+    pub fn client_cert(
+        mut self,
+        cert_pem: impl Into<std::path::PathBuf>,
+        key_pem: impl Into<std::path::PathBuf>,
+    ) -> Config {
+        self.tls = self.tls.client_cert(cert_pem, key_pem);
+        self
+    }
+
     /// Builds the store this configuration names.
     pub fn build_store(&self) -> Result<StoreHandle, ConfigError> {
         Ok(match &self.backend {
             Backend::Memory => Arc::new(MemoryStore::new()),
-            Backend::Redis(url) => {
-                Arc::new(RedisStore::open(url, self.timeout).map_err(|e| ConfigError(e.to_string()))?)
-            }
+            Backend::Redis(url) => Arc::new(
+                RedisStore::open_with_tls(url, self.timeout, &self.tls).map_err(|e| ConfigError(e.to_string()))?,
+            ),
             #[cfg(feature = "cluster")]
             Backend::Cluster(urls) => Arc::new(
-                crate::store::cluster::ClusterStore::open(urls, self.timeout)
+                crate::store::cluster::ClusterStore::open_with_tls(urls, self.timeout, &self.tls)
                     .map_err(|e| ConfigError(e.to_string()))?,
             ),
             #[cfg(not(feature = "cluster"))]
             Backend::Cluster(urls) => {
                 return Err(ConfigError(format!(
-                    "Redis Cluster ({}) needs the `cluster` feature of ratelimit: rebuild with `--features cluster`",
-                    urls.join(",")
+                    "Redis Cluster ({}) needs the `cluster` feature of ratelimit (on by default)",
+                    urls.iter().map(|u| crate::store::redis::redact(u)).collect::<Vec<_>>().join(",")
                 )))
             }
             Backend::Sentinel(spec) => {

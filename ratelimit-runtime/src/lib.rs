@@ -9,7 +9,8 @@
 //! 1. ground: `rule`, `limit_type`, `subject`, `key`, `algorithm`, `clock`, `error`, `decision`,
 //!    `policy`, `status`, `mode`, `cidr` (plain values and arithmetic);
 //! 2. `limit`: a compiled limit (rules, key template, script arguments), and `io`, the I/O runtime;
-//! 3. `store` (trait, memory, redis, cluster, sentinel, scripts), with metrics beside it: a store gets all
+//! 3. `store` (trait, memory, redis, cluster, sentinel, scripts, TLS, the startup probe), with
+//!    metrics beside it: a store gets all
 //!    it needs in the `Call`, never from the limiter or the global configuration;
 //! 4. `config`: the global store and failure policy, from code or the environment (overrides
 //!    from a file beside it);
@@ -72,6 +73,7 @@ pub use store::cluster::ClusterStore;
 pub use store::memory::MemoryStore;
 pub use store::redis::RedisStore;
 pub use store::sentinel::{SentinelSpec, SentinelStore};
+pub use store::tls::TlsConfig;
 pub use store::{Answer, RemoteAnswer, Targets};
 pub use store::{Call, Pending, RemoteDecision, Store, StoreHandle};
 pub use subject::{ip_key, IpValue, Subject, SubjectValue, DEFAULT_IPV6_PREFIX};

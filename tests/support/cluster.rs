@@ -2,7 +2,7 @@
 //! joined by `redis-cli --cluster create`, torn down by pid on drop.
 #![allow(dead_code)]
 
-use super::free_port;
+use super::{free_port, redis_server_binary};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,10 +11,14 @@ use std::time::{Duration, Instant};
 pub struct RedisCluster {
     nodes: Vec<Node>,
     dir: PathBuf,
+    /// Served over TLS too (`tls-cluster yes`), with these certificates.
+    pki: Option<super::tls::Pki>,
 }
 
 struct Node {
     port: u16,
+    /// The TLS port, when the cluster has one (clients on it are told TLS ports).
+    tls_port: Option<u16>,
     child: Option<Child>,
 }
 
@@ -30,6 +34,17 @@ fn cli(port: u16, args: &[&str]) -> String {
 impl RedisCluster {
     /// `masters` primaries with `replicas` replicas each, slots spread evenly.
     pub fn start(masters: usize, replicas: usize) -> RedisCluster {
+        RedisCluster::start_with(masters, replicas, false)
+    }
+
+    /// `masters` primaries, no replicas, each also on a TLS port with a private CA
+    /// ([`pki`](Self::pki)); always `redis-server` (or `RATELIMIT_TEST_TLS_SERVER`), as in
+    /// `tls.rs`. The plain ports stay for `redis-cli`.
+    pub fn start_tls(masters: usize) -> RedisCluster {
+        RedisCluster::start_with(masters, 0, true)
+    }
+
+    fn start_with(masters: usize, replicas: usize, tls: bool) -> RedisCluster {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "ratelimit-test-cluster-{}-{}",
@@ -37,10 +52,11 @@ impl RedisCluster {
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let mut cluster = RedisCluster { nodes: Vec::new(), dir };
+        let pki = tls.then(|| super::tls::Pki::make(&dir.join("pki")));
+        let mut cluster = RedisCluster { nodes: Vec::new(), dir, pki };
         for _ in 0..masters * (1 + replicas) {
             let port = free_port();
-            let mut node = Node { port, child: None };
+            let mut node = Node { port, tls_port: tls.then(free_port), child: None };
             cluster.spawn(&mut node);
             cluster.nodes.push(node);
         }
@@ -62,7 +78,23 @@ impl RedisCluster {
     fn spawn(&self, node: &mut Node) {
         let dir = self.dir.join(node.port.to_string());
         std::fs::create_dir_all(&dir).expect("node dir");
-        let child = Command::new("redis-server")
+        let mut command = match &self.pki {
+            None => Command::new(redis_server_binary()),
+            Some(pki) => {
+                let mut command = Command::new(super::tls::tls_server_binary());
+                command
+                    .args(["--tls-port", &node.tls_port.unwrap_or_default().to_string(), "--tls-cluster", "yes"])
+                    .args(["--tls-replication", "yes", "--tls-auth-clients", "no"])
+                    .arg("--tls-cert-file")
+                    .arg(&pki.server_cert)
+                    .arg("--tls-key-file")
+                    .arg(&pki.server_key)
+                    .arg("--tls-ca-cert-file")
+                    .arg(&pki.ca_cert);
+                command
+            }
+        };
+        let child = command
             .args(["--port", &node.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000"])
             .args(["--repl-diskless-sync-delay", "0", "--cluster-replica-validity-factor", "0"])
@@ -96,6 +128,16 @@ impl RedisCluster {
             assert!(Instant::now() < deadline, "the cluster did not become ready within {within:?}");
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// The certificates of a TLS cluster.
+    pub fn pki(&self) -> &super::tls::Pki {
+        self.pki.as_ref().expect("a cluster started with start_tls")
+    }
+
+    /// `rediss://` seed URLs of every node of a TLS cluster.
+    pub fn tls_urls(&self) -> Vec<String> {
+        self.nodes.iter().filter_map(|n| n.tls_port).map(|p| format!("rediss://127.0.0.1:{p}/")).collect()
     }
 
     /// Seed URLs of every node.

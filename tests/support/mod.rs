@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod sentinel;
+pub mod tls;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -34,6 +35,7 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    extra: Vec<String>,
 }
 
 /// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
@@ -42,13 +44,19 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-fn redis_server_binary() -> &'static str {
-    let found = Command::new("redis-server").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+/// The server binary the Redis tests run: `RATELIMIT_TEST_SERVER` (e.g. a `valkey-server`),
+/// else `redis-server` from `PATH`. Checked once; a missing binary fails loudly.
+pub fn redis_server_binary() -> String {
+    let binary = std::env::var("RATELIMIT_TEST_SERVER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| "redis-server".to_owned());
+    let found = Command::new(&binary).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
     match found {
-        Ok(s) if s.success() => "redis-server",
+        Ok(s) if s.success() => binary,
         _ => panic!(
-            "redis-server is not installed: these tests need a real Redis (apt-get install -y redis-server); \
-             they never skip silently"
+            "{binary} is not installed: these tests need a real Redis (apt-get install -y redis-server, or \
+             RATELIMIT_TEST_SERVER=/path/to/valkey-server); they never skip silently"
         ),
     }
 }
@@ -56,6 +64,11 @@ fn redis_server_binary() -> &'static str {
 impl RedisServer {
     /// Starts a server and waits until it answers `PING`.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// As [`start`](Self::start), with more server arguments (e.g. `--requirepass`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "ratelimit-test-redis-{}-{}",
@@ -63,7 +76,8 @@ impl RedisServer {
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).expect("create temp dir");
-        let mut server = RedisServer { child: None, port: free_port(), dir };
+        let extra = extra.iter().map(|a| a.to_string()).collect();
+        let mut server = RedisServer { child: None, port: free_port(), dir, extra };
         server.spawn();
         server
     }
@@ -73,6 +87,7 @@ impl RedisServer {
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -89,7 +104,10 @@ impl RedisServer {
         let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
         let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
         let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+        // A server with `--requirepass` answers, too: with `NOAUTH`.
+        s.write_all(b"PING\r\n").is_ok()
+            && s.read_exact(&mut buf).is_ok()
+            && (&buf == b"+PONG\r\n" || &buf == b"-NOAUTH")
     }
 
     pub fn port(&self) -> u16 {

@@ -13,6 +13,7 @@ use super::admin::{read_statuses, shapes, Answer, Shapes, Targets};
 use super::redis::{
     command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Mode, Script,
 };
+use super::tls::{is_tls_url, TlsConfig};
 use super::{Call, Pending, Store};
 use crate::key::cluster_slot;
 use crate::{io, Decision, RuleStatus, StoreError};
@@ -34,10 +35,19 @@ impl ClusterStore {
     /// Connects in the background to the cluster behind `urls` (`redis://host:port`, any subset
     /// of its nodes). Every call gives up after `timeout`, and the failure policy applies.
     pub fn open(urls: &[String], timeout: Duration) -> Result<ClusterStore, StoreError> {
+        ClusterStore::open_with_tls(urls, timeout, &TlsConfig::default())
+    }
+
+    /// As [`open`](Self::open), with a private CA and/or a client certificate for `rediss://`
+    /// seeds.
+    pub fn open_with_tls(urls: &[String], timeout: Duration, tls: &TlsConfig) -> Result<ClusterStore, StoreError> {
         if urls.is_empty() {
             return Err(StoreError::Unavailable("no Redis Cluster seed node given".to_owned()));
         }
-        let client = ClusterClientBuilder::new(urls.to_vec())
+        let nodes = urls.iter().map(|u| redact(u)).collect::<Vec<_>>().join(",");
+        let builder = ClusterClientBuilder::new(urls.to_vec());
+        let builder = if urls.iter().any(|u| is_tls_url(u)) { with_tls(builder, tls, &nodes)? } else { builder };
+        let client = builder
             .connection_timeout(timeout)
             .response_timeout(timeout)
             // The overall limit is ours (`io::timeout`), on the I/O runtime's timer.
@@ -46,13 +56,41 @@ impl ClusterStore {
             .min_retry_wait(10)
             .max_retry_wait(100)
             .build()
-            .map_err(|e| StoreError::Unavailable(format!("invalid Redis Cluster nodes {urls:?}: {e}")))?;
+            .map_err(|e| StoreError::Unavailable(format!("invalid Redis Cluster nodes {nodes:?}: {e}")))?;
         // Created inside the I/O runtime so that the connections and their refreshes live there.
         let _guard = io::handle()?.enter();
         let conn = client.get_pending_async_connection_with_config(ClusterConfig::default());
-        let nodes = urls.iter().map(|u| redact(u)).collect::<Vec<_>>().join(",");
-        Ok(ClusterStore { conn, timeout, nodes })
+        let store = ClusterStore { conn, timeout, nodes };
+        let mut probe = store.conn.clone();
+        // The cluster client hides why no node could be reached ("No connections found"): on
+        // failure the probe asks the first seed alone, for its own words (a certificate, AUTH).
+        let first_seed = super::tls::client(&urls[0], tls, &redact(&urls[0])).ok();
+        super::probe::spawn(store.describe(), super::probe::probe_timeout(timeout), async move {
+            match super::redis::load_scripts(&mut probe).await {
+                Ok(()) => Ok(()),
+                Err(e) => Err(match first_seed {
+                    Some(seed) => super::probe::explain_with_seed(e, seed).await,
+                    None => e,
+                }),
+            }
+        });
+        Ok(store)
     }
+}
+
+/// The seeds' certificates (`rediss://`).
+#[cfg(feature = "tls")]
+fn with_tls(builder: ClusterClientBuilder, tls: &TlsConfig, _nodes: &str) -> Result<ClusterClientBuilder, StoreError> {
+    super::tls::install_provider();
+    Ok(match super::tls::certificates(tls)? {
+        Some(certs) => builder.certs(certs),
+        None => builder,
+    })
+}
+
+#[cfg(not(feature = "tls"))]
+fn with_tls(_: ClusterClientBuilder, _: &TlsConfig, nodes: &str) -> Result<ClusterClientBuilder, StoreError> {
+    Err(StoreError::Unavailable(format!("{nodes}: rediss:// needs the `tls` feature of ratelimit (on by default)")))
 }
 
 /// One slot's share of a call: its decide and release commands, and which limits it holds.

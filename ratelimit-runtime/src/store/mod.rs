@@ -5,8 +5,10 @@ pub(crate) mod admin;
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
 pub(crate) mod memory;
+pub(crate) mod probe;
 pub(crate) mod redis;
 pub(crate) mod sentinel;
+pub(crate) mod tls;
 
 use crate::limit::Limit;
 use crate::{Decision, StoreError};

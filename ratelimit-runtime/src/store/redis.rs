@@ -1,6 +1,7 @@
 //! One Redis server: every decision is one `EVALSHA` of the decision script.
 
 use super::admin::{read_statuses, shapes, Answer, Targets};
+use super::tls::TlsConfig;
 use super::{Call, Pending, Store};
 use crate::{io, Algorithm, Decision, RuleStatus, StoreError};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -80,11 +81,17 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    /// Connects lazily to `url` (`redis://host:port/db`): Redis need not be up yet. Every call
-    /// gives up after `timeout`, and the failure policy applies.
+    /// Connects lazily to `url` (`redis://host:port/db`, `rediss://` for TLS verified against
+    /// the platform's roots): Redis need not be up yet. Every call gives up after `timeout`,
+    /// and the failure policy applies. A probe connects in the background and logs the outcome.
     pub fn open(url: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| StoreError::Unavailable(format!("invalid Redis URL {:?}: {e}", redact(url))))?;
+        RedisStore::open_with_tls(url, timeout, &TlsConfig::default())
+    }
+
+    /// As [`open`](Self::open), with a private CA and/or a client certificate for `rediss://`.
+    pub fn open_with_tls(url: &str, timeout: Duration, tls: &TlsConfig) -> Result<RedisStore, StoreError> {
+        let redacted = redact(url);
+        let client = super::tls::client(url, tls, &redacted)?;
         let config = ConnectionManagerConfig::new()
             // The per-call timeout is ours (`io::timeout`): the client's own would use the timer
             // of whichever runtime polls the call.
@@ -98,11 +105,12 @@ impl RedisStore {
         let _guard = io::handle()?.enter();
         let conn =
             ConnectionManager::new_lazy_with_config(client, config).map_err(|e| StoreError::Redis(e.to_string()))?;
-        let store = RedisStore { conn, timeout, url: redact(url) };
-        // Connect now, in the background, so the first call does not pay for it.
-        let mut warm = store.conn.clone();
-        io::handle()?.spawn(async move {
-            let _ = redis::cmd("PING").query_async::<()>(&mut warm).await;
+        let store = RedisStore { conn, timeout, url: redacted };
+        // Connect now, in the background, so the first call does not pay for it, and say how
+        // it went.
+        let mut probe = store.conn.clone();
+        super::probe::spawn(store.describe(), super::probe::probe_timeout(timeout), async move {
+            load_scripts(&mut probe).await
         });
         Ok(store)
     }
@@ -197,6 +205,20 @@ pub(crate) fn del_command(targets: &Targets<'_>, indices: &[usize]) -> Cmd {
         }
     }
     cmd
+}
+
+/// Loads both decision scripts: the first command also connects and authenticates. On a
+/// cluster the connection sends `SCRIPT LOAD` to every primary.
+pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), StoreError> {
+    for script in [&GENERAL, &SLIDING] {
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script.code())
+            .query_async::<redis::Value>(conn)
+            .await
+            .map_err(redis_error)?;
+    }
+    Ok(())
 }
 
 pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
