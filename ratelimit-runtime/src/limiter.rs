@@ -3,6 +3,7 @@
 use crate::config::{self, FailurePolicy};
 use crate::key::DEFAULT_PREFIX;
 use crate::limit::{Limit, LimitSpec, LimiterError};
+use crate::metrics::{self, LimiterMetrics, Outcome};
 use crate::policy::{Policy, Quota};
 use crate::store::{Call, Pending, StoreHandle};
 use crate::{io, Algorithm, Cause, Decision, LimitType, RateLimited, Rule, StoreError, Subject};
@@ -17,6 +18,7 @@ pub struct LimiterBuilder {
     on_error: Option<FailurePolicy>,
     store: Option<StoreHandle>,
     error: Option<LimiterError>,
+    log_subjects: bool,
 }
 
 impl LimiterBuilder {
@@ -75,6 +77,13 @@ impl LimiterBuilder {
         self
     }
 
+    /// Adds the subjects (client IP, user id) to the limiter's debug events (off by default:
+    /// logs then hold personal data). Metrics never carry subjects.
+    pub fn log_subjects(mut self, on: bool) -> Self {
+        self.log_subjects = on;
+        self
+    }
+
     /// Validates and builds the limiter.
     pub fn build(self) -> Result<Limiter, LimiterError> {
         if let Some(e) = self.error {
@@ -90,9 +99,11 @@ impl LimiterBuilder {
             policies.extend(limit.policies());
             limits.push(limit);
         }
+        let name: Arc<str> = self.name.into();
         Ok(Limiter {
             inner: Arc::new(Inner {
-                name: self.name.into(),
+                metrics: LimiterMetrics::new(name.clone(), self.log_subjects),
+                name,
                 limits,
                 policies: policies.into(),
                 on_error: self.on_error,
@@ -132,6 +143,7 @@ struct Inner {
     policies: Arc<[Policy]>,
     on_error: Option<FailurePolicy>,
     store: Option<StoreHandle>,
+    metrics: LimiterMetrics,
 }
 
 /// An allowed call. Borrows its limiter, so that deciding allocates nothing.
@@ -164,7 +176,14 @@ enum Prepared {
 impl Limiter {
     /// Starts a limiter named `name` (used in keys, messages and logs).
     pub fn builder(name: impl Into<String>) -> LimiterBuilder {
-        LimiterBuilder { name: name.into(), limits: Vec::new(), on_error: None, store: None, error: None }
+        LimiterBuilder {
+            name: name.into(),
+            limits: Vec::new(),
+            on_error: None,
+            store: None,
+            error: None,
+            log_subjects: false,
+        }
     }
 
     /// The limiter's name.
@@ -192,11 +211,14 @@ impl Limiter {
         cost: u64,
         now_us: Option<u64>,
     ) -> Result<Permit<'_>, RateLimited> {
-        match self.prepare(subjects, cost, now_us) {
+        let started = metrics::start_timer();
+        let result = match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
             Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::await_remote(fut).await),
-        }
+        };
+        self.inner.metrics.report(outcome_of(&result), started.map(|t| t.elapsed()), subjects);
+        result
     }
 
     /// As [`check`](Self::check), blocking the thread: for plain `fn`s. Needs no async runtime
@@ -213,11 +235,14 @@ impl Limiter {
         cost: u64,
         now_us: Option<u64>,
     ) -> Result<Permit<'_>, RateLimited> {
-        match self.prepare(subjects, cost, now_us) {
+        let started = metrics::start_timer();
+        let result = match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
             Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::block_on(fut)),
-        }
+        };
+        self.inner.metrics.report(outcome_of(&result), started.map(|t| t.elapsed()), subjects);
+        result
     }
 
     fn store(&self) -> &StoreHandle {
@@ -308,6 +333,19 @@ impl Limiter {
             limit_type,
             source,
         }
+    }
+}
+
+/// The `outcome` label of a decision's result.
+fn outcome_of(result: &Result<Permit<'_>, RateLimited>) -> Outcome {
+    match result {
+        Ok(permit) if permit.decision.is_some() => Outcome::Allowed,
+        Ok(_) => Outcome::FailedOpen,
+        Err(e) => match e.cause {
+            Cause::Exceeded => Outcome::Denied,
+            Cause::StoreUnavailable => Outcome::FailedClosed,
+            Cause::SubjectMissing => Outcome::SubjectMissing,
+        },
     }
 }
 

@@ -47,6 +47,12 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
 
     /// A short description for logs: `memory`, `redis://127.0.0.1:6379`.
     fn describe(&self) -> String;
+
+    /// The `store` label of its metrics: `memory`, `redis`, `cluster`, `sentinel`,
+    /// `unavailable`. Never holds an address or a password.
+    fn label(&self) -> &'static str {
+        "other"
+    }
 }
 
 impl sealed::Sealed for memory::MemoryStore {}
@@ -64,9 +70,13 @@ pub(crate) struct Unavailable(pub(crate) String);
 
 impl Store for Unavailable {
     fn decide(&self, _call: &Call<'_>) -> Pending {
+        crate::metrics::UNAVAILABLE.error(crate::metrics::ErrorKind::Other);
         Pending::Ready(Err(StoreError::Unavailable(self.0.clone())))
     }
     fn describe(&self) -> String {
         format!("unavailable ({})", self.0)
+    }
+    fn label(&self) -> &'static str {
+        "unavailable"
     }
 }

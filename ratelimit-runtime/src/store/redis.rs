@@ -1,9 +1,10 @@
 //! One Redis server: every decision is one `EVALSHA` of the decision script.
 
 use super::{Call, Pending, Store};
+use crate::metrics::{self, ErrorKind, StoreMetrics};
 use crate::{io, Algorithm, Decision, StoreError};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, ErrorKind, ServerErrorKind};
+use redis::{Cmd, ErrorKind as ErrorKind_, ServerErrorKind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -147,13 +148,19 @@ pub(crate) fn command(
     (cmd, script)
 }
 
-/// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server).
+/// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server). Counts
+/// a Redis error in `metrics` by its kind (the other errors are counted by `StoreMetrics::timed`).
 pub(crate) async fn eval(
     conn: &mut impl ConnectionLike,
     (cmd, script): &(Cmd, &Script),
+    metrics: &StoreMetrics,
 ) -> Result<Decision, StoreError> {
+    let redis_error = |e: redis::RedisError| {
+        metrics.error(error_kind(&e));
+        redis_error(e)
+    };
     let answer = match cmd.query_async::<Vec<i64>>(conn).await {
-        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+        Err(e) if e.kind() == ErrorKind_::Server(ServerErrorKind::NoScript) => {
             // On a cluster this reaches every primary (a promoted replica may never have seen it).
             redis::cmd("SCRIPT")
                 .arg("LOAD")
@@ -175,6 +182,37 @@ pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
     StoreError::Redis(e.to_string())
 }
 
+/// The metrics kind of a Redis error, from its kind and code (never its text).
+pub(crate) fn error_kind(e: &redis::RedisError) -> ErrorKind {
+    if e.is_timeout() {
+        return ErrorKind::Timeout;
+    }
+    if matches!(e.code(), Some("NOAUTH" | "WRONGPASS")) {
+        return ErrorKind::Auth;
+    }
+    match e.kind() {
+        ErrorKind_::AuthenticationFailed | ErrorKind_::Server(ServerErrorKind::NoPerm) => ErrorKind::Auth,
+        ErrorKind_::Server(
+            ServerErrorKind::NoScript | ServerErrorKind::ResponseError | ServerErrorKind::ExecAbort,
+        )
+        | ErrorKind_::UnexpectedReturnType
+        | ErrorKind_::Parse => ErrorKind::Script,
+        ErrorKind_::Io
+        | ErrorKind_::ClusterConnectionNotFound
+        | ErrorKind_::MasterNameNotFoundBySentinel
+        | ErrorKind_::NoValidReplicasFoundBySentinel
+        | ErrorKind_::Server(
+            ServerErrorKind::ClusterDown
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::BusyLoading
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::ReadOnly,
+        ) => ErrorKind::Connection,
+        _ if e.is_connection_refusal() || e.is_connection_dropped() || e.is_io_error() => ErrorKind::Connection,
+        _ => ErrorKind::Other,
+    }
+}
+
 /// The URL without its password, for logs.
 pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -188,11 +226,16 @@ impl Store for RedisStore {
         let cmd = command(call, 0..call.limits.len(), &unique_member(), Mode::Decide);
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        Pending::Remote(Box::pin(async move { io::timeout(timeout, eval(&mut conn, &cmd)).await }))
+        let m = &metrics::REDIS;
+        Pending::Remote(Box::pin(async move { m.timed(io::timeout(timeout, eval(&mut conn, &cmd, m))).await }))
     }
 
     fn describe(&self) -> String {
         format!("redis ({})", self.url)
+    }
+
+    fn label(&self) -> &'static str {
+        "redis"
     }
 }
 
