@@ -187,7 +187,11 @@ pub(crate) fn error_kind(e: &redis::RedisError) -> ErrorKind {
     if e.is_timeout() {
         return ErrorKind::Timeout;
     }
-    if matches!(e.code(), Some("NOAUTH" | "WRONGPASS")) {
+    // Redis answers a client that skipped AUTH with `NOAUTH`, or, for a long command, with
+    // "Protocol error: unauthenticated multibulk length" before closing the connection.
+    let unauthenticated = e.kind() == ErrorKind_::Server(ServerErrorKind::ResponseError)
+        && e.detail().is_some_and(|d| d.contains("unauthenticated"));
+    if unauthenticated || matches!(e.code(), Some("NOAUTH" | "WRONGPASS")) {
         return ErrorKind::Auth;
     }
     match e.kind() {
