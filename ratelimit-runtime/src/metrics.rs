@@ -247,7 +247,8 @@ impl StoreMetrics {
         result
     }
 
-    /// Whether this in-memory call should be timed: one in [`MEMORY_SAMPLE`] per thread.
+    /// Whether this in-memory call should be timed: one in [`MEMORY_SAMPLE`] per thread, from
+    /// the first (so that the series shows up at once).
     #[inline]
     pub(crate) fn sample() -> bool {
         thread_local! {
@@ -256,7 +257,7 @@ impl StoreMetrics {
         TICK.with(|t| {
             let n = t.get().wrapping_add(1);
             t.set(n);
-            n % MEMORY_SAMPLE == 0
+            n % MEMORY_SAMPLE == 1
         })
     }
 }
