@@ -17,9 +17,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use ratelimit::http::{Cidr, RateLimitLayer};
 use ratelimit::{rate_limiter, RateLimited};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::OnceLock;
@@ -194,9 +194,7 @@ pub fn install_metrics() -> Result<(), String> {
 /// `GET /metrics`: every metric in the Prometheus text format. Not rate-limited.
 async fn metrics() -> Response {
     match METRICS.get() {
-        Some(handle) => {
-            ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], handle.render()).into_response()
-        }
+        Some(handle) => ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], handle.render()).into_response(),
         None => (StatusCode::SERVICE_UNAVAILABLE, "metrics are not installed\n").into_response(),
     }
 }

@@ -6,9 +6,9 @@
 //! it, so each test uses limiters of its own names, and store-level figures are compared as
 //! differences within the one test that uses that store.
 
-mod support;
 #[path = "support/prometheus.rs"]
 mod prometheus;
+mod support;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use prometheus::Scrape;
@@ -171,9 +171,16 @@ async fn redis_decisions_latency_and_errors() {
     assert_eq!(decisions(&s3, "metrics_test::redis_closed", "failed_closed"), 2.0);
     assert_eq!(decisions(&s3, "metrics_test::redis_open", "allowed"), 4.0, "unchanged");
     let delta = |kind: &str| {
-        s3.count(ERRORS, &[("store", "redis"), ("kind", kind)]) - s2.count(ERRORS, &[("store", "redis"), ("kind", kind)])
+        s3.count(ERRORS, &[("store", "redis"), ("kind", kind)])
+            - s2.count(ERRORS, &[("store", "redis"), ("kind", kind)])
     };
-    assert_eq!(delta("connection") + delta("timeout"), 5.0, "connection {} timeout {}", delta("connection"), delta("timeout"));
+    assert_eq!(
+        delta("connection") + delta("timeout"),
+        5.0,
+        "connection {} timeout {}",
+        delta("connection"),
+        delta("timeout")
+    );
     assert_eq!(delta("auth") + delta("script") + delta("other"), 0.0);
     let timed = s3.count(DURATION_COUNT, &[("store", "redis")]) - s2.count(DURATION_COUNT, &[("store", "redis")]);
     assert_eq!(timed, 5.0, "failed calls are timed too");
@@ -197,7 +204,9 @@ fn metric_names_and_label_sets() {
             DECISIONS => &[&["limiter", "outcome"]],
             "ratelimit_local_denials_total" => &[&["limiter"]],
             ERRORS => &[&["kind", "store"]],
-            n if n.starts_with("ratelimit_store_duration_seconds") => &[&["store"], &["quantile", "store"], &["le", "store"]],
+            n if n.starts_with("ratelimit_store_duration_seconds") => {
+                &[&["store"], &["quantile", "store"], &["le", "store"]]
+            }
             other => panic!("unexpected metric {other}"),
         };
         assert!(allowed.contains(&keys.as_slice()), "{} has labels {keys:?}", sample.name);

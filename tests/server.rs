@@ -7,13 +7,13 @@
 //! no second build of the example and always runs the code under test, whatever the profile
 //! or features. Clients bind to 127.0.0.2, 127.0.0.3, … to be distinct client IPs.
 
+#[path = "support/prometheus.rs"]
+#[allow(dead_code)]
+mod prometheus;
 #[path = "../examples/server.rs"]
 #[allow(dead_code)]
 mod server;
 mod support;
-#[path = "support/prometheus.rs"]
-#[allow(dead_code)]
-mod prometheus;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

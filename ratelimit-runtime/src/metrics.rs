@@ -134,9 +134,8 @@ pub(crate) struct LimiterMetrics {
 impl LimiterMetrics {
     /// The handles of the limiter `name`; `log_subjects` adds the subjects to its debug events.
     pub(crate) fn new(name: Arc<str>, log_subjects: bool) -> LimiterMetrics {
-        let decisions = Outcome::ALL.map(|o| {
-            metrics::counter!(DECISIONS, "limiter" => name.clone(), "outcome" => o.label())
-        });
+        let decisions =
+            Outcome::ALL.map(|o| metrics::counter!(DECISIONS, "limiter" => name.clone(), "outcome" => o.label()));
         let local_denials = metrics::counter!(LOCAL_DENIALS, "limiter" => name.clone());
         LimiterMetrics { name, decisions, local_denials, log_subjects }
     }

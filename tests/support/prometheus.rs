@@ -45,9 +45,9 @@ impl Scrape {
 
     /// The samples named `name` whose labels include every pair of `labels`.
     pub fn matching<'a>(&'a self, name: &'a str, labels: &'a [(&str, &str)]) -> impl Iterator<Item = &'a Sample> {
-        self.samples
-            .iter()
-            .filter(move |s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+        self.samples.iter().filter(move |s| {
+            s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
     }
 
     /// The value of the one sample named `name` with exactly these labels, if any.

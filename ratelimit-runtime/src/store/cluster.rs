@@ -83,7 +83,9 @@ impl Store for ClusterStore {
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         let m = &metrics::CLUSTER;
-        Pending::Remote(Box::pin(async move { m.timed(io::timeout(timeout, decide_by_slot(&mut conn, &parts, m))).await }))
+        Pending::Remote(Box::pin(
+            async move { m.timed(io::timeout(timeout, decide_by_slot(&mut conn, &parts, m))).await },
+        ))
     }
 
     fn describe(&self) -> String {

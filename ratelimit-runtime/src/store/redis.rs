@@ -196,9 +196,7 @@ pub(crate) fn error_kind(e: &redis::RedisError) -> ErrorKind {
     }
     match e.kind() {
         ErrorKind_::AuthenticationFailed | ErrorKind_::Server(ServerErrorKind::NoPerm) => ErrorKind::Auth,
-        ErrorKind_::Server(
-            ServerErrorKind::NoScript | ServerErrorKind::ResponseError | ServerErrorKind::ExecAbort,
-        )
+        ErrorKind_::Server(ServerErrorKind::NoScript | ServerErrorKind::ResponseError | ServerErrorKind::ExecAbort)
         | ErrorKind_::UnexpectedReturnType
         | ErrorKind_::Parse => ErrorKind::Script,
         ErrorKind_::Io
