@@ -134,6 +134,7 @@ pub(crate) struct LimiterMetrics {
 impl LimiterMetrics {
     /// The handles of the limiter `name`; `log_subjects` adds the subjects to its debug events.
     pub(crate) fn new(name: Arc<str>, log_subjects: bool) -> LimiterMetrics {
+        describe();
         let decisions =
             Outcome::ALL.map(|o| metrics::counter!(DECISIONS, "limiter" => name.clone(), "outcome" => o.label()));
         let local_denials = metrics::counter!(LOCAL_DENIALS, "limiter" => name.clone());
@@ -173,6 +174,21 @@ impl LimiterMetrics {
             tracing::debug!(limiter, outcome = outcome.label(), latency_us, "ratelimit decision");
         }
     }
+}
+
+/// The `# HELP` texts, given to the recorder once (by the first limiter built after it).
+fn describe() {
+    static DESCRIBED: std::sync::Once = std::sync::Once::new();
+    DESCRIBED.call_once(|| {
+        metrics::describe_counter!(DECISIONS, "Rate-limit decisions, by limiter and outcome.");
+        metrics::describe_counter!(LOCAL_DENIALS, "Refusals answered without a store call, by limiter.");
+        metrics::describe_histogram!(
+            STORE_DURATION,
+            metrics::Unit::Seconds,
+            "Duration of one rate-limit store call, timeout included (memory: 1 call in 64)."
+        );
+        metrics::describe_counter!(STORE_ERRORS, "Failed rate-limit store calls, by store and kind.");
+    });
 }
 
 /// Starts timing a decision for the debug log, only when debug events are wanted.
