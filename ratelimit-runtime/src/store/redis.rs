@@ -261,6 +261,22 @@ mod tests {
     }
 
     #[test]
+    fn error_kinds_come_from_the_error_kind_not_its_text() {
+        use super::{error_kind, ErrorKind_};
+        use crate::metrics::ErrorKind;
+        use std::io;
+        let io_err = |k: io::ErrorKind| redis::RedisError::from(io::Error::new(k, "secret-host:6379"));
+        assert_eq!(error_kind(&io_err(io::ErrorKind::ConnectionRefused)), ErrorKind::Connection);
+        assert_eq!(error_kind(&io_err(io::ErrorKind::ConnectionReset)), ErrorKind::Connection);
+        assert_eq!(error_kind(&io_err(io::ErrorKind::TimedOut)), ErrorKind::Timeout);
+        let of = |k: ErrorKind_| error_kind(&redis::RedisError::from((k, "timeout auth script")));
+        assert_eq!(of(ErrorKind_::AuthenticationFailed), ErrorKind::Auth);
+        assert_eq!(of(ErrorKind_::UnexpectedReturnType), ErrorKind::Script);
+        assert_eq!(of(ErrorKind_::ClusterConnectionNotFound), ErrorKind::Connection);
+        assert_eq!(of(ErrorKind_::InvalidClientConfig), ErrorKind::Other);
+    }
+
+    #[test]
     fn members_are_unique() {
         let a = super::unique_member();
         let b = super::unique_member();
