@@ -217,7 +217,7 @@ impl Limiter {
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
             Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::await_remote(fut).await),
         };
-        self.inner.metrics.report(outcome_of(&result), started.map(|t| t.elapsed()), subjects);
+        self.inner.metrics.report(outcome_of(&result), started, subjects);
         result
     }
 
@@ -241,7 +241,7 @@ impl Limiter {
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
             Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::block_on(fut)),
         };
-        self.inner.metrics.report(outcome_of(&result), started.map(|t| t.elapsed()), subjects);
+        self.inner.metrics.report(outcome_of(&result), started, subjects);
         result
     }
 

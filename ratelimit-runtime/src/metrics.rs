@@ -144,7 +144,10 @@ impl LimiterMetrics {
     /// Counts one decision.
     #[inline]
     pub(crate) fn decision(&self, outcome: Outcome) {
-        self.decisions[outcome as usize].increment(1);
+        // `Outcome` has exactly as many values as the array: no bounds check.
+        if let Some(counter) = self.decisions.get(outcome as usize) {
+            counter.increment(1);
+        }
     }
 
     /// Counts a refusal answered with no store call (besides its `decision(Outcome::Denied)`).
@@ -154,17 +157,19 @@ impl LimiterMetrics {
         self.local_denials.increment(1);
     }
 
-    /// Counts one decision and logs it at debug level: limiter, outcome, store latency (when
-    /// measured), and the subjects only if the limiter was built with `log_subjects(true)`.
+    /// Counts one decision and, when `started` (debug events are wanted: see [`start_timer`]),
+    /// logs it at debug level: limiter, outcome, latency, and the subjects only if the limiter
+    /// was built with `log_subjects(true)`.
     #[inline]
-    pub(crate) fn report(&self, outcome: Outcome, latency: Option<Duration>, subjects: &[Subject<'_>]) {
+    pub(crate) fn report(&self, outcome: Outcome, started: Option<Instant>, subjects: &[Subject<'_>]) {
         self.decision(outcome);
-        if tracing::enabled!(tracing::Level::DEBUG) {
-            self.log(outcome, latency, subjects);
+        if let Some(started) = started {
+            self.log(outcome, Some(started.elapsed()), subjects);
         }
     }
 
     #[cold]
+    #[inline(never)]
     fn log(&self, outcome: Outcome, latency: Option<Duration>, subjects: &[Subject<'_>]) {
         let latency_us = latency.map(|d| d.as_micros() as u64);
         let limiter: &str = &self.name;
@@ -191,14 +196,21 @@ fn describe() {
     });
 }
 
-/// Starts timing a decision for the debug log, only when debug events are wanted.
+/// Starts timing a decision for the debug log, only when debug events are wanted (the one
+/// check of the subscriber per decision).
 #[inline]
 pub(crate) fn start_timer() -> Option<Instant> {
     if tracing::enabled!(tracing::Level::DEBUG) {
-        Some(Instant::now())
+        start_timer_cold()
     } else {
         None
     }
+}
+
+#[cold]
+#[inline(never)]
+fn start_timer_cold() -> Option<Instant> {
+    Some(Instant::now())
 }
 
 /// A store kind's handles. One static per kind (the label is all that tells stores apart), built
