@@ -3,7 +3,7 @@
 //! what carry over between machines).
 //!
 //!     cargo run --release --manifest-path benches/Cargo.toml
-//!     cargo run --release --manifest-path benches/Cargo.toml -- --metrics-only   # section 7 alone
+//!     cargo run --release --manifest-path benches/Cargo.toml -- --metrics-only   # section 8 alone
 //!
 //! It starts its own `redis-server` on a free loopback port. Each figure is the median of
 //! `ROUNDS` interleaved rounds, with the spread (min–max) beside it. The in-memory and macro
@@ -29,7 +29,7 @@ fn main() {
         return;
     }
     if std::env::args().any(|a| a == "--metrics-only") {
-        // Only the metrics section (7) and its targets.
+        // Only the metrics section (8) and its targets.
         let mut report = Report::default();
         metrics::run(&mut report);
         report.print_targets();

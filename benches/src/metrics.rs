@@ -138,11 +138,11 @@ fn instructions_per_call(recorder: bool) -> Option<f64> {
 /// The section: nanoseconds (one child, rounds interleaved) and instructions (callgrind, one
 /// child per count, the recorder installed globally or not at all).
 pub fn run(report: &mut Report) {
-    println!("\n== 7. Metrics: one in-memory decision without and with a recorder installed ==");
+    println!("\n== 8. Metrics: one in-memory decision without and with a recorder installed ==");
     let (without, with) = ns_per_call();
     println!("no recorder {}   Prometheus recorder {}", without.show("ns"), with.show("ns"));
     report.target(Target {
-        name: "7. decision with / without recorder, ns",
+        name: "8. decision with / without recorder, ns",
         measured: format!("{} ns", fmt(with.median)),
         reference: format!("{} ns", fmt(without.median)),
         ratio: with.median / without.median,
@@ -153,7 +153,7 @@ pub fn run(report: &mut Report) {
         (Some(off), Some(on)) => {
             println!("under callgrind: no recorder {off:.0}, Prometheus recorder {on:.0} instructions per decision");
             report.target(Target {
-                name: "7. decision with / without recorder, instr",
+                name: "8. decision with / without recorder, instr",
                 measured: format!("{on:.0} instr"),
                 reference: format!("{off:.0} instr"),
                 ratio: on / off,
