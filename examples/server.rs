@@ -11,7 +11,8 @@
 //!
 //! Routes: `GET /healthz`, `GET /api/hello` (per IP: 20 per 10s and 50 per 60s),
 //! `GET /api/global` (30 per 10s for everyone), `POST /api/orders` (per user from `X-User-Id`:
-//! 10 per 10s, and per IP: 15 per 10s, decided together).
+//! 10 per 10s, and per IP: 15 per 10s, decided together), `GET /metrics` (Prometheus text
+//! format, never limited).
 //!
 //! `RATELIMIT_CONFIG=limits.toml` overrides those limits (rules, shadow mode, exemptions; see
 //! the README); `kill -HUP <pid>` re-reads it.
@@ -23,10 +24,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use ratelimit::http::{Cidr, RateLimitLayer};
 use ratelimit::{rate_limiter, RateLimited};
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
 const USAGE: &str = "\
 Usage: server [--listen ADDR:PORT] [--trust-proxy CIDR]...
@@ -37,6 +40,7 @@ Serves rate-limited HTTP routes:
   GET  /api/global   30 per 10s, shared by everyone
   POST /api/orders   per user (X-User-Id header, required): 10 per 10s,
                      and per client IP: 15 per 10s
+  GET  /metrics      the limiter's metrics, Prometheus text format (no limit)
 
 Options:
   --listen ADDR:PORT   where to listen (default 127.0.0.1:3000; port 0 picks a free one)
@@ -113,6 +117,7 @@ pub fn app(trust_proxy: &[Cidr]) -> Router {
         .route("/api/hello", get(hello))
         .route("/api/global", get(global))
         .route("/api/orders", post(orders))
+        .route("/metrics", get(metrics))
         .layer(RateLimitLayer::new().trust_proxies(trust_proxy.iter().copied()))
 }
 
@@ -146,19 +151,20 @@ impl IntoResponse for AppError {
 }
 
 /// The user id from `X-User-Id` (401 without it), recorded in the request context for
-/// `type = User` limits. A real application would authenticate here.
-pub struct UserId(pub String);
+/// `type = User` limits. A real application would authenticate here. The header's bytes are the
+/// id: a non-ASCII one (`ü名字`, UTF-8 or not) is a user like any other.
+pub struct UserId(pub Vec<u8>);
 
 impl<S: Send + Sync> FromRequestParts<S> for UserId {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, AppError> {
-        let user = parts.headers.get("x-user-id").and_then(|v| v.to_str().ok()).map(str::trim).unwrap_or("");
+        let user = parts.headers.get("x-user-id").map_or(&b""[..], |v| v.as_bytes().trim_ascii());
         if user.is_empty() {
             return Err(AppError::MissingUser);
         }
-        ratelimit::context::set_user(user);
-        Ok(UserId(user.to_owned()))
+        ratelimit::context::set_user_bytes(user);
+        Ok(UserId(user.to_vec()))
     }
 }
 
@@ -179,7 +185,35 @@ async fn global() -> Result<&'static str, AppError> {
 #[rate_limiter(type = User, rules = [(10s, 10)])]
 #[rate_limiter(type = Ip, rules = [(10s, 15)])]
 async fn orders(user: UserId) -> Result<String, AppError> {
-    Ok(format!("order accepted for {}\n", user.0))
+    Ok(format!("order accepted for {}\n", String::from_utf8_lossy(&user.0)))
+}
+
+/// The Prometheus recorder's handle, once [`install_metrics`] ran.
+static METRICS: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the Prometheus recorder (before the first rate-limited call: limiters take their
+/// metric handles when they are built). Store latencies get histogram buckets, so that p99 can
+/// be computed across instances.
+pub fn install_metrics() -> Result<(), String> {
+    if METRICS.get().is_some() {
+        return Ok(());
+    }
+    const BUCKETS: [f64; 14] =
+        [0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Full("ratelimit_store_duration_seconds".to_owned()), &BUCKETS)
+        .and_then(PrometheusBuilder::install_recorder)
+        .map_err(|e| e.to_string())?;
+    let _ = METRICS.set(handle);
+    Ok(())
+}
+
+/// `GET /metrics`: every metric in the Prometheus text format. Not rate-limited.
+async fn metrics() -> Response {
+    match METRICS.get() {
+        Some(handle) => ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], handle.render()).into_response(),
+        None => (StatusCode::SERVICE_UNAVAILABLE, "metrics are not installed\n").into_response(),
+    }
 }
 
 /// Resolves on Ctrl-C (or `SIGTERM`). On Unix the handlers are installed by this call, not on
@@ -251,6 +285,10 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         }
     };
     init_logs();
+    if let Err(e) = install_metrics() {
+        eprintln!("server: cannot install the metrics recorder: {e}");
+        return 1;
+    }
     if let Err(e) = ratelimit::Config::from_env().and_then(ratelimit::init) {
         eprintln!("server: cannot configure the rate-limit store or limits: {e}");
         return 1;

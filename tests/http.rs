@@ -465,3 +465,40 @@ async fn without_a_peer_the_ip_limit_refuses() {
     assert!(r.headers.get("retry-after").is_none());
     assert_eq!(r.body, r#"{"error":"rate_limit_subject_missing"}"#);
 }
+
+/// `user_header` takes the header's bytes: a non-ASCII id (UTF-8 or not) is a user with its own
+/// budget, not a missing one.
+#[tokio::test]
+async fn user_header_takes_non_ascii_ids() {
+    let limiter = Arc::new(memory_limiter("t::user_bytes", LimitType::User, &[(10_000, 1)]));
+    let app = Router::new()
+        .route(
+            "/user",
+            get(move || {
+                let limiter = limiter.clone();
+                async move {
+                    let ctx = context::current().expect("context");
+                    let user = ctx.user_bytes().unwrap_or_default();
+                    limiter.check(&[context::user_subject()], 1).await?;
+                    Ok::<_, RateLimited>(format!("{user:?}"))
+                }
+            }),
+        )
+        .layer(RateLimitLayer::new().user_header(HeaderName::from_static("x-user-id")));
+    let with_user = |value: &[u8]| {
+        let mut req = request("/user", Some("203.0.113.5"), &[]);
+        req.headers_mut().insert("x-user-id", http::HeaderValue::from_bytes(value).unwrap());
+        req
+    };
+    let utf8 = "ü名字".as_bytes();
+    let r = send(&app, with_user(utf8)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body, format!("{:?}", utf8.to_vec()), "the id is the header's bytes");
+    assert_eq!(send(&app, with_user(utf8)).await.status, StatusCode::TOO_MANY_REQUESTS, "the same user");
+    // 0xFC alone (Latin-1 `ü`) is not UTF-8: still a user, and another one. Blanks around are trimmed.
+    assert_eq!(send(&app, with_user(b" \xfc ")).await.status, StatusCode::OK);
+    assert_eq!(send(&app, with_user(b"\xfc")).await.status, StatusCode::TOO_MANY_REQUESTS);
+    // A blank header is no user: the User limit refuses for want of a subject.
+    let r = send(&app, with_user(b"  ")).await;
+    assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR, "{}", r.body);
+}

@@ -7,6 +7,9 @@
 //! no second build of the example and always runs the code under test, whatever the profile
 //! or features. Clients bind to 127.0.0.2, 127.0.0.3, … to be distinct client IPs.
 
+#[path = "support/prometheus.rs"]
+#[allow(dead_code)]
+mod prometheus;
 #[path = "../examples/server.rs"]
 #[allow(dead_code)]
 mod server;
@@ -148,15 +151,24 @@ fn loopback(last: u8) -> IpAddr {
 
 /// One HTTP/1.1 request over a fresh connection from `from` (any 127.0.0.0/8 address).
 async fn request(server: SocketAddr, from: IpAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+    let headers: Vec<(&str, &[u8])> = headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
+    request_bytes(server, from, method, path, &headers).await
+}
+
+/// As [`request`], with header values as bytes: they need not be ASCII, nor UTF-8.
+async fn request_bytes(server: SocketAddr, from: IpAddr, method: &str, path: &str, headers: &[(&str, &[u8])]) -> Reply {
     let socket = TcpSocket::new_v4().expect("socket");
     socket.bind(SocketAddr::new(from, 0)).unwrap_or_else(|e| panic!("bind {from}: {e}"));
     let mut stream = socket.connect(server).await.unwrap_or_else(|e| panic!("connect {server} from {from}: {e}"));
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\nContent-Length: 0\r\n");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\nContent-Length: 0\r\n")
+        .into_bytes();
     for (name, value) in headers {
-        req.push_str(&format!("{name}: {value}\r\n"));
+        req.extend_from_slice(format!("{name}: ").as_bytes());
+        req.extend_from_slice(value);
+        req.extend_from_slice(b"\r\n");
     }
-    req.push_str("\r\n");
-    stream.write_all(req.as_bytes()).await.expect("write request");
+    req.extend_from_slice(b"\r\n");
+    stream.write_all(&req).await.expect("write request");
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
         .await
@@ -525,4 +537,65 @@ async fn sentinel_failover_without_a_restart() {
     assert!(refused > 0, "no 503 while the primary was down");
     let new = set.wait_for_new_primary(old, Duration::from_secs(30));
     assert!(!keys(new).is_empty(), "no key on the new primary");
+}
+
+/// `GET /metrics` after real traffic: the counters, parsed from the Prometheus text format, are
+/// exactly what the server decided; `/metrics` itself is never limited; no client IP or user id
+/// is a label.
+#[tokio::test]
+async fn metrics_count_what_the_server_decided() {
+    let server = Server::start(&[], &[]);
+    let hello = format!("{}::server::hello", module_path!());
+    let orders = format!("{}::server::orders", module_path!());
+    assert_exactly(&statuses(server.addr, 2, "GET", "/api/hello", &[], 23).await, 20, "hello");
+    let user = [("X-User-Id", "metrics-user-7")];
+    assert_exactly(&statuses(server.addr, 3, "POST", "/api/orders", &user, 12).await, 10, "orders");
+    // No user: refused before any limiter decides.
+    assert_eq!(request(server.addr, loopback(3), "POST", "/api/orders", &[]).await.status, 401);
+    let mut last = None;
+    for _ in 0..40 {
+        let r = get(&server, 4, "/metrics").await;
+        assert_eq!(r.status, 200, "/metrics is never limited");
+        assert!(r.header("content-type").is_some_and(|v| v.starts_with("text/plain")), "{r:?}");
+        last = Some(r);
+    }
+    let text = last.expect("scraped").body;
+    let s = prometheus::Scrape::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let decisions = |limiter: &str, outcome: &str| {
+        s.count("ratelimit_decisions_total", &[("limiter", limiter), ("outcome", outcome)])
+    };
+    assert_eq!((decisions(&hello, "allowed"), decisions(&hello, "denied")), (20.0, 3.0), "{text}");
+    assert_eq!((decisions(&orders, "allowed"), decisions(&orders, "denied")), (10.0, 2.0), "{text}");
+    assert_eq!(decisions(&orders, "subject_missing"), 0.0);
+    assert_eq!(s.sum("ratelimit_store_errors_total", &[]), 0.0);
+    assert_eq!(s.types.get("ratelimit_store_duration_seconds").map(String::as_str), Some("histogram"));
+    assert!(s.value("ratelimit_store_duration_seconds_count", &[("store", "memory")]).is_some(), "{text}");
+    for (key, value) in s.label_values() {
+        assert!(!value.contains("127.0.0") && !value.contains("metrics-user"), "label {key}={value:?}");
+    }
+}
+
+/// A user id is the header's bytes: UTF-8 beyond ASCII, or not UTF-8 at all, is a user with a
+/// budget of its own (spec §9), not a missing one.
+#[tokio::test]
+async fn non_ascii_user_ids_are_users() {
+    let server = Server::start(&[], &[]);
+    let addr = server.addr;
+    let utf8: [(&str, &[u8]); 1] = [("X-User-Id", "ü名字".as_bytes())];
+    let first = request_bytes(addr, loopback(2), "POST", "/api/orders", &utf8).await;
+    assert_eq!((first.status, first.body.as_str()), (200, "order accepted for ü名字\n"), "{first:?}");
+    let mut all = Vec::new();
+    for _ in 0..11 {
+        all.push(request_bytes(addr, loopback(2), "POST", "/api/orders", &utf8).await.status);
+    }
+    assert_exactly(&all, 9, "ü名字's remaining 9");
+    // Latin-1 `ü` (0xFC) alone is not UTF-8, and is another user than the UTF-8 one.
+    let latin1: [(&str, &[u8]); 1] = [("X-User-Id", b"\xfc")];
+    let mut all = Vec::new();
+    for _ in 0..11 {
+        all.push(request_bytes(addr, loopback(3), "POST", "/api/orders", &latin1).await.status);
+    }
+    assert_exactly(&all, 10, "0xFC");
+    let other: [(&str, &[u8]); 1] = [("X-User-Id", "ü名字2".as_bytes())];
+    assert_eq!(request_bytes(addr, loopback(4), "POST", "/api/orders", &other).await.status, 200);
 }

@@ -3,6 +3,7 @@
 //! what carry over between machines).
 //!
 //!     cargo run --release --manifest-path benches/Cargo.toml
+//!     cargo run --release --manifest-path benches/Cargo.toml -- --metrics-only   # section 8 alone
 //!
 //! It starts its own `redis-server` on a free loopback port. Each figure is the median of
 //! `ROUNDS` interleaved rounds, with the spread (min–max) beside it. The in-memory and macro
@@ -12,6 +13,7 @@
 mod support;
 
 mod memory;
+mod metrics;
 mod redis_load;
 mod report;
 
@@ -20,6 +22,17 @@ use report::Report;
 fn main() {
     if std::env::args().any(|a| a == "--in-memory") {
         memory::run_child();
+        return;
+    }
+    if std::env::args().any(|a| a == "--metrics-child") {
+        metrics::run_child();
+        return;
+    }
+    if std::env::args().any(|a| a == "--metrics-only") {
+        // Only the metrics section (8) and its targets.
+        let mut report = Report::default();
+        metrics::run(&mut report);
+        report.print_targets();
         return;
     }
     if std::env::args().any(|a| a == "--profile-redis") {
@@ -40,6 +53,7 @@ fn main() {
 
     redis_load::run(&server, &mut report);
     memory::run_from_parent(&mut report);
+    metrics::run(&mut report);
 
     report.print_targets();
     println!("\nwhole harness: {:.0}s", started.elapsed().as_secs_f64());

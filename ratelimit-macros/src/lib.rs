@@ -1,5 +1,6 @@
-//! The `#[rate_limiter]` attribute of the [`ratelimit`](https://docs.rs/ratelimit) crate. Use it
-//! through `ratelimit::rate_limiter`; the generated code calls `ratelimit::__private`.
+//! The `#[rate_limiter]` attribute of the [`ratelimit`](https://docs.rs/ratelimit-attr) crate
+//! (package `ratelimit-attr`). Use it through `ratelimit::rate_limiter`; the generated code calls
+//! `ratelimit::__private`.
 //!
 //! The crate is split by stage: `parse` reads each option into a typed model, `rules` reads
 //! and checks the `(window, count)` literals, `validate` checks options against each other, the

@@ -24,7 +24,8 @@ use std::sync::{Arc, Mutex};
 pub struct RequestContext {
     ip: Option<IpAddr>,
     v6_prefix: Option<u8>,
-    user: Mutex<Option<String>>,
+    /// Bytes: an identity from a header need not be UTF-8 (spec §9).
+    user: Mutex<Option<Vec<u8>>>,
     quota: Mutex<Option<Quota>>,
 }
 
@@ -48,6 +49,11 @@ impl RequestContext {
 
     /// With the user id.
     pub fn with_user(self, user: impl Into<String>) -> RequestContext {
+        self.with_user_bytes(user.into())
+    }
+
+    /// With the user id as bytes (a header value: non-ASCII, or not even UTF-8, is still a user).
+    pub fn with_user_bytes(self, user: impl Into<Vec<u8>>) -> RequestContext {
         *lock(&self.user) = Some(user.into());
         self
     }
@@ -57,8 +63,14 @@ impl RequestContext {
         self.ip
     }
 
-    /// The user id, if one was set.
+    /// The user id, if one was set (bytes that are not UTF-8 are shown as `U+FFFD`; see
+    /// [`user_bytes`](Self::user_bytes)).
     pub fn user(&self) -> Option<String> {
+        lock(&self.user).as_deref().map(|u| String::from_utf8_lossy(u).into_owned())
+    }
+
+    /// The user id as it was set, bytes for bytes.
+    pub fn user_bytes(&self) -> Option<Vec<u8>> {
         lock(&self.user).clone()
     }
 
@@ -76,7 +88,7 @@ impl RequestContext {
 
     fn user_subject(&self) -> Subject<'static> {
         match lock(&self.user).as_deref() {
-            Some(u) if !u.is_empty() => Subject::bytes(u.as_bytes().to_vec()),
+            Some(u) if !u.is_empty() => Subject::bytes(u.to_vec()),
             _ => Subject::missing(),
         }
     }
@@ -121,6 +133,12 @@ pub fn current() -> Option<Arc<RequestContext>> {
 /// Sets the user id of the current request (from an extractor or middleware). Returns `false`
 /// when there is no request context.
 pub fn set_user(user: impl Into<String>) -> bool {
+    set_user_bytes(user.into())
+}
+
+/// Sets the user id of the current request as bytes (e.g. a header value, which may hold any
+/// bytes). Returns `false` when there is no request context.
+pub fn set_user_bytes(user: impl Into<Vec<u8>>) -> bool {
     match current() {
         Some(ctx) => {
             *lock(&ctx.user) = Some(user.into());

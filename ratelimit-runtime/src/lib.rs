@@ -1,5 +1,6 @@
-//! Runtime of the [`ratelimit`](https://docs.rs/ratelimit) crate: rules, keys, the decision
-//! script, stores (Redis and in-memory), errors and configuration.
+//! Runtime of the [`ratelimit`](https://docs.rs/ratelimit-attr) crate (package `ratelimit-attr`):
+//! rules, keys, the decision script, stores (Redis and in-memory), errors, configuration and
+//! metrics.
 //!
 //! Most users depend on the `ratelimit` facade and write `#[rate_limiter(...)]`; this crate is
 //! what the attribute calls, and [`Limiter`] is usable by hand.

@@ -3,6 +3,7 @@
 use crate::config::{self, FailurePolicy};
 use crate::key::DEFAULT_PREFIX;
 use crate::limit::{Limit, LimitSpec, LimiterError};
+use crate::metrics::{self, LimiterMetrics, Outcome};
 use crate::mode::Mode;
 use crate::policy::{Policy, Quota};
 use crate::snapshot::{self, Env, Plan, Snapshot};
@@ -19,6 +20,7 @@ pub struct LimiterBuilder {
     on_error: Option<FailurePolicy>,
     store: Option<StoreHandle>,
     error: Option<LimiterError>,
+    log_subjects: bool,
 }
 
 impl LimiterBuilder {
@@ -94,6 +96,13 @@ impl LimiterBuilder {
         self
     }
 
+    /// Adds the subjects (client IP, user id) to the limiter's debug events (off by default:
+    /// logs then hold personal data). Metrics never carry subjects.
+    pub fn log_subjects(mut self, on: bool) -> Self {
+        self.log_subjects = on;
+        self
+    }
+
     /// Validates and builds the limiter.
     pub fn build(self) -> Result<Limiter, LimiterError> {
         if let Some(e) = self.error {
@@ -110,9 +119,11 @@ impl LimiterBuilder {
             policies.extend(limit.policies());
             limits.push(limit);
         }
+        let name: Arc<str> = self.name.into();
         Ok(Limiter {
             inner: Arc::new(Inner {
-                name: self.name.into(),
+                metrics: LimiterMetrics::new(name.clone(), self.log_subjects),
+                name,
                 limits,
                 policies: policies.into(),
                 on_error: self.on_error,
@@ -155,6 +166,7 @@ struct Inner {
     store: Option<StoreHandle>,
     /// The limits in force under the overrides file (spec §11).
     plan: Plan,
+    metrics: LimiterMetrics,
 }
 
 /// An allowed call. Borrows its limiter, so that deciding allocates nothing.
@@ -193,7 +205,14 @@ enum Prepared {
 impl Limiter {
     /// Starts a limiter named `name` (used in keys, messages and logs).
     pub fn builder(name: impl Into<String>) -> LimiterBuilder {
-        LimiterBuilder { name: name.into(), limits: Vec::new(), on_error: None, store: None, error: None }
+        LimiterBuilder {
+            name: name.into(),
+            limits: Vec::new(),
+            on_error: None,
+            store: None,
+            error: None,
+            log_subjects: false,
+        }
     }
 
     /// The limiter's name.
@@ -235,6 +254,7 @@ impl Limiter {
         cost: u64,
         now_us: Option<u64>,
     ) -> Result<Permit<'_>, RateLimited> {
+        let started = metrics::start_timer();
         if let Some(s) = self.snapshot() {
             let run = |p: Pending| async move {
                 match p {
@@ -242,14 +262,16 @@ impl Limiter {
                     Pending::Remote(fut) => io::await_remote(fut).await,
                 }
             };
-            let decision = s.decide(&self.env(), subjects, cost, now_us, run).await?;
-            return Ok(Permit { limiter: self, decision, snapshot: Some(s) });
+            let decided = s.decide(&self.env(), subjects, cost, now_us, run).await;
+            return self.snapshot_permit(s, decided, started, subjects);
         }
-        match self.prepare(subjects, cost, now_us) {
+        let result = match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
             Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::await_remote(fut).await),
-        }
+        };
+        self.inner.metrics.report(outcome_of(&result), started, subjects);
+        result
     }
 
     /// As [`check`](Self::check), blocking the thread: for plain `fn`s. Needs no async runtime
@@ -267,14 +289,17 @@ impl Limiter {
         cost: u64,
         now_us: Option<u64>,
     ) -> Result<Permit<'_>, RateLimited> {
+        let started = metrics::start_timer();
         if let Some(s) = self.snapshot() {
-            return self.check_snapshot_blocking(s, subjects, cost, now_us);
+            return self.check_snapshot_blocking(s, subjects, cost, now_us, started);
         }
-        match self.prepare(subjects, cost, now_us) {
+        let result = match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
             Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
             Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::block_on(fut)),
-        }
+        };
+        self.inner.metrics.report(outcome_of(&result), started, subjects);
+        result
     }
 
     /// [`check_blocking_at`](Self::check_blocking_at) under the overrides file: kept out of
@@ -287,6 +312,7 @@ impl Limiter {
         subjects: &[Subject<'_>],
         cost: u64,
         now_us: Option<u64>,
+        started: Option<std::time::Instant>,
     ) -> Result<Permit<'_>, RateLimited> {
         let run = |p: Pending| {
             std::future::ready(match p {
@@ -294,11 +320,31 @@ impl Limiter {
                 Pending::Remote(fut) => io::block_on(fut),
             })
         };
-        let decided = snapshot::poll_once(s.decide(&self.env(), subjects, cost, now_us, run));
-        let decision = decided.unwrap_or_else(|| {
+        let decided = snapshot::poll_once(s.decide(&self.env(), subjects, cost, now_us, run)).unwrap_or_else(|| {
             Err(self.refusal(LimitType::Global, None, Duration::ZERO, Cause::StoreUnavailable, None))
-        })?;
-        Ok(Permit { limiter: self, decision, snapshot: Some(s) })
+        });
+        self.snapshot_permit(s, decided, started, subjects)
+    }
+
+    /// The permit (or refusal) of a decision under the overrides file, counted in metrics.
+    fn snapshot_permit(
+        &self,
+        s: Arc<Snapshot>,
+        decided: Result<(Option<Decision>, Outcome), RateLimited>,
+        started: Option<std::time::Instant>,
+        subjects: &[Subject<'_>],
+    ) -> Result<Permit<'_>, RateLimited> {
+        match decided {
+            Ok((decision, outcome)) => {
+                self.inner.metrics.report(outcome, started, subjects);
+                Ok(Permit { limiter: self, decision, snapshot: Some(s) })
+            }
+            Err(e) => {
+                let result = Err(e);
+                self.inner.metrics.report(outcome_of(&result), started, subjects);
+                result
+            }
+        }
     }
 
     pub(crate) fn store(&self) -> &StoreHandle {
@@ -394,6 +440,19 @@ impl Limiter {
             limit_type,
             source,
         }
+    }
+}
+
+/// The `outcome` label of a decision's result.
+fn outcome_of(result: &Result<Permit<'_>, RateLimited>) -> Outcome {
+    match result {
+        Ok(permit) if permit.decision.is_some() => Outcome::Allowed,
+        Ok(_) => Outcome::FailedOpen,
+        Err(e) => match e.cause {
+            Cause::Exceeded => Outcome::Denied,
+            Cause::StoreUnavailable => Outcome::FailedClosed,
+            Cause::SubjectMissing => Outcome::SubjectMissing,
+        },
     }
 }
 

@@ -2,9 +2,35 @@
 //! recorder. Beside the stores in the layering: stores report their calls here, the limiter
 //! its decisions. Labels never hold a subject, so series are bounded by the number of limiters.
 //!
-//! (Contract for the features being built in parallel: these are the entry points; the bodies
-//! are filled in by the metrics work.)
-#![allow(dead_code)]
+//! The hot path allocates nothing: a limiter builds its handles (one counter per outcome) once,
+//! in [`LimiterMetrics::new`]; a store's handles are built on its first call ([`StoreMetrics`]).
+//! Without a recorder the handles are no-ops. Handles taken before the application installs its
+//! recorder stay no-ops, so install it before the first rate-limited call.
+//!
+//! - `ratelimit_decisions_total{limiter, outcome}` (counter)
+//! - `ratelimit_local_denials_total{limiter}` (counter): refusals that needed no store call
+//! - `ratelimit_store_duration_seconds{store}` (histogram): one store call, timeout included;
+//!   in memory, one call in [`MEMORY_SAMPLE`] is timed (reading the clock costs as much as a
+//!   decision)
+//! - `ratelimit_store_errors_total{store, kind}` (counter), kind one of [`ErrorKind`]
+
+use crate::{StoreError, Subject};
+use metrics::{Counter, Histogram};
+use std::cell::Cell;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// `ratelimit_decisions_total{limiter, outcome}`.
+pub(crate) const DECISIONS: &str = "ratelimit_decisions_total";
+/// `ratelimit_local_denials_total{limiter}`.
+pub(crate) const LOCAL_DENIALS: &str = "ratelimit_local_denials_total";
+/// `ratelimit_store_duration_seconds{store}`.
+pub(crate) const STORE_DURATION: &str = "ratelimit_store_duration_seconds";
+/// `ratelimit_store_errors_total{store, kind}`.
+pub(crate) const STORE_ERRORS: &str = "ratelimit_store_errors_total";
+
+/// One in-memory store call in this many is timed.
+pub(crate) const MEMORY_SAMPLE: u32 = 64;
 
 /// What became of one call, as `ratelimit_decisions_total{outcome}` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,8 +40,10 @@ pub(crate) enum Outcome {
     /// A rule had no room (by the store, or by the local refusal cache).
     Denied,
     /// A shadow-mode limit would have refused; the call went through.
+    #[allow(dead_code)] // Reported by the shadow mode (being built in parallel).
     ShadowDenied,
     /// The subject is exempt: not counted, never refused.
+    #[allow(dead_code)] // Reported by exemptions (being built in parallel).
     Exempt,
     /// The store failed and the policy let the call through.
     FailedOpen,
@@ -26,6 +54,16 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    const ALL: [Outcome; 7] = [
+        Outcome::Allowed,
+        Outcome::Denied,
+        Outcome::ShadowDenied,
+        Outcome::Exempt,
+        Outcome::FailedOpen,
+        Outcome::FailedClosed,
+        Outcome::SubjectMissing,
+    ];
+
     /// The label value.
     pub(crate) fn label(self) -> &'static str {
         match self {
@@ -40,15 +78,303 @@ impl Outcome {
     }
 }
 
-/// Counts one decision of `limiter`.
-#[inline]
-pub(crate) fn decision(limiter: &str, outcome: Outcome) {
-    let _ = (limiter, outcome);
+/// What kind of store failure, as `ratelimit_store_errors_total{kind}` names it. Classified from
+/// the error's kind, never from its text, and the label carries no part of the message (which
+/// may name a host or a user).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ErrorKind {
+    /// No answer within the timeout.
+    Timeout,
+    /// Could not connect, or the connection broke (refused, reset, cluster or primary down).
+    Connection,
+    /// Authentication failed (`NOAUTH`, `WRONGPASS`, missing ACL permission).
+    Auth,
+    /// The script failed or answered something unexpected.
+    Script,
+    /// Anything else.
+    Other,
 }
 
-/// Counts a refusal answered by the local refusal cache, with no store call (besides its
-/// `decision(limiter, Outcome::Denied)`).
+impl ErrorKind {
+    const ALL: [ErrorKind; 5] =
+        [ErrorKind::Timeout, ErrorKind::Connection, ErrorKind::Auth, ErrorKind::Script, ErrorKind::Other];
+
+    /// The label value.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Connection => "connection",
+            ErrorKind::Auth => "auth",
+            ErrorKind::Script => "script",
+            ErrorKind::Other => "other",
+        }
+    }
+
+    /// The kind of a store error. `StoreError::Redis` carries only text: stores count those
+    /// where they still hold the client's error (see [`StoreMetrics::error`]), so this answers
+    /// `None` for them.
+    pub(crate) fn of(error: &StoreError) -> Option<ErrorKind> {
+        match error {
+            StoreError::Timeout(_) => Some(ErrorKind::Timeout),
+            StoreError::Protocol(_) => Some(ErrorKind::Script),
+            StoreError::Unavailable(_) => Some(ErrorKind::Other),
+            StoreError::Redis(_) => None,
+        }
+    }
+}
+
+/// A limiter's handles, built once with the limiter.
+pub(crate) struct LimiterMetrics {
+    name: Arc<str>,
+    decisions: [Counter; Outcome::ALL.len()],
+    local_denials: Counter,
+    log_subjects: bool,
+}
+
+impl LimiterMetrics {
+    /// The handles of the limiter `name`; `log_subjects` adds the subjects to its debug events.
+    pub(crate) fn new(name: Arc<str>, log_subjects: bool) -> LimiterMetrics {
+        describe();
+        let decisions =
+            Outcome::ALL.map(|o| metrics::counter!(DECISIONS, "limiter" => name.clone(), "outcome" => o.label()));
+        let local_denials = metrics::counter!(LOCAL_DENIALS, "limiter" => name.clone());
+        LimiterMetrics { name, decisions, local_denials, log_subjects }
+    }
+
+    /// Counts one decision.
+    #[inline]
+    pub(crate) fn decision(&self, outcome: Outcome) {
+        // `Outcome` has exactly as many values as the array: no bounds check.
+        if let Some(counter) = self.decisions.get(outcome as usize) {
+            counter.increment(1);
+        }
+    }
+
+    /// Counts a refusal answered with no store call (besides its `decision(Outcome::Denied)`).
+    #[inline]
+    #[allow(dead_code)] // Called by the local refusal cache (being built in parallel).
+    pub(crate) fn local_denial(&self) {
+        self.local_denials.increment(1);
+    }
+
+    /// Counts one decision and, when `started` (debug events are wanted: see [`start_timer`]),
+    /// logs it at debug level: limiter, outcome, latency, and the subjects only if the limiter
+    /// was built with `log_subjects(true)`.
+    #[inline]
+    pub(crate) fn report(&self, outcome: Outcome, started: Option<Instant>, subjects: &[Subject<'_>]) {
+        self.decision(outcome);
+        if let Some(started) = started {
+            self.log(outcome, Some(started.elapsed()), subjects);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn log(&self, outcome: Outcome, latency: Option<Duration>, subjects: &[Subject<'_>]) {
+        let latency_us = latency.map(|d| d.as_micros() as u64);
+        let limiter: &str = &self.name;
+        if self.log_subjects {
+            tracing::debug!(limiter, outcome = outcome.label(), latency_us, ?subjects, "ratelimit decision");
+        } else {
+            tracing::debug!(limiter, outcome = outcome.label(), latency_us, "ratelimit decision");
+        }
+    }
+}
+
+/// The `# HELP` texts, given to the recorder once (by the first limiter built after it).
+fn describe() {
+    static DESCRIBED: std::sync::Once = std::sync::Once::new();
+    DESCRIBED.call_once(|| {
+        metrics::describe_counter!(DECISIONS, "Rate-limit decisions, by limiter and outcome.");
+        metrics::describe_counter!(LOCAL_DENIALS, "Refusals answered without a store call, by limiter.");
+        metrics::describe_histogram!(
+            STORE_DURATION,
+            metrics::Unit::Seconds,
+            "Duration of one rate-limit store call, timeout included (memory: 1 call in 64)."
+        );
+        metrics::describe_counter!(STORE_ERRORS, "Failed rate-limit store calls, by store and kind.");
+    });
+}
+
+/// Starts timing a decision for the debug log, only when debug events are wanted (the one
+/// check of the subscriber per decision).
 #[inline]
+pub(crate) fn start_timer() -> Option<Instant> {
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        start_timer_cold()
+    } else {
+        None
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn start_timer_cold() -> Option<Instant> {
+    Some(Instant::now())
+}
+
+/// A store kind's handles. One static per kind (the label is all that tells stores apart), built
+/// on first use.
+pub(crate) struct StoreMetrics {
+    label: &'static str,
+    handles: OnceLock<StoreHandles>,
+}
+
+struct StoreHandles {
+    duration: Histogram,
+    errors: [Counter; ErrorKind::ALL.len()],
+}
+
+/// The in-memory store.
+pub(crate) static MEMORY: StoreMetrics = StoreMetrics::new("memory");
+/// One Redis server.
+pub(crate) static REDIS: StoreMetrics = StoreMetrics::new("redis");
+/// A Redis Cluster.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) static CLUSTER: StoreMetrics = StoreMetrics::new("cluster");
+/// A store that could not be built.
+/// Redis through Sentinel.
+pub(crate) static SENTINEL: StoreMetrics = StoreMetrics::new("sentinel");
+pub(crate) static UNAVAILABLE: StoreMetrics = StoreMetrics::new("unavailable");
+
+impl StoreMetrics {
+    /// The handles of stores labelled `label` (`memory`, `redis`, `cluster`, `sentinel`).
+    pub(crate) const fn new(label: &'static str) -> StoreMetrics {
+        StoreMetrics { label, handles: OnceLock::new() }
+    }
+
+    fn handles(&self) -> &StoreHandles {
+        self.handles.get_or_init(|| StoreHandles {
+            duration: metrics::histogram!(STORE_DURATION, "store" => self.label),
+            errors: ErrorKind::ALL.map(|k| metrics::counter!(STORE_ERRORS, "store" => self.label, "kind" => k.label())),
+        })
+    }
+
+    /// Records how long one store call took.
+    #[inline]
+    pub(crate) fn duration(&self, elapsed: Duration) {
+        self.handles().duration.record(elapsed.as_secs_f64());
+    }
+
+    /// Counts one failed store call.
+    pub(crate) fn error(&self, kind: ErrorKind) {
+        self.handles().errors[kind as usize].increment(1);
+    }
+
+    /// Runs one remote store call: records its duration, and counts its error unless it is a
+    /// `StoreError::Redis`, which the store counted with its precise kind.
+    pub(crate) async fn timed<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let started = Instant::now();
+        let result = call.await;
+        self.duration(started.elapsed());
+        if let Some(kind) = result.as_ref().err().and_then(ErrorKind::of) {
+            self.error(kind);
+        }
+        result
+    }
+
+    /// Whether this in-memory call should be timed: one in [`MEMORY_SAMPLE`] per thread, from
+    /// the first (so that the series shows up at once).
+    #[inline]
+    pub(crate) fn sample() -> bool {
+        thread_local! {
+            static TICK: Cell<u32> = const { Cell::new(0) };
+        }
+        TICK.with(|t| {
+            let n = t.get().wrapping_add(1);
+            t.set(n);
+            n % MEMORY_SAMPLE == 1
+        })
+    }
+}
+
+/// Counts one decision of `limiter`, for callers without the limiter's handles (allocates its
+/// labels: prefer [`LimiterMetrics::decision`]).
+#[allow(dead_code)]
+pub(crate) fn decision(limiter: &str, outcome: Outcome) {
+    metrics::counter!(DECISIONS, "limiter" => limiter.to_owned(), "outcome" => outcome.label()).increment(1);
+}
+
+/// Counts a refusal answered by the local refusal cache, for callers without the limiter's
+/// handles (prefer [`LimiterMetrics::local_denial`]).
+#[allow(dead_code)]
 pub(crate) fn local_denial(limiter: &str) {
-    let _ = limiter;
+    metrics::counter!(LOCAL_DENIALS, "limiter" => limiter.to_owned()).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{LimitType, Limiter, MemoryStore, Rule, Subject};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    /// Keeps every event's fields as `name=value` text.
+    #[derive(Default)]
+    struct Capture(Mutex<Vec<String>>);
+
+    struct Fields(String);
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0.push_str(&format!("{}={:?} ", field.name(), value));
+        }
+    }
+
+    impl Subscriber for &'static Capture {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut fields = Fields(String::new());
+            event.record(&mut fields);
+            self.0.lock().unwrap().push(fields.0);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    fn events(log_subjects: bool) -> Vec<String> {
+        let capture: &'static Capture = Box::leak(Box::default());
+        tracing::subscriber::with_default(capture, || {
+            let limiter = Limiter::builder("metrics::unit")
+                .limit(LimitType::Ip, [Rule::new(Duration::from_secs(60), 1).unwrap()])
+                .store(Arc::new(MemoryStore::new()))
+                .log_subjects(log_subjects)
+                .build()
+                .unwrap();
+            let ip = [Subject::ip("192.0.2.44".parse().unwrap())];
+            assert!(limiter.check_blocking(&ip, 1).is_ok());
+            assert!(limiter.check_blocking(&ip, 1).is_err());
+        });
+        let events = capture.0.lock().unwrap().clone();
+        events
+    }
+
+    #[test]
+    fn one_debug_event_per_decision_without_subject_by_default() {
+        let events = events(false);
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(events[0].contains("limiter=\"metrics::unit\"") || events[0].contains("limiter=metrics::unit"));
+        assert!(events[0].contains("outcome=\"allowed\"") || events[0].contains("outcome=allowed"), "{events:?}");
+        assert!(events[1].contains("denied"), "{events:?}");
+        assert!(events[0].contains("latency_us="), "{events:?}");
+        assert!(events.iter().all(|e| !e.contains("192.0.2.44")), "{events:?}");
+    }
+
+    #[test]
+    fn subjects_are_logged_only_when_asked() {
+        let events = events(true);
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(events.iter().all(|e| e.contains("192.0.2.44")), "{events:?}");
+    }
 }

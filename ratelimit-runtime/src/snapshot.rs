@@ -201,8 +201,9 @@ impl Snapshot {
 
     /// Decides a call: exempt subjects pass uncounted; the enforced limits decide (and may
     /// refuse); then the shadow limits decide, and their refusals are only logged and counted.
-    /// `run` finishes a store call (awaiting it, or blocking on it). `Ok(Some(decision))` is the
-    /// enforced limits' decision, `Ok(None)` an allowed call with none.
+    /// `run` finishes a store call (awaiting it, or blocking on it). `Ok((Some(decision), _))` is
+    /// the enforced limits' decision, `Ok((None, _))` an allowed call with none; the outcome is
+    /// what metrics count (allowed, exempt, or failed open).
     pub(crate) async fn decide<F, Fut>(
         &self,
         env: &Env<'_>,
@@ -210,18 +211,18 @@ impl Snapshot {
         cost: u64,
         now_us: Option<u64>,
         run: F,
-    ) -> Result<Option<Decision>, RateLimited>
+    ) -> Result<(Option<Decision>, Outcome), RateLimited>
     where
         F: Fn(Pending) -> Fut,
         Fut: Future<Output = Result<Decision, StoreError>>,
     {
         if let Some(table) = &self.exempt {
             if self.is_exempt(&table.overrides, subjects) {
-                metrics::decision(env.name, Outcome::Exempt);
-                return Ok(None);
+                return Ok((None, Outcome::Exempt));
             }
         }
         let mut allowed = None;
+        let mut outcome = Outcome::Allowed;
         if !self.enforced.limits.is_empty() {
             let keys = match self.enforced.keys(subjects) {
                 Ok(keys) => keys,
@@ -247,7 +248,10 @@ impl Snapshot {
                     return Err(self.refusal(env, limit_type, policy, d.retry_after, Cause::Exceeded, None));
                 }
                 Err(e) => match env.on_error.unwrap_or_else(|| config::global().on_error) {
-                    FailurePolicy::Allow => config::warn_store_failure(env.name, &e),
+                    FailurePolicy::Allow => {
+                        outcome = Outcome::FailedOpen;
+                        config::warn_store_failure(env.name, &e)
+                    }
                     FailurePolicy::Deny => {
                         let limit_type = self.enforced.limits.first().map_or(LimitType::Global, |l| l.limit_type);
                         let source = Some(e);
@@ -280,7 +284,7 @@ impl Snapshot {
                 Err(_) => shadow_refusal(env.name, None, Duration::ZERO),
             }
         }
-        Ok(allowed)
+        Ok((allowed, outcome))
     }
 
     fn is_exempt(&self, o: &Overrides, subjects: &[Subject<'_>]) -> bool {

@@ -125,7 +125,8 @@ impl RateLimitLayer {
         self
     }
 
-    /// Takes the user id from this request header (when present, non-empty and visible ASCII).
+    /// Takes the user id from this request header (when present and not blank), as bytes: a
+    /// non-ASCII value (`ü名字`, UTF-8 or not) is a user like any other.
     /// Only for headers that a trusted component sets (an authenticating proxy): anyone can send
     /// any header.
     pub fn user_header(mut self, name: HeaderName) -> RateLimitLayer {
@@ -169,9 +170,9 @@ impl<S> RateLimitService<S> {
             ctx = ctx.with_ip(ip);
         }
         if let Some(name) = &self.config.user_header {
-            let user = req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+            let user = req.headers().get(name).map(|v| v.as_bytes().trim_ascii());
             if let Some(user) = user.filter(|u| !u.is_empty()) {
-                ctx = ctx.with_user(user);
+                ctx = ctx.with_user_bytes(user);
             }
         }
         ctx

@@ -16,6 +16,7 @@ use super::redis::{
 use super::tls::{is_tls_url, TlsConfig};
 use super::{Call, Pending, Store};
 use crate::key::cluster_slot;
+use crate::metrics::{self, StoreMetrics};
 use crate::{io, Decision, RuleStatus, StoreError};
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
@@ -122,11 +123,18 @@ impl Store for ClusterStore {
             .collect();
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        Pending::Remote(Box::pin(async move { io::timeout(timeout, decide_by_slot(&mut conn, &parts)).await }))
+        let m = &metrics::CLUSTER;
+        Pending::Remote(Box::pin(
+            async move { m.timed(io::timeout(timeout, decide_by_slot(&mut conn, &parts, m))).await },
+        ))
     }
 
     fn describe(&self) -> String {
         format!("redis cluster ({})", self.nodes)
+    }
+
+    fn label(&self) -> &'static str {
+        "cluster"
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
@@ -141,7 +149,7 @@ impl Store for ClusterStore {
             io::timeout(timeout, async {
                 let mut out = Vec::new();
                 for (cmd, shapes) in &parts {
-                    let flat = eval_raw(&mut conn, cmd).await?;
+                    let flat = eval_raw(&mut conn, cmd, &metrics::CLUSTER).await?;
                     read_statuses(shapes, &flat, &mut out)?;
                 }
                 // Slot order is not limit order.
@@ -183,10 +191,14 @@ fn by_slot(targets: &Targets<'_>) -> Vec<Vec<usize>> {
     groups.into_iter().map(|(_, v)| v).collect()
 }
 
-async fn decide_by_slot(conn: &mut ClusterConnection, parts: &[SlotPart]) -> Result<Decision, StoreError> {
+async fn decide_by_slot(
+    conn: &mut ClusterConnection,
+    parts: &[SlotPart],
+    m: &StoreMetrics,
+) -> Result<Decision, StoreError> {
     let mut tightest: Option<Decision> = None;
     for (done, part) in parts.iter().enumerate() {
-        let outcome = eval(conn, &part.decide).await.map(|mut d| {
+        let outcome = eval(conn, &part.decide, m).await.map(|mut d| {
             // The script's indexes count within this slot's limits.
             d.limit = part.limits.get(d.limit).copied().unwrap_or(0);
             d
@@ -199,7 +211,7 @@ async fn decide_by_slot(conn: &mut ClusterConnection, parts: &[SlotPart]) -> Res
             }
             other => {
                 for earlier in &parts[..done] {
-                    if let Err(e) = eval(conn, &earlier.release).await {
+                    if let Err(e) = eval(conn, &earlier.release, m).await {
                         tracing::warn!(error = %e, "ratelimit: could not release a unit admitted on another cluster slot");
                     }
                 }

@@ -9,12 +9,13 @@ use super::{Call, Pending, Store};
 use crate::algorithm::step;
 use crate::clock::{Clock, SystemClock};
 use crate::limit::Limit;
+use crate::metrics::{self, StoreMetrics};
 use crate::{Algorithm, Decision, RuleStatus};
 use foldhash::fast::RandomState;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const SHARDS: usize = 64;
 /// Every this many decisions (per thread) the next shard in turn drops its expired states, so
@@ -526,7 +527,13 @@ fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 
 impl Store for MemoryStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        Pending::Ready(Ok(self.decide_now(call)))
+        if !StoreMetrics::sample() {
+            return Pending::Ready(Ok(self.decide_now(call)));
+        }
+        let started = Instant::now();
+        let decision = self.decide_now(call);
+        metrics::MEMORY.duration(started.elapsed());
+        Pending::Ready(Ok(decision))
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
@@ -540,5 +547,9 @@ impl Store for MemoryStore {
 
     fn describe(&self) -> String {
         "memory".to_owned()
+    }
+
+    fn label(&self) -> &'static str {
+        "memory"
     }
 }

@@ -63,6 +63,12 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
 
     /// A short description for logs: `memory`, `redis://127.0.0.1:6379`.
     fn describe(&self) -> String;
+
+    /// The `store` label of its metrics: `memory`, `redis`, `cluster`, `sentinel`,
+    /// `unavailable`. Never holds an address or a password.
+    fn label(&self) -> &'static str {
+        "other"
+    }
 }
 
 impl sealed::Sealed for memory::MemoryStore {}
@@ -81,6 +87,7 @@ pub(crate) struct Unavailable(pub(crate) String);
 
 impl Store for Unavailable {
     fn decide(&self, _call: &Call<'_>) -> Pending {
+        crate::metrics::UNAVAILABLE.error(crate::metrics::ErrorKind::Other);
         Pending::Ready(Err(StoreError::Unavailable(self.0.clone())))
     }
     fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::RuleStatus>> {
@@ -91,5 +98,8 @@ impl Store for Unavailable {
     }
     fn describe(&self) -> String {
         format!("unavailable ({})", self.0)
+    }
+    fn label(&self) -> &'static str {
+        "unavailable"
     }
 }

@@ -3,9 +3,10 @@
 use super::admin::{read_statuses, shapes, Answer, Targets};
 use super::tls::TlsConfig;
 use super::{Call, Pending, Store};
+use crate::metrics::{self, ErrorKind, StoreMetrics};
 use crate::{io, Algorithm, Decision, RuleStatus, StoreError};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, ErrorKind, ServerErrorKind};
+use redis::{Cmd, ErrorKind as ErrorKind_, ServerErrorKind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -160,20 +161,30 @@ pub(crate) fn command(
 }
 
 /// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server).
-pub(crate) async fn eval(conn: &mut impl ConnectionLike, command: &(Cmd, &Script)) -> Result<Decision, StoreError> {
-    let answer = eval_raw(conn, command).await?;
+pub(crate) async fn eval(
+    conn: &mut impl ConnectionLike,
+    command: &(Cmd, &Script),
+    metrics: &StoreMetrics,
+) -> Result<Decision, StoreError> {
+    let answer = eval_raw(conn, command, metrics).await?;
     let v: [i64; 6] =
         answer.try_into().map_err(|v: Vec<i64>| StoreError::Protocol(format!("{} values instead of 6", v.len())))?;
     Ok(Decision::from_script(v))
 }
 
-/// As [`eval`], the script's integers as they come (a peek answers two per rule).
+/// As [`eval`], the script's integers as they come (a peek answers two per rule). Counts a
+/// Redis error in `metrics` by its kind (the other errors are counted by `StoreMetrics::timed`).
 pub(crate) async fn eval_raw(
     conn: &mut impl ConnectionLike,
     (cmd, script): &(Cmd, &Script),
+    metrics: &StoreMetrics,
 ) -> Result<Vec<i64>, StoreError> {
+    let redis_error = |e: redis::RedisError| {
+        metrics.error(error_kind(&e));
+        redis_error(e)
+    };
     match cmd.query_async::<Vec<i64>>(conn).await {
-        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+        Err(e) if e.kind() == ErrorKind_::Server(ServerErrorKind::NoScript) => {
             // On a cluster this reaches every primary (a promoted replica may never have seen it).
             redis::cmd("SCRIPT")
                 .arg("LOAD")
@@ -225,6 +236,39 @@ pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
     StoreError::Redis(e.to_string())
 }
 
+/// The metrics kind of a Redis error, from its kind and code (never its text).
+pub(crate) fn error_kind(e: &redis::RedisError) -> ErrorKind {
+    if e.is_timeout() {
+        return ErrorKind::Timeout;
+    }
+    // Redis answers a client that skipped AUTH with `NOAUTH`, or, for a long command, with
+    // "Protocol error: unauthenticated multibulk length" before closing the connection.
+    let unauthenticated = e.kind() == ErrorKind_::Server(ServerErrorKind::ResponseError)
+        && e.detail().is_some_and(|d| d.contains("unauthenticated"));
+    if unauthenticated || matches!(e.code(), Some("NOAUTH" | "WRONGPASS")) {
+        return ErrorKind::Auth;
+    }
+    match e.kind() {
+        ErrorKind_::AuthenticationFailed | ErrorKind_::Server(ServerErrorKind::NoPerm) => ErrorKind::Auth,
+        ErrorKind_::Server(ServerErrorKind::NoScript | ServerErrorKind::ResponseError | ServerErrorKind::ExecAbort)
+        | ErrorKind_::UnexpectedReturnType
+        | ErrorKind_::Parse => ErrorKind::Script,
+        ErrorKind_::Io
+        | ErrorKind_::ClusterConnectionNotFound
+        | ErrorKind_::MasterNameNotFoundBySentinel
+        | ErrorKind_::NoValidReplicasFoundBySentinel
+        | ErrorKind_::Server(
+            ServerErrorKind::ClusterDown
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::BusyLoading
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::ReadOnly,
+        ) => ErrorKind::Connection,
+        _ if e.is_connection_refusal() || e.is_connection_dropped() || e.is_io_error() => ErrorKind::Connection,
+        _ => ErrorKind::Other,
+    }
+}
+
 /// The URL without its password, for logs.
 pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -238,7 +282,8 @@ impl Store for RedisStore {
         let cmd = command(call, 0..call.limits.len(), &unique_member(), Mode::Decide);
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        Pending::Remote(Box::pin(async move { io::timeout(timeout, eval(&mut conn, &cmd)).await }))
+        let m = &metrics::REDIS;
+        Pending::Remote(Box::pin(async move { m.timed(io::timeout(timeout, eval(&mut conn, &cmd, m))).await }))
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
@@ -251,7 +296,7 @@ impl Store for RedisStore {
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         Answer::Remote(Box::pin(async move {
-            let flat = io::timeout(timeout, eval_raw(&mut conn, &cmd)).await?;
+            let flat = io::timeout(timeout, eval_raw(&mut conn, &cmd, &metrics::REDIS)).await?;
             let mut out = Vec::new();
             read_statuses(&shapes, &flat, &mut out)?;
             Ok(out)
@@ -275,6 +320,10 @@ impl Store for RedisStore {
     fn describe(&self) -> String {
         format!("redis ({})", self.url)
     }
+
+    fn label(&self) -> &'static str {
+        "redis"
+    }
 }
 
 #[cfg(test)]
@@ -294,6 +343,22 @@ mod tests {
             assert_eq!(script.sha().len(), 40);
         }
         assert_ne!(super::GENERAL.sha(), super::SLIDING.sha());
+    }
+
+    #[test]
+    fn error_kinds_come_from_the_error_kind_not_its_text() {
+        use super::{error_kind, ErrorKind_};
+        use crate::metrics::ErrorKind;
+        use std::io;
+        let io_err = |k: io::ErrorKind| redis::RedisError::from(io::Error::new(k, "secret-host:6379"));
+        assert_eq!(error_kind(&io_err(io::ErrorKind::ConnectionRefused)), ErrorKind::Connection);
+        assert_eq!(error_kind(&io_err(io::ErrorKind::ConnectionReset)), ErrorKind::Connection);
+        assert_eq!(error_kind(&io_err(io::ErrorKind::TimedOut)), ErrorKind::Timeout);
+        let of = |k: ErrorKind_| error_kind(&redis::RedisError::from((k, "timeout auth script")));
+        assert_eq!(of(ErrorKind_::AuthenticationFailed), ErrorKind::Auth);
+        assert_eq!(of(ErrorKind_::UnexpectedReturnType), ErrorKind::Script);
+        assert_eq!(of(ErrorKind_::ClusterConnectionNotFound), ErrorKind::Connection);
+        assert_eq!(of(ErrorKind_::InvalidClientConfig), ErrorKind::Other);
     }
 
     #[test]

@@ -18,6 +18,7 @@
 use super::admin::{read_statuses, shapes, Answer, Targets};
 use super::redis::{command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Mode};
 use super::{Call, Pending, Store};
+use crate::metrics;
 use crate::{io, RuleStatus, StoreError};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{
@@ -487,13 +488,18 @@ impl ConnectionLike for Watched {
 impl Store for SentinelStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         let cmd = Arc::new(command(call, 0..call.limits.len(), &unique_member(), Mode::Decide));
-        Pending::Remote(Box::pin(self.run(move |mut conn| {
+        let decided = self.run(move |mut conn| {
             let cmd = cmd.clone();
             async move {
-                let result = eval(&mut conn, &cmd).await;
+                let result = eval(&mut conn, &cmd, &metrics::SENTINEL).await;
                 (result, conn.lost())
             }
-        })))
+        });
+        Pending::Remote(Box::pin(metrics::SENTINEL.timed(decided)))
+    }
+
+    fn label(&self) -> &'static str {
+        "sentinel"
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
@@ -506,7 +512,7 @@ impl Store for SentinelStore {
         let flat = self.run(move |mut conn| {
             let cmd = cmd.clone();
             async move {
-                let result = eval_raw(&mut conn, &cmd).await;
+                let result = eval_raw(&mut conn, &cmd, &metrics::SENTINEL).await;
                 (result, conn.lost())
             }
         });

@@ -1,0 +1,231 @@
+//! Metrics (spec §10), read back through a real Prometheus recorder and parsed from its text
+//! format: decisions by outcome on memory and on a real Redis, store errors when Redis refuses
+//! or dies, and never a subject (IP, user id) or a password in a label.
+//!
+//! One recorder per process (the `metrics` facade's global): every test of this binary shares
+//! it, so each test uses limiters of its own names, and store-level figures are compared as
+//! differences within the one test that uses that store.
+
+#[path = "support/prometheus.rs"]
+mod prometheus;
+mod support;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use prometheus::Scrape;
+use ratelimit::{Cause, FailurePolicy, LimitType, Limiter, MemoryStore, RedisStore, Rule, StoreHandle, Subject};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use support::RedisServer;
+
+const DECISIONS: &str = "ratelimit_decisions_total";
+const ERRORS: &str = "ratelimit_store_errors_total";
+const DURATION_COUNT: &str = "ratelimit_store_duration_seconds_count";
+
+/// The recorder, installed before any limiter of this binary is built.
+fn recorder() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| PrometheusBuilder::new().install_recorder().expect("install the Prometheus recorder"))
+}
+
+fn scrape() -> Scrape {
+    let text = recorder().render();
+    Scrape::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn decisions(s: &Scrape, limiter: &str, outcome: &str) -> f64 {
+    s.count(DECISIONS, &[("limiter", limiter), ("outcome", outcome)])
+}
+
+fn limiter(name: &str, limit_type: LimitType, count: u64, store: StoreHandle, on_error: FailurePolicy) -> Limiter {
+    recorder();
+    Limiter::builder(name)
+        .limit(limit_type, [Rule::new(Duration::from_secs(60), count).expect("rule")])
+        .store(store)
+        .on_error(on_error)
+        .build()
+        .expect("limiter")
+}
+
+/// No label of the scrape, nor any part of its text, holds one of `secrets`.
+#[track_caller]
+fn assert_nothing_leaks(secrets: &[&str]) {
+    let text = recorder().render();
+    let s = Scrape::parse(&text).expect("parses");
+    for (key, value) in s.label_values() {
+        for secret in secrets {
+            assert!(!value.contains(secret), "label {key}={value:?} holds {secret:?}");
+        }
+    }
+    for secret in secrets {
+        assert!(!text.contains(secret), "the scrape holds {secret:?}:\n{text}");
+    }
+}
+
+#[test]
+fn memory_decisions_are_counted_exactly() {
+    let store: StoreHandle = Arc::new(MemoryStore::new());
+    let ip = Subject::ip("198.51.100.77".parse().unwrap());
+    let by_ip = limiter("metrics_test::memory_ip", LimitType::Ip, 5, store.clone(), FailurePolicy::Allow);
+    let user = Subject::bytes(&b"alice-the-user"[..]);
+    let by_user = limiter("metrics_test::memory_user", LimitType::User, 2, store, FailurePolicy::Allow);
+
+    let before = scrape();
+    let duration_before = before.count(DURATION_COUNT, &[("store", "memory")]);
+    let results: Vec<bool> = (0..8).map(|_| by_ip.check_blocking(std::slice::from_ref(&ip), 1).is_ok()).collect();
+    assert_eq!(results, [true, true, true, true, true, false, false, false]);
+    for _ in 0..3 {
+        let _ = by_user.check_blocking(std::slice::from_ref(&user), 1);
+    }
+    let missing = by_user.check_blocking(&[Subject::missing()], 1).expect_err("no user");
+    assert_eq!(missing.cause(), Cause::SubjectMissing);
+    // Enough calls on this thread for the 1-in-64 timing sample to fire at least 4 times.
+    for _ in 0..256 {
+        let _ = by_ip.check_blocking(std::slice::from_ref(&ip), 1);
+    }
+
+    let s = scrape();
+    assert_eq!(s.types.get(DECISIONS).map(String::as_str), Some("counter"));
+    assert_eq!(decisions(&s, "metrics_test::memory_ip", "allowed"), 5.0);
+    assert_eq!(decisions(&s, "metrics_test::memory_ip", "denied"), 3.0 + 256.0);
+    assert_eq!(decisions(&s, "metrics_test::memory_user", "allowed"), 2.0);
+    assert_eq!(decisions(&s, "metrics_test::memory_user", "denied"), 1.0);
+    assert_eq!(decisions(&s, "metrics_test::memory_user", "subject_missing"), 1.0);
+    for outcome in ["failed_open", "failed_closed", "exempt", "shadow_denied"] {
+        assert_eq!(decisions(&s, "metrics_test::memory_ip", outcome), 0.0, "{outcome}");
+    }
+    assert_eq!(s.sum(DECISIONS, &[("limiter", "metrics_test::memory_ip")]), 264.0, "no other outcome");
+    assert_eq!(s.count("ratelimit_local_denials_total", &[("limiter", "metrics_test::memory_ip")]), 0.0);
+    let timed = s.count(DURATION_COUNT, &[("store", "memory")]) - duration_before;
+    assert!(timed >= 4.0, "memory store calls timed: {timed}");
+    assert_eq!(s.sum(ERRORS, &[("store", "memory")]), 0.0);
+    assert_nothing_leaks(&["198.51.100.77", "alice-the-user"]);
+}
+
+#[tokio::test]
+async fn redis_decisions_latency_and_errors() {
+    let mut redis = RedisServer::start();
+    let timeout = Duration::from_millis(500);
+    let store: StoreHandle = Arc::new(RedisStore::open(&redis.url(), timeout).expect("store"));
+    let open = limiter("metrics_test::redis_open", LimitType::Ip, 4, store.clone(), FailurePolicy::Allow);
+    let closed = limiter("metrics_test::redis_closed", LimitType::Global, 100, store, FailurePolicy::Deny);
+    let ip = [Subject::ip("203.0.113.99".parse().unwrap())];
+
+    let s0 = scrape();
+    let mut allowed = 0;
+    for _ in 0..6 {
+        allowed += usize::from(open.check(&ip, 1).await.is_ok());
+    }
+    assert_eq!(allowed, 4);
+    closed.check(&[Subject::global()], 1).await.expect("room");
+    let s1 = scrape();
+    assert_eq!(decisions(&s1, "metrics_test::redis_open", "allowed"), 4.0);
+    assert_eq!(decisions(&s1, "metrics_test::redis_open", "denied"), 2.0);
+    assert_eq!(decisions(&s1, "metrics_test::redis_closed", "allowed"), 1.0);
+    let calls = s1.count(DURATION_COUNT, &[("store", "redis")]) - s0.count(DURATION_COUNT, &[("store", "redis")]);
+    assert_eq!(calls, 7.0, "every Redis call is timed");
+    assert_eq!(s1.sum(ERRORS, &[("store", "redis")]), s0.sum(ERRORS, &[("store", "redis")]), "no error yet");
+
+    // A Redis that now wants a password: a store that connects without one is refused (NOAUTH),
+    // one with a wrong password too; both count as `auth`, and the password shows nowhere.
+    let mut admin = redis.client();
+    redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("s3cret-pw").exec(&mut admin).expect("requirepass");
+    let no_pw: StoreHandle = Arc::new(RedisStore::open(&redis.url(), timeout).expect("store"));
+    let wrong_url = format!("redis://:hunter2-pw@127.0.0.1:{}/", redis.port());
+    let wrong_pw: StoreHandle = Arc::new(RedisStore::open(&wrong_url, timeout).expect("store"));
+    let no_pw = limiter("metrics_test::redis_no_pw", LimitType::Global, 100, no_pw, FailurePolicy::Allow);
+    let wrong_pw = limiter("metrics_test::redis_wrong_pw", LimitType::Global, 100, wrong_pw, FailurePolicy::Allow);
+    let auth = |s: &Scrape| s.count(ERRORS, &[("store", "redis"), ("kind", "auth")]);
+    let all = |s: &Scrape| s.sum(ERRORS, &[("store", "redis")]);
+    for _ in 0..2 {
+        let permit = wrong_pw.check(&[Subject::global()], 1).await.expect("fail open");
+        assert!(permit.quota().is_none(), "let through unchecked");
+    }
+    let s2 = scrape();
+    assert_eq!(decisions(&s2, "metrics_test::redis_wrong_pw", "failed_open"), 2.0);
+    assert_eq!((auth(&s2) - auth(&s1), all(&s2) - all(&s1)), (2.0, 2.0), "a wrong password is an auth error");
+    // Without AUTH, Redis answers a long command with "unauthenticated multibulk length" and
+    // closes the connection (the next call may find it broken: a connection error).
+    for _ in 0..2 {
+        no_pw.check(&[Subject::global()], 1).await.expect("fail open");
+    }
+    let s2b = scrape();
+    assert_eq!(decisions(&s2b, "metrics_test::redis_no_pw", "failed_open"), 2.0);
+    assert!(auth(&s2b) - auth(&s2) >= 1.0, "no password: {:?}", s2b.matching(ERRORS, &[]).collect::<Vec<_>>());
+    assert_eq!(all(&s2b) - all(&s2), 2.0);
+    let s2 = s2b;
+    assert_nothing_leaks(&["s3cret-pw", "hunter2-pw", "203.0.113.99"]);
+
+    // Redis killed: the fail-open limiter lets calls through, the fail-closed one refuses them;
+    // each failed call is one store error (connection refused, or the timeout).
+    redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("").exec(&mut admin).expect("no password");
+    redis.kill();
+    for _ in 0..3 {
+        open.check(&ip, 1).await.expect("fail open");
+    }
+    for _ in 0..2 {
+        let e = closed.check(&[Subject::global()], 1).await.expect_err("fail closed");
+        assert_eq!(e.cause(), Cause::StoreUnavailable);
+    }
+    let s3 = scrape();
+    assert_eq!(decisions(&s3, "metrics_test::redis_open", "failed_open"), 3.0);
+    assert_eq!(decisions(&s3, "metrics_test::redis_closed", "failed_closed"), 2.0);
+    assert_eq!(decisions(&s3, "metrics_test::redis_open", "allowed"), 4.0, "unchanged");
+    let delta = |kind: &str| {
+        s3.count(ERRORS, &[("store", "redis"), ("kind", kind)])
+            - s2.count(ERRORS, &[("store", "redis"), ("kind", kind)])
+    };
+    assert_eq!(
+        delta("connection") + delta("timeout"),
+        5.0,
+        "connection {} timeout {}",
+        delta("connection"),
+        delta("timeout")
+    );
+    assert_eq!(delta("auth") + delta("script") + delta("other"), 0.0);
+    let timed = s3.count(DURATION_COUNT, &[("store", "redis")]) - s2.count(DURATION_COUNT, &[("store", "redis")]);
+    assert_eq!(timed, 5.0, "failed calls are timed too");
+    assert_nothing_leaks(&["203.0.113.99"]);
+}
+
+#[test]
+fn metric_names_and_label_sets() {
+    let store: StoreHandle = Arc::new(MemoryStore::new());
+    let l = limiter("metrics_test::names", LimitType::Global, 1, store, FailurePolicy::Allow);
+    let _ = l.check_blocking(&[Subject::global()], 1);
+    let s = scrape();
+    // Every outcome series exists from the limiter's construction on, at 0 until it happens.
+    for outcome in ["allowed", "denied", "shadow_denied", "exempt", "failed_open", "failed_closed", "subject_missing"] {
+        assert!(s.value(DECISIONS, &[("limiter", "metrics_test::names"), ("outcome", outcome)]).is_some(), "{outcome}");
+    }
+    assert!(s.value("ratelimit_local_denials_total", &[("limiter", "metrics_test::names")]).is_some());
+    for sample in s.samples.iter().filter(|x| x.name.starts_with("ratelimit_")) {
+        let keys: Vec<&str> = sample.labels.keys().map(String::as_str).collect();
+        let allowed: &[&[&str]] = match sample.name.as_str() {
+            DECISIONS => &[&["limiter", "outcome"]],
+            "ratelimit_local_denials_total" => &[&["limiter"]],
+            ERRORS => &[&["kind", "store"]],
+            n if n.starts_with("ratelimit_store_duration_seconds") => {
+                &[&["store"], &["quantile", "store"], &["le", "store"]]
+            }
+            other => panic!("unexpected metric {other}"),
+        };
+        assert!(allowed.contains(&keys.as_slice()), "{} has labels {keys:?}", sample.name);
+    }
+}
+
+#[test]
+fn prometheus_parser_reads_the_text_format() {
+    let text = "# HELP x_total Things.\n# TYPE x_total counter\nx_total{a=\"1\",b=\"q\\\"uote\\\\ \\n\"} 3\n\
+                x_total{a=\"2\"} 4 1700000000000\nh_bucket{le=\"+Inf\"} 7\nplain 1.5e-3\n";
+    let s = prometheus::Scrape::parse(text).expect("parses");
+    assert_eq!(s.types.get("x_total").map(String::as_str), Some("counter"));
+    assert_eq!(s.value("x_total", &[("a", "1"), ("b", "q\"uote\\ \n")]), Some(3.0));
+    assert_eq!(s.value("x_total", &[("a", "2")]), Some(4.0));
+    assert_eq!(s.sum("x_total", &[]), 7.0);
+    assert_eq!(s.value("h_bucket", &[("le", "+Inf")]), Some(7.0));
+    assert_eq!(s.value("plain", &[]), Some(0.0015));
+    assert_eq!(s.count("absent", &[]), 0.0);
+    assert!(prometheus::Scrape::parse("x{a=\"1} 2").is_err());
+    assert!(prometheus::Scrape::parse("x{a=1} 2").is_err());
+    assert!(prometheus::Scrape::parse("x two").is_err());
+}
