@@ -87,6 +87,10 @@ impl Store for ClusterStore {
     fn describe(&self) -> String {
         format!("redis cluster ({})", self.nodes)
     }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
 }
 
 async fn decide_by_slot(conn: &mut ClusterConnection, parts: &[SlotPart]) -> Result<Decision, StoreError> {

@@ -456,4 +456,8 @@ impl Store for MemoryStore {
     fn describe(&self) -> String {
         "memory".to_owned()
     }
+
+    fn now_us(&self) -> u64 {
+        self.clock.now_us()
+    }
 }

@@ -194,6 +194,10 @@ impl Store for RedisStore {
     fn describe(&self) -> String {
         format!("redis ({})", self.url)
     }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
