@@ -11,6 +11,7 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+mod abuse;
 mod memory;
 mod redis_load;
 mod report;
@@ -20,6 +21,14 @@ use report::Report;
 fn main() {
     if std::env::args().any(|a| a == "--in-memory") {
         memory::run_child();
+        return;
+    }
+    if std::env::args().any(|a| a == "--abuse") {
+        // Only the abuse benchmark (the example server under wrk).
+        let server = support::RedisServer::start();
+        let mut report = Report::default();
+        abuse::run(&server, &mut report);
+        report.print_targets();
         return;
     }
     if std::env::args().any(|a| a == "--profile-redis") {
@@ -39,6 +48,7 @@ fn main() {
     );
 
     redis_load::run(&server, &mut report);
+    abuse::run(&server, &mut report);
     memory::run_from_parent(&mut report);
 
     report.print_targets();
