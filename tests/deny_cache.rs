@@ -93,7 +93,11 @@ fn outcome(r: Result<ratelimit::Permit<'_>, RateLimited>) -> Outcome {
 /// retry-after, sometimes a long pause, and often a call right at the edge of a user's last
 /// refusal (a µs before, at, or a µs after its retry-after). The sequence is built as it runs,
 /// from the outcomes; `replay` gives a sequence to follow instead.
-async fn run(limiter: &Limiter, seed: u64, replay: Option<&[(u64, usize, u64)]>) -> (Vec<(u64, usize, u64)>, Vec<Outcome>) {
+async fn run(
+    limiter: &Limiter,
+    seed: u64,
+    replay: Option<&[(u64, usize, u64)]>,
+) -> (Vec<(u64, usize, u64)>, Vec<Outcome>) {
     let users: [&[u8]; 3] = [b"alice", b"bob", b"carol"];
     let mut rng = Rng(seed);
     let (mut now, mut edges) = (T0, [None::<u64>; 3]);
@@ -139,7 +143,9 @@ async fn the_cache_changes_no_decision() {
     let store = redis_store(&server);
     let (mut hits, mut refusals, mut exact) = (0usize, 0usize, 0usize);
     for alg in ALL {
-        for (s, seed) in [0x9e37_79b9_7f4a_7c15u64, 0xdead_beef_1234_5678, 0x0123_4567_89ab_cdef].into_iter().enumerate() {
+        for (s, seed) in
+            [0x9e37_79b9_7f4a_7c15u64, 0xdead_beef_1234_5678, 0x0123_4567_89ab_cdef].into_iter().enumerate()
+        {
             let global_alg = ALL[(s + 2) % ALL.len()];
             flush(&server);
             reset_stats(&server);
@@ -153,7 +159,10 @@ async fn the_cache_changes_no_decision() {
             let cached_evals = evalsha_calls(&server);
             for (i, (a, b)) in plain.iter().zip(&cached).enumerate() {
                 let (t, user, cost) = calls[i];
-                let at = format!("{alg:?}/{global_alg:?} seed {s}, call {i} (+{}ms, user {user}, cost {cost})", (t - T0) / MS);
+                let at = format!(
+                    "{alg:?}/{global_alg:?} seed {s}, call {i} (+{}ms, user {user}, cost {cost})",
+                    (t - T0) / MS
+                );
                 match (a, b) {
                     (Outcome::Allowed { .. }, _) | (_, Outcome::Allowed { .. }) => assert_eq!(a, b, "{at}"),
                     (Outcome::Refused { retry_after: ra, .. }, Outcome::Refused { retry_after: rb, .. }) => {
@@ -221,7 +230,8 @@ fn hammering_a_refused_limit_costs_a_handful_of_store_calls() {
         evalsha_calls(&server)
     };
     let build = |cache: Option<bool>| {
-        let b = Limiter::builder("deny_cache::hammer").limit(LimitType::Ip, [rule(60_000, 1)]).store(redis_store(&server));
+        let b =
+            Limiter::builder("deny_cache::hammer").limit(LimitType::Ip, [rule(60_000, 1)]).store(redis_store(&server));
         match cache {
             Some(on) => b.deny_cache(on),
             None => b,

@@ -264,7 +264,8 @@ impl DenyCache {
     pub(crate) fn forget_limiter(&self, limiter: u64) {
         for shard in self.shards.iter() {
             let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
-            let doomed: Vec<u32> = shard.index.values().copied().filter(|&i| shard.slots[i as usize].owner.limiter == limiter).collect();
+            let doomed: Vec<u32> =
+                shard.index.values().copied().filter(|&i| shard.slots[i as usize].owner.limiter == limiter).collect();
             for i in doomed {
                 shard.remove(i);
             }

@@ -357,7 +357,8 @@ impl Limiter {
         if !self.deny_cacheable(d) {
             return;
         }
-        let keys: Option<Vec<&[u8]>> = sent.subjects.iter().take(self.inner.limits.len()).map(Subject::key_bytes).collect();
+        let keys: Option<Vec<&[u8]>> =
+            sent.subjects.iter().take(self.inner.limits.len()).map(Subject::key_bytes).collect();
         let Some(keys) = keys else { return };
         // The O(1) algorithms compute their wait in floating point, rounded up to the µs: redone
         // later from the stored state it can come out a µs or two shorter. Lapse that much early.
