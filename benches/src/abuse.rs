@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 
 const WRK_ARGS: [&str; 4] = ["-t2", "-c64", "-d8s", "--latency"];
 /// wrk runs per route, interleaved (each 8 s).
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 /// The example server, built in release mode from the library's own package.
 fn server_binary() -> PathBuf {
@@ -99,7 +99,7 @@ pub fn run(redis: &RedisServer, report: &mut Report) {
     let binary = server_binary();
     let server = start_server(&binary, redis);
     let base = format!("http://{}", server.1);
-    let (mut health, mut abuse, mut per100) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut health, mut abuse, mut ratio, mut per100) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         let (h, _, _) = wrk(&format!("{base}/healthz"));
         // A fresh budget each round: the first 20 requests pass, the rest are 429.
@@ -112,17 +112,21 @@ pub fn run(redis: &RedisServer, report: &mut Report) {
         );
         health.push(h);
         abuse.push(a);
+        // The ratio of each round's adjacent runs: steadier than a ratio of medians on a machine
+        // whose load drifts.
+        ratio.push(a / h);
         per100.push(p);
     }
-    let (h, a, p) = (Figure::of(health), Figure::of(abuse), Figure::of(per100));
+    let (h, a, r, p) = (Figure::of(health), Figure::of(abuse), Figure::of(ratio), Figure::of(per100));
     println!("/healthz                                 {}", h.show("/s"));
     println!("/api/hello, one IP, all but 20 refused   {}", a.show("/s"));
+    println!("refused route / healthz, per round       {}", r.show("x"));
     println!("EVALSHA per 100 refused requests         {}", p.show(""));
     report.target(Target {
         name: "8. abuse: refused route / healthz rate",
         measured: format!("{}/s", fmt(a.median)),
         reference: format!("{}/s", fmt(h.median)),
-        ratio: a.median / h.median,
+        ratio: r.median,
         bound: 0.8,
         at_most: false,
     });
