@@ -25,7 +25,10 @@ const NIL: u32 = u32::MAX;
 /// and up, and which limit and rule refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Refusal {
+    /// When the store said the call would fit (what the remaining retry-after counts down to).
     pub(crate) until_us: u64,
+    /// When the cache stops answering: `until_us`, or a little before (see the limiter).
+    pub(crate) lapse_us: u64,
     pub(crate) cost: u64,
     pub(crate) limit: usize,
     pub(crate) rule: usize,
@@ -134,7 +137,7 @@ impl Shard {
             return None;
         }
         let refusal = node.refusal;
-        if now_us >= refusal.until_us {
+        if now_us >= refusal.lapse_us {
             self.remove(i);
             return None;
         }
@@ -293,7 +296,7 @@ mod tests {
     const B: Owner = Owner { limiter: 2, store: 7 };
 
     fn refusal(until_us: u64, cost: u64) -> Refusal {
-        Refusal { until_us, cost, limit: 0, rule: 0 }
+        Refusal { until_us, lapse_us: until_us, cost, limit: 0, rule: 0 }
     }
 
     #[test]

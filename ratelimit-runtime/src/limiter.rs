@@ -361,14 +361,21 @@ impl Limiter {
             sent.subjects.iter().take(self.inner.limits.len()).map(Subject::key_bytes).collect();
         let Some(keys) = keys else { return };
         // The O(1) algorithms compute their wait in floating point, rounded up to the µs: redone
-        // later from the stored state it can come out a µs or two shorter. Lapse that much early.
+        // later from the stored state it can come out a µs or two shorter. Stop answering that
+        // much early (the store decides those last µs).
         let slack = match self.inner.limits.get(d.limit) {
             Some(l) if l.algorithm == Algorithm::SlidingWindow => 0,
             _ => FLOAT_SLACK_US,
         };
         let retry_us = u64::try_from(d.retry_after.as_micros()).unwrap_or(u64::MAX);
-        let until_us = at_us.saturating_add(retry_us.saturating_sub(slack));
-        let refusal = Refusal { until_us, cost: sent.cost, limit: d.limit, rule: d.rule };
+        let until_us = at_us.saturating_add(retry_us);
+        let refusal = Refusal {
+            until_us,
+            lapse_us: until_us.saturating_sub(slack),
+            cost: sent.cost,
+            limit: d.limit,
+            rule: d.rule,
+        };
         deny_cache::global(deny_cache_size).insert(self.owner(self.store()), &keys, refusal);
     }
 
