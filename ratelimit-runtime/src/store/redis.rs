@@ -130,8 +130,18 @@ pub(crate) fn command(
 ) -> (Cmd, &'static Script) {
     let all_sliding = indices.clone().all(|i| call.limits[i].algorithm == Algorithm::SlidingWindow);
     let script = if mode == Mode::Decide && all_sliding { &SLIDING } else { &GENERAL };
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.sha()).arg(indices.clone().count());
+    // Sized once: growing the command's buffers argument by argument cost more than building it.
+    let (mut args, mut bytes) = (6, 64);
+    for i in indices.clone() {
+        let limit = &call.limits[i];
+        args += 1 + limit.script_args.len();
+        bytes += 16
+            + call.subjects[i].len() * 3
+            + limit.redis_key_len()
+            + limit.script_args.iter().map(Vec::len).sum::<usize>();
+    }
+    let mut cmd = Cmd::with_capacity(args, bytes);
+    cmd.arg("EVALSHA").arg(script.sha()).arg(indices.clone().count());
     for i in indices.clone() {
         cmd.arg(call.limits[i].redis_key(call.subjects[i]));
     }
@@ -152,7 +162,7 @@ pub(crate) async fn eval(
     conn: &mut impl ConnectionLike,
     (cmd, script): &(Cmd, &Script),
 ) -> Result<Decision, StoreError> {
-    let answer = match cmd.query_async::<Vec<i64>>(conn).await {
+    let answer = match cmd.query_async::<redis::Value>(conn).await {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // On a cluster this reaches every primary (a promoted replica may never have seen it).
             redis::cmd("SCRIPT")
@@ -161,14 +171,30 @@ pub(crate) async fn eval(
                 .query_async::<redis::Value>(conn)
                 .await
                 .map_err(redis_error)?;
-            cmd.query_async::<Vec<i64>>(conn).await
+            cmd.query_async::<redis::Value>(conn).await
         }
         other => other,
     }
     .map_err(redis_error)?;
-    let v: [i64; 6] =
-        answer.try_into().map_err(|v: Vec<i64>| StoreError::Protocol(format!("{} values instead of 6", v.len())))?;
-    Ok(Decision::from_script(v))
+    Ok(Decision::from_script(six_integers(&answer)?))
+}
+
+/// The script's reply, read in place (no intermediate `Vec`): six integers.
+fn six_integers(answer: &redis::Value) -> Result<[i64; 6], StoreError> {
+    let redis::Value::Array(items) = answer else {
+        return Err(StoreError::Protocol(format!("unexpected reply {answer:?}")));
+    };
+    if items.len() != 6 {
+        return Err(StoreError::Protocol(format!("{} values instead of 6", items.len())));
+    }
+    let mut v = [0i64; 6];
+    for (slot, item) in v.iter_mut().zip(items) {
+        *slot = match item {
+            redis::Value::Int(n) => *n,
+            other => return Err(StoreError::Protocol(format!("unexpected value {other:?} in the reply"))),
+        };
+    }
+    Ok(v)
 }
 
 pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
