@@ -8,6 +8,7 @@ use crate::policy::{Policy, Quota};
 use crate::store::{Call, Pending, StoreHandle};
 use crate::{io, Algorithm, Cause, Decision, LimitType, RateLimited, Rule, StoreError, Subject};
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -109,6 +110,7 @@ impl LimiterBuilder {
                 store: self.store,
                 id: deny_cache::next_limiter_id(),
                 deny_cache: self.deny_cache,
+                ever_refused: AtomicBool::new(false),
             }),
         })
     }
@@ -147,6 +149,8 @@ struct Inner {
     /// This limiter's identity in the refusal cache.
     id: u64,
     deny_cache: Option<bool>,
+    /// Whether the cache ever held a refusal of this limiter (until then, no lookups).
+    ever_refused: AtomicBool,
 }
 
 /// An allowed call. Borrows its limiter, so that deciding allocates nothing.
@@ -293,7 +297,7 @@ impl Limiter {
         let store = self.store();
         // The local refusal cache (deny_cache.rs): a standing refusal answers without a store call.
         let at_us = self.deny_cache_on(store).then(|| now_us.unwrap_or_else(|| store.now_us()));
-        if let Some(now) = at_us {
+        if let Some(now) = at_us.filter(|_| self.inner.ever_refused.load(Ordering::Relaxed)) {
             if let Some(refusal) = deny_cache::global(deny_cache_size).get(self.owner(store), keys, cost, now) {
                 return Prepared::Refused(self.cached_refusal(refusal, now));
             }
@@ -377,6 +381,7 @@ impl Limiter {
             rule: d.rule,
         };
         deny_cache::global(deny_cache_size).insert(self.owner(self.store()), &keys, refusal);
+        self.inner.ever_refused.store(true, Ordering::Relaxed);
     }
 
     /// A refusal the cache answered: the remaining retry-after, counted as denied.
