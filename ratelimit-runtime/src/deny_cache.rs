@@ -21,6 +21,9 @@ use std::sync::{Mutex, OnceLock};
 const SHARDS: usize = 64;
 const NIL: u32 = u32::MAX;
 
+/// A time in µs, and whether it was pinned by the caller.
+pub(crate) type At = (u64, bool);
+
 /// A refusal remembered: until when (µs, on the clock the call was decided by), for which cost
 /// and up, and which limit and rule refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +35,9 @@ pub(crate) struct Refusal {
     pub(crate) cost: u64,
     pub(crate) limit: usize,
     pub(crate) rule: usize,
+    /// Decided at a pinned time (`check_at`): answers only calls at pinned times, never calls on
+    /// the clock (the two time lines need not meet).
+    pub(crate) pinned: bool,
 }
 
 /// The identity of one limiter on one store: what a cache key starts with.
@@ -130,7 +136,8 @@ impl Shard {
         self.free.push(i);
     }
 
-    fn get(&mut self, hash: u64, owner: Owner, subjects: &[&[u8]], cost: u64, now_us: u64) -> Option<Refusal> {
+    fn get(&mut self, hash: u64, owner: Owner, subjects: &[&[u8]], cost: u64, now: At) -> Option<Refusal> {
+        let (now_us, pinned) = now;
         let i = *self.index.get(&hash)?;
         let node = &self.slots[i as usize];
         if !node.matches(owner, subjects) {
@@ -141,7 +148,7 @@ impl Shard {
             self.remove(i);
             return None;
         }
-        if cost < refusal.cost {
+        if cost < refusal.cost || pinned != refusal.pinned {
             return None;
         }
         if self.head != i {
@@ -245,10 +252,10 @@ impl DenyCache {
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The refusal still standing at `now_us` for these subjects at this cost, if any.
-    pub(crate) fn get(&self, owner: Owner, subjects: &[&[u8]], cost: u64, now_us: u64) -> Option<Refusal> {
+    /// The refusal still standing at `now` for these subjects at this cost, if any.
+    pub(crate) fn get(&self, owner: Owner, subjects: &[&[u8]], cost: u64, now: At) -> Option<Refusal> {
         let hash = self.hash(owner, subjects);
-        self.shard(hash).get(hash, owner, subjects, cost, now_us)
+        self.shard(hash).get(hash, owner, subjects, cost, now)
     }
 
     /// Remembers a refusal of these subjects.
@@ -296,7 +303,7 @@ mod tests {
     const B: Owner = Owner { limiter: 2, store: 7 };
 
     fn refusal(until_us: u64, cost: u64) -> Refusal {
-        Refusal { until_us, lapse_us: until_us, cost, limit: 0, rule: 0 }
+        Refusal { until_us, lapse_us: until_us, cost, limit: 0, rule: 0, pinned: false }
     }
 
     #[test]
@@ -304,13 +311,13 @@ mod tests {
         let cache = DenyCache::new(100);
         let s: &[&[u8]] = &[b"alice", b""];
         cache.insert(A, s, refusal(1_000, 2));
-        assert_eq!(cache.get(A, s, 2, 999), Some(refusal(1_000, 2)));
-        assert_eq!(cache.get(A, s, 5, 999), Some(refusal(1_000, 2)));
-        assert_eq!(cache.get(A, s, 1, 999), None, "a smaller cost may fit");
-        assert_eq!(cache.get(B, s, 2, 999), None, "another limiter");
-        assert_eq!(cache.get(A, &[b"alice"], 2, 999), None);
-        assert_eq!(cache.get(A, &[b"alic", b"e"], 2, 999), None, "subject boundaries count");
-        assert_eq!(cache.get(A, s, 2, 1_000), None, "expired exactly at the retry-after");
+        assert_eq!(cache.get(A, s, 2, (999, false)), Some(refusal(1_000, 2)));
+        assert_eq!(cache.get(A, s, 5, (999, false)), Some(refusal(1_000, 2)));
+        assert_eq!(cache.get(A, s, 1, (999, false)), None, "a smaller cost may fit");
+        assert_eq!(cache.get(B, s, 2, (999, false)), None, "another limiter");
+        assert_eq!(cache.get(A, &[b"alice"], 2, (999, false)), None);
+        assert_eq!(cache.get(A, &[b"alic", b"e"], 2, (999, false)), None, "subject boundaries count");
+        assert_eq!(cache.get(A, s, 2, (1_000, false)), None, "expired exactly at the retry-after");
         assert_eq!(cache.len(), 0, "an expired entry is dropped");
     }
 
@@ -320,10 +327,10 @@ mod tests {
         cache.insert(A, &[b"x"], refusal(10, 1));
         cache.insert(B, &[b"x"], refusal(10, 1));
         cache.forget(A, &[b"x"]);
-        assert_eq!(cache.get(A, &[b"x"], 1, 0), None);
-        assert!(cache.get(B, &[b"x"], 1, 0).is_some());
+        assert_eq!(cache.get(A, &[b"x"], 1, (0, false)), None);
+        assert!(cache.get(B, &[b"x"], 1, (0, false)).is_some());
         cache.forget_limiter(2);
-        assert_eq!(cache.get(B, &[b"x"], 1, 0), None);
+        assert_eq!(cache.get(B, &[b"x"], 1, (0, false)), None);
     }
 
     #[test]
@@ -338,10 +345,10 @@ mod tests {
         let s: [&[u8]; 3] = [b"a", b"b", b"c"];
         shard.insert(1, A, &s[..1], refusal(9, 1));
         shard.insert(2, A, &s[1..2], refusal(9, 1));
-        assert!(shard.get(1, A, &s[..1], 1, 0).is_some());
+        assert!(shard.get(1, A, &s[..1], 1, (0, false)).is_some());
         shard.insert(3, A, &s[2..3], refusal(9, 1));
-        assert!(shard.get(1, A, &s[..1], 1, 0).is_some(), "recently used: kept");
-        assert!(shard.get(2, A, &s[1..2], 1, 0).is_none(), "least recently used: evicted");
-        assert!(shard.get(3, A, &s[2..3], 1, 0).is_some());
+        assert!(shard.get(1, A, &s[..1], 1, (0, false)).is_some(), "recently used: kept");
+        assert!(shard.get(2, A, &s[1..2], 1, (0, false)).is_none(), "least recently used: evicted");
+        assert!(shard.get(3, A, &s[2..3], 1, (0, false)).is_some());
     }
 }

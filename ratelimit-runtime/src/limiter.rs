@@ -186,6 +186,7 @@ struct Sent<'s, 'a> {
     subjects: &'s [Subject<'a>],
     cost: u64,
     at_us: Option<u64>,
+    pinned: bool,
 }
 
 impl Limiter {
@@ -228,9 +229,11 @@ impl Limiter {
     ) -> Result<Permit<'_>, RateLimited> {
         match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
-            Prepared::Decide(Pending::Ready(r), at_us) => self.conclude(r, Sent { subjects, cost, at_us }),
+            Prepared::Decide(Pending::Ready(r), at_us) => {
+                self.conclude(r, Sent { subjects, cost, at_us, pinned: now_us.is_some() })
+            }
             Prepared::Decide(Pending::Remote(fut), at_us) => {
-                self.conclude(io::await_remote(fut).await, Sent { subjects, cost, at_us })
+                self.conclude(io::await_remote(fut).await, Sent { subjects, cost, at_us, pinned: now_us.is_some() })
             }
         }
     }
@@ -251,9 +254,11 @@ impl Limiter {
     ) -> Result<Permit<'_>, RateLimited> {
         match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
-            Prepared::Decide(Pending::Ready(r), at_us) => self.conclude(r, Sent { subjects, cost, at_us }),
+            Prepared::Decide(Pending::Ready(r), at_us) => {
+                self.conclude(r, Sent { subjects, cost, at_us, pinned: now_us.is_some() })
+            }
             Prepared::Decide(Pending::Remote(fut), at_us) => {
-                self.conclude(io::block_on(fut), Sent { subjects, cost, at_us })
+                self.conclude(io::block_on(fut), Sent { subjects, cost, at_us, pinned: now_us.is_some() })
             }
         }
     }
@@ -298,7 +303,8 @@ impl Limiter {
         // The local refusal cache (deny_cache.rs): a standing refusal answers without a store call.
         let at_us = self.deny_cache_on(store).then(|| now_us.unwrap_or_else(|| store.now_us()));
         if let Some(now) = at_us.filter(|_| self.inner.ever_refused.load(Ordering::Relaxed)) {
-            if let Some(refusal) = deny_cache::global(deny_cache_size).get(self.owner(store), keys, cost, now) {
+            let at = (now, now_us.is_some());
+            if let Some(refusal) = deny_cache::global(deny_cache_size).get(self.owner(store), keys, cost, at) {
                 return Prepared::Refused(self.cached_refusal(refusal, now));
             }
         }
@@ -379,6 +385,7 @@ impl Limiter {
             cost: sent.cost,
             limit: d.limit,
             rule: d.rule,
+            pinned: sent.pinned,
         };
         deny_cache::global(deny_cache_size).insert(self.owner(self.store()), &keys, refusal);
         self.inner.ever_refused.store(true, Ordering::Relaxed);
