@@ -307,6 +307,18 @@ mod tests {
     }
 
     #[test]
+    fn deny_cache_switch_parses() {
+        assert_eq!(parse_switch("0"), Some(false));
+        assert_eq!(parse_switch(" Off "), Some(false));
+        assert_eq!(parse_switch("1"), Some(true));
+        assert_eq!(parse_switch("true"), Some(true));
+        assert_eq!(parse_switch("maybe"), None);
+        let c = Config::redis("redis://127.0.0.1/").deny_cache(false).deny_cache_size(10);
+        assert_eq!((c.deny_cache, c.deny_cache_size), (Some(false), 10));
+        assert_eq!(Config::memory().deny_cache, None, "by default: by store");
+    }
+
+    #[test]
     fn failure_policy_parses() {
         assert_eq!("deny".parse(), Ok(FailurePolicy::Deny));
         assert_eq!(" Allow ".parse(), Ok(FailurePolicy::Allow));
