@@ -4,9 +4,10 @@
 //!
 //! Exact: a refusal of the sliding window, the buckets and GCRA stays one until its retry-after
 //! whatever other callers do (they can only use more), and a cached refusal records nothing, as
-//! the store's refusal would not. The one exception is a Redis Cluster's release of units taken
-//! by the parts of a call that another slot refused (see `store/cluster.rs`): the subjects that
-//! release could make room for were refused by the other slot, whose refusal stands.
+//! the store's refusal would not. The one exception is a Redis Cluster: a call refused in one slot
+//! gives back the units it took in the others (see `store/cluster.rs`), and that give-back can
+//! make room, before a cached refusal's retry-after, for a subject the cache keeps refusing (at
+//! most until that retry-after).
 //!
 //! Per process, bounded (LRU per shard), sharded so that concurrent callers rarely meet on a
 //! lock. Keys are the limiter's identity, the store's identity and the raw subject bytes: no
