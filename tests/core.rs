@@ -337,6 +337,8 @@ async fn redis_and_memory_decide_alike() {
             .limit(LimitType::Ip, [rule(1000, 5), rule(300, 2)])
             .limit(LimitType::Global, [rule(2000, 8)])
             .store(store)
+            // The stores' own answers (the refusal cache: tests/deny_cache.rs).
+            .deny_cache(false)
             .build()
             .unwrap()
     };

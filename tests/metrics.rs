@@ -122,7 +122,10 @@ async fn redis_decisions_latency_and_errors() {
     assert_eq!(decisions(&s1, "metrics_test::redis_open", "denied"), 2.0);
     assert_eq!(decisions(&s1, "metrics_test::redis_closed", "allowed"), 1.0);
     let calls = s1.count(DURATION_COUNT, &[("store", "redis")]) - s0.count(DURATION_COUNT, &[("store", "redis")]);
-    assert_eq!(calls, 7.0, "every Redis call is timed");
+    // The 6th call is answered by the local refusal cache (on by default for Redis): a denial
+    // counted as such and as a local one, with no store call.
+    assert_eq!(s1.count("ratelimit_local_denials_total", &[("limiter", "metrics_test::redis_open")]), 1.0);
+    assert_eq!(calls, 6.0, "every Redis call is timed, and only those");
     assert_eq!(s1.sum(ERRORS, &[("store", "redis")]), s0.sum(ERRORS, &[("store", "redis")]), "no error yet");
 
     // A Redis that now wants a password: a store that connects without one is refused (NOAUTH),
@@ -159,8 +162,10 @@ async fn redis_decisions_latency_and_errors() {
     // each failed call is one store error (connection refused, or the timeout).
     redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("").exec(&mut admin).expect("no password");
     redis.kill();
+    // Another IP: the first one's refusal stands in the local cache whatever the store does.
+    let other_ip = [Subject::ip("203.0.113.100".parse().unwrap())];
     for _ in 0..3 {
-        open.check(&ip, 1).await.expect("fail open");
+        open.check(&other_ip, 1).await.expect("fail open");
     }
     for _ in 0..2 {
         let e = closed.check(&[Subject::global()], 1).await.expect_err("fail closed");

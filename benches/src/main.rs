@@ -12,6 +12,7 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+mod abuse;
 mod memory;
 mod metrics;
 mod redis_load;
@@ -35,6 +36,14 @@ fn main() {
         report.print_targets();
         return;
     }
+    if std::env::args().any(|a| a == "--abuse") {
+        // Only the abuse benchmark (the example server under wrk).
+        let server = support::RedisServer::start();
+        let mut report = Report::default();
+        abuse::run(&server, &mut report);
+        report.print_targets();
+        return;
+    }
     if std::env::args().any(|a| a == "--profile-redis") {
         // Only 1-rule throughput, for a profiler: `perf record -e cpu-clock -g -- <bench> --profile-redis`.
         let server = support::RedisServer::start();
@@ -52,6 +61,7 @@ fn main() {
     );
 
     redis_load::run(&server, &mut report);
+    abuse::run(&server, &mut report);
     memory::run_from_parent(&mut report);
     metrics::run(&mut report);
 

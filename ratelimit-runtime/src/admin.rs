@@ -79,7 +79,10 @@ impl Limiter {
     }
 
     fn reset_answer(&self, subjects: &[Subject<'_>]) -> Answer<()> {
-        // refusal cache: forget these subjects
+        // Refusals this process cached for the limiter are forgotten with the counts. All of
+        // the limiter's: a reset may name only some of a call's subjects (the account of a
+        // login, not its IP), and the cache keys whole calls.
+        self.forget_all_refusals();
         self.with_targets(subjects, None, |store, targets| store.reset(targets))
     }
 

@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 /// The default time a store call may take before the failure policy applies.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 
+/// How many refusals the local refusal cache keeps at most, unless configured otherwise.
+pub(crate) const DEFAULT_DENY_CACHE_SIZE: usize = 100_000;
+
 /// What a call does when the store cannot decide (down, hung, timed out).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FailurePolicy {
@@ -88,6 +91,9 @@ pub struct Config {
     /// The overrides file (spec §11), `RATELIMIT_CONFIG`.
     overrides_file: Option<PathBuf>,
     tls: TlsConfig,
+    /// The local refusal cache: `None` follows the store (on for remote stores).
+    deny_cache: Option<bool>,
+    deny_cache_size: usize,
 }
 
 impl Config {
@@ -99,6 +105,8 @@ impl Config {
             timeout: DEFAULT_TIMEOUT,
             overrides_file: None,
             tls: TlsConfig::default(),
+            deny_cache: None,
+            deny_cache_size: DEFAULT_DENY_CACHE_SIZE,
         }
     }
 
@@ -137,6 +145,8 @@ impl Config {
     /// more than one store is an error. `RATELIMIT_CONFIG=path.toml`: the overrides file. For
     /// `rediss://`, `REDIS_CA_CERT` (a private CA's PEM file) and `REDIS_CLIENT_CERT` with
     /// `REDIS_CLIENT_KEY` (mutual TLS).
+    /// `RATELIMIT_DENY_CACHE=0|1` and `RATELIMIT_DENY_CACHE_SIZE=<entries>` (see
+    /// [`deny_cache`](Self::deny_cache)).
     pub fn from_env() -> Result<Config, ConfigError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let mut config = if let Some(spec) = crate::store::sentinel::spec_from_env(&var).map_err(ConfigError)? {
@@ -154,6 +164,16 @@ impl Config {
         }
         if let Some(path) = var("RATELIMIT_CONFIG") {
             config.overrides_file = Some(PathBuf::from(path));
+        }
+        if let Some(on) = var("RATELIMIT_DENY_CACHE") {
+            config.deny_cache = Some(parse_switch(&on).ok_or_else(|| {
+                ConfigError(format!("RATELIMIT_DENY_CACHE={on:?}: expected 0, 1, true, false, on or off"))
+            })?);
+        }
+        if let Some(size) = var("RATELIMIT_DENY_CACHE_SIZE") {
+            config.deny_cache_size = size.trim().parse().map_err(|_| {
+                ConfigError(format!("RATELIMIT_DENY_CACHE_SIZE={size:?}: expected a number of entries"))
+            })?;
         }
         Ok(config)
     }
@@ -193,6 +213,22 @@ impl Config {
         key_pem: impl Into<std::path::PathBuf>,
     ) -> Config {
         self.tls = self.tls.client_cert(cert_pem, key_pem);
+        self
+    }
+
+    /// The local refusal cache (spec §12): a refused subject is refused again in this process,
+    /// without a store call, until its retry-after has passed. On by default for Redis and
+    /// Redis Cluster, off for memory (where a decision costs no round trip). A limiter's own
+    /// [`LimiterBuilder::deny_cache`](crate::LimiterBuilder::deny_cache) overrides it.
+    pub fn deny_cache(mut self, on: bool) -> Config {
+        self.deny_cache = Some(on);
+        self
+    }
+
+    /// How many refusals the cache keeps at most (least recently used go first; default
+    /// 100 000). Taken when the cache is first used.
+    pub fn deny_cache_size(mut self, entries: usize) -> Config {
+        self.deny_cache_size = entries;
         self
     }
 
@@ -237,6 +273,8 @@ impl std::error::Error for ConfigError {}
 pub(crate) struct Global {
     pub(crate) store: StoreHandle,
     pub(crate) on_error: FailurePolicy,
+    pub(crate) deny_cache: Option<bool>,
+    pub(crate) deny_cache_size: usize,
 }
 
 static GLOBAL: OnceLock<Global> = OnceLock::new();
@@ -250,7 +288,12 @@ pub fn init(config: Config) -> Result<(), ConfigError> {
     };
     let store = config.build_store()?;
     GLOBAL
-        .set(Global { store, on_error: config.on_error })
+        .set(Global {
+            store,
+            on_error: config.on_error,
+            deny_cache: config.deny_cache,
+            deny_cache_size: config.deny_cache_size,
+        })
         .map_err(|_| ConfigError("ratelimit is already initialised".to_owned()))?;
     overrides::configure(config.overrides_file, overrides);
     Ok(())
@@ -282,12 +325,39 @@ pub(crate) fn global() -> &'static Global {
                 .ok()
         });
         overrides::configure(file, overrides);
+        let deny_cache = config.as_ref().map_or(None, |c| c.deny_cache);
+        let deny_cache_size = config.as_ref().map_or(DEFAULT_DENY_CACHE_SIZE, |c| c.deny_cache_size);
         let store = config.and_then(|c| c.build_store()).unwrap_or_else(|e| {
             tracing::error!(error = %e, "ratelimit: cannot configure the store from the environment");
             Arc::new(Unavailable(e.0))
         });
-        Global { store, on_error }
+        Global { store, on_error, deny_cache, deny_cache_size }
     })
+}
+
+/// The refusal cache's switch (`None`: by store) and size: from the global configuration once
+/// there is one, else from the environment, without configuring the global store (a limiter
+/// with a store of its own must not make one).
+pub(crate) fn deny_cache_settings() -> (Option<bool>, usize) {
+    if let Some(g) = GLOBAL.get() {
+        return (g.deny_cache, g.deny_cache_size);
+    }
+    static ENV: OnceLock<(Option<bool>, usize)> = OnceLock::new();
+    *ENV.get_or_init(|| {
+        let var = |name: &str| std::env::var(name).ok();
+        let on = var("RATELIMIT_DENY_CACHE").and_then(|v| parse_switch(&v));
+        let size = var("RATELIMIT_DENY_CACHE_SIZE").and_then(|v| v.trim().parse().ok());
+        (on, size.unwrap_or(DEFAULT_DENY_CACHE_SIZE))
+    })
+}
+
+/// `0`/`1`, `true`/`false`, `on`/`off`.
+fn parse_switch(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Some(true),
+        "0" | "false" | "off" | "no" => Some(false),
+        _ => None,
+    }
 }
 
 /// Logs a failed store call under the fail-open policy, at most once per 10 s with the number of
@@ -336,6 +406,18 @@ mod tests {
         assert_eq!(passed, 0, "1000 failures within the period log nothing more");
         assert_eq!(throttle.admit(t0 + Duration::from_secs(10)), Some(1000), "then one line counts them");
         assert_eq!(throttle.admit(t0 + Duration::from_secs(11)), None);
+    }
+
+    #[test]
+    fn deny_cache_switch_parses() {
+        assert_eq!(parse_switch("0"), Some(false));
+        assert_eq!(parse_switch(" Off "), Some(false));
+        assert_eq!(parse_switch("1"), Some(true));
+        assert_eq!(parse_switch("true"), Some(true));
+        assert_eq!(parse_switch("maybe"), None);
+        let c = Config::redis("redis://127.0.0.1/").deny_cache(false).deny_cache_size(10);
+        assert_eq!((c.deny_cache, c.deny_cache_size), (Some(false), 10));
+        assert_eq!(Config::memory().deny_cache, None, "by default: by store");
     }
 
     #[test]

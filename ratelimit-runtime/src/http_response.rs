@@ -12,7 +12,9 @@ use axum_core::body::Body;
 use axum_core::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use std::cell::RefCell;
 use std::fmt::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The `RateLimit-Policy` field name.
@@ -47,6 +49,28 @@ fn sf_string(out: &mut String, s: &str) {
         }
     }
     out.push('"');
+}
+
+/// The `RateLimit-Policy` value of a limiter's policies, rendered once per limiter and thread
+/// (every response of a limiter carries the same one). Keeps the `Arc` it was rendered from, so
+/// that its address cannot be reused by another limiter's list while cached.
+fn policy_field_cached(policies: &Arc<[Policy]>) -> Option<HeaderValue> {
+    type Rendered = (Arc<[Policy]>, Option<HeaderValue>);
+    thread_local! {
+        static RENDERED: RefCell<Vec<Rendered>> = const { RefCell::new(Vec::new()) };
+    }
+    RENDERED.with(|cell| {
+        let mut rendered = cell.borrow_mut();
+        if let Some((_, v)) = rendered.iter().find(|(p, _)| Arc::ptr_eq(p, policies)) {
+            return v.clone();
+        }
+        let v = policy_field(policies);
+        if rendered.len() >= 16 {
+            rendered.remove(0);
+        }
+        rendered.push((policies.clone(), v.clone()));
+        v
+    })
 }
 
 /// `"ip-20s";q=10;w=20, "ip-50s";q=100;w=50`, or `None` when there are no policies. Limits in
@@ -125,7 +149,7 @@ impl RateLimited {
         if self.cause != Cause::SubjectMissing {
             headers.insert(RETRY_AFTER, HeaderValue::from(self.retry_after_secs()));
         }
-        if let Some(v) = policy_field(&self.policies) {
+        if let Some(v) = policy_field_cached(&self.policies) {
             headers.insert(RATELIMIT_POLICY, v);
         }
         if let Some(v) = self.policy.and_then(|p| ratelimit_field(&p, 0, self.retry_after)) {
@@ -180,7 +204,7 @@ impl Quota {
     /// counted unit leaves the window).
     pub fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::with_capacity(2);
-        if let Some(v) = policy_field(&self.policies) {
+        if let Some(v) = policy_field_cached(&self.policies) {
             headers.insert(RATELIMIT_POLICY, v);
         }
         if let Some(v) = ratelimit_field(&self.policy, self.remaining, self.reset) {

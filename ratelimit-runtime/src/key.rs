@@ -98,6 +98,11 @@ impl KeyTemplate {
         [&self.head[..], &[0], &self.tail[..]].concat()
     }
 
+    /// The length of the parts around the subject.
+    pub(crate) fn fixed_len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
     /// The key for one subject.
     pub(crate) fn key(&self, subject: &[u8]) -> Vec<u8> {
         let mut key = Vec::with_capacity(self.head.len() + self.tail.len() + subject.len().min(MAX_PART_LEN) + 8);

@@ -29,6 +29,7 @@ mod clock;
 pub mod config;
 pub mod context;
 mod decision;
+mod deny_cache;
 mod error;
 #[cfg(feature = "axum")]
 mod http_response;

@@ -37,6 +37,11 @@ impl Limit {
         self.template.key(subject)
     }
 
+    /// The length of a key without its subject.
+    pub(crate) fn redis_key_len(&self) -> usize {
+        self.template.fixed_len()
+    }
+
     /// Appends this limit's in-memory key for `subject`: its id, then the subject's bytes.
     pub(crate) fn write_memory_key(&self, subject: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(&self.memory_id.to_le_bytes());

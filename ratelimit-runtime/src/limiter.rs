@@ -1,6 +1,7 @@
 //! `Limiter`: the function-level API the attribute expands to, usable by hand.
 
 use crate::config::{self, FailurePolicy};
+use crate::deny_cache::{self, Owner, Refusal};
 use crate::key::DEFAULT_PREFIX;
 use crate::limit::{Limit, LimitSpec, LimiterError};
 use crate::metrics::{self, LimiterMetrics, Outcome};
@@ -10,6 +11,7 @@ use crate::snapshot::{self, Env, Plan, Snapshot};
 use crate::store::{Call, Pending, StoreHandle};
 use crate::{io, Algorithm, Cause, Decision, LimitType, RateLimited, Rule, StoreError, Subject};
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -21,6 +23,7 @@ pub struct LimiterBuilder {
     store: Option<StoreHandle>,
     error: Option<LimiterError>,
     log_subjects: bool,
+    deny_cache: Option<bool>,
 }
 
 impl LimiterBuilder {
@@ -103,6 +106,14 @@ impl LimiterBuilder {
         self
     }
 
+    /// Turns the local refusal cache on or off for this limiter, whatever the global
+    /// configuration says (see [`Config::deny_cache`](crate::Config::deny_cache); by default on
+    /// for remote stores, off in memory).
+    pub fn deny_cache(mut self, on: bool) -> Self {
+        self.deny_cache = Some(on);
+        self
+    }
+
     /// Validates and builds the limiter.
     pub fn build(self) -> Result<Limiter, LimiterError> {
         if let Some(e) = self.error {
@@ -129,6 +140,9 @@ impl LimiterBuilder {
                 on_error: self.on_error,
                 store: self.store,
                 plan,
+                id: deny_cache::next_limiter_id(),
+                deny_cache: self.deny_cache,
+                ever_refused: AtomicBool::new(false),
             }),
         })
     }
@@ -167,6 +181,11 @@ struct Inner {
     /// The limits in force under the overrides file (spec §11).
     plan: Plan,
     metrics: LimiterMetrics,
+    /// This limiter's identity in the refusal cache.
+    id: u64,
+    deny_cache: Option<bool>,
+    /// Whether the cache ever held a refusal of this limiter (until then, no lookups).
+    ever_refused: AtomicBool,
 }
 
 /// An allowed call. Borrows its limiter, so that deciding allocates nothing.
@@ -198,8 +217,17 @@ impl fmt::Debug for Limiter {
 
 /// A call prepared for a store: subjects resolved, or the refusal already known.
 enum Prepared {
-    Decide(Pending),
+    /// The store's answer to come; with the time the call left when the refusal cache is on.
+    Decide(Pending, Option<u64>),
     Refused(RateLimited),
+}
+
+/// What the refusal cache needs to remember a refusal: the call and when it left.
+struct Sent<'s, 'a> {
+    subjects: &'s [Subject<'a>],
+    cost: u64,
+    at_us: Option<u64>,
+    pinned: bool,
 }
 
 impl Limiter {
@@ -212,6 +240,7 @@ impl Limiter {
             store: None,
             error: None,
             log_subjects: false,
+            deny_cache: None,
         }
     }
 
@@ -267,8 +296,12 @@ impl Limiter {
         }
         let result = match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
-            Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
-            Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::await_remote(fut).await),
+            Prepared::Decide(Pending::Ready(r), at_us) => {
+                self.conclude(r, Sent { subjects, cost, at_us, pinned: now_us.is_some() })
+            }
+            Prepared::Decide(Pending::Remote(fut), at_us) => {
+                self.conclude(io::await_remote(fut).await, Sent { subjects, cost, at_us, pinned: now_us.is_some() })
+            }
         };
         self.inner.metrics.report(outcome_of(&result), started, subjects);
         result
@@ -295,8 +328,12 @@ impl Limiter {
         }
         let result = match self.prepare(subjects, cost, now_us) {
             Prepared::Refused(e) => Err(e),
-            Prepared::Decide(Pending::Ready(r)) => self.conclude(r),
-            Prepared::Decide(Pending::Remote(fut)) => self.conclude(io::block_on(fut)),
+            Prepared::Decide(Pending::Ready(r), at_us) => {
+                self.conclude(r, Sent { subjects, cost, at_us, pinned: now_us.is_some() })
+            }
+            Prepared::Decide(Pending::Remote(fut), at_us) => {
+                self.conclude(io::block_on(fut), Sent { subjects, cost, at_us, pinned: now_us.is_some() })
+            }
         };
         self.inner.metrics.report(outcome_of(&result), started, subjects);
         result
@@ -388,11 +425,20 @@ impl Limiter {
             }
         }
         let keys = if fits { &inline[..limits.len()] } else { &spilled[..] };
+        let store = self.store();
+        // The local refusal cache (deny_cache.rs): a standing refusal answers without a store call.
+        let at_us = self.deny_cache_on(store).then(|| now_us.unwrap_or_else(|| store.now_us()));
+        if let Some(now) = at_us.filter(|_| self.inner.ever_refused.load(Ordering::Relaxed)) {
+            let at = (now, now_us.is_some());
+            if let Some(refusal) = deny_cache::global(deny_cache_size).get(self.owner(store), keys, cost, at) {
+                return Prepared::Refused(self.cached_refusal(refusal, now));
+            }
+        }
         let call = Call { limits, subjects: keys, cost, now_us };
-        Prepared::Decide(self.store().decide(&call))
+        Prepared::Decide(store.decide(&call), at_us)
     }
 
-    fn conclude(&self, result: Result<Decision, StoreError>) -> Result<Permit<'_>, RateLimited> {
+    fn conclude(&self, result: Result<Decision, StoreError>, sent: Sent<'_, '_>) -> Result<Permit<'_>, RateLimited> {
         match result {
             Ok(d) if d.allowed => {
                 // Only an HTTP request (a context) wants the quota for its headers.
@@ -404,6 +450,9 @@ impl Limiter {
                 Ok(Permit { limiter: self, decision: Some(d), snapshot: None })
             }
             Ok(d) => {
+                if let Some(at_us) = sent.at_us {
+                    self.remember_refusal(&d, &sent, at_us);
+                }
                 let limit_type = self.inner.limits.get(d.limit).map_or(LimitType::Global, |l| l.limit_type);
                 Err(self.refusal(limit_type, self.policy_of(&d), d.retry_after, Cause::Exceeded, None))
             }
@@ -421,6 +470,77 @@ impl Limiter {
                 }
             }
         }
+    }
+
+    fn deny_cache_on(&self, store: &StoreHandle) -> bool {
+        match self.inner.deny_cache {
+            Some(on) => on,
+            None => config::deny_cache_settings().0.unwrap_or_else(|| store.is_remote()),
+        }
+    }
+
+    fn owner(&self, store: &StoreHandle) -> Owner {
+        Owner { limiter: self.inner.id, store: Arc::as_ptr(store).cast::<()>() as usize }
+    }
+
+    /// Whether a refusal may answer later calls locally. (Shadow-mode limits, whose refusals
+    /// let the call through, must answer `false` here.)
+    fn deny_cacheable(&self, d: &Decision) -> bool {
+        !d.allowed && !d.retry_after.is_zero()
+    }
+
+    fn remember_refusal(&self, d: &Decision, sent: &Sent<'_, '_>, at_us: u64) {
+        if !self.deny_cacheable(d) {
+            return;
+        }
+        let keys: Option<Vec<&[u8]>> =
+            sent.subjects.iter().take(self.inner.limits.len()).map(Subject::key_bytes).collect();
+        let Some(keys) = keys else { return };
+        // The O(1) algorithms compute their wait in floating point, rounded up to the µs: redone
+        // later from the stored state it can come out a µs or two shorter. Stop answering that
+        // much early (the store decides those last µs).
+        let slack = match self.inner.limits.get(d.limit) {
+            Some(l) if l.algorithm == Algorithm::SlidingWindow => 0,
+            _ => FLOAT_SLACK_US,
+        };
+        let retry_us = u64::try_from(d.retry_after.as_micros()).unwrap_or(u64::MAX);
+        let until_us = at_us.saturating_add(retry_us);
+        let refusal = Refusal {
+            until_us,
+            lapse_us: until_us.saturating_sub(slack),
+            cost: sent.cost,
+            limit: d.limit,
+            rule: d.rule,
+            pinned: sent.pinned,
+        };
+        deny_cache::global(deny_cache_size).insert(self.owner(self.store()), &keys, refusal);
+        self.inner.ever_refused.store(true, Ordering::Relaxed);
+    }
+
+    /// A refusal the cache answered: the remaining retry-after (counted as denied by the
+    /// caller, and here as a local denial).
+    fn cached_refusal(&self, r: Refusal, now_us: u64) -> RateLimited {
+        self.inner.metrics.local_denial();
+        let limit = self.inner.limits.get(r.limit);
+        let policy = limit.and_then(|l| self.inner.policies.get(l.policy_offset() + r.rule)).copied();
+        let limit_type = limit.map_or(LimitType::Global, |l| l.limit_type);
+        let retry_after = Duration::from_micros(r.until_us.saturating_sub(now_us));
+        self.refusal(limit_type, policy, retry_after, Cause::Exceeded, None)
+    }
+
+    /// Forgets the cached refusals of these subjects (one per limit, as in
+    /// [`check`](Self::check)) in this process: to be called after their counts are reset.
+    /// Other processes keep theirs until their retry-after.
+    pub fn forget_refusals(&self, subjects: &[Subject<'_>]) {
+        let keys: Option<Vec<&[u8]>> = subjects.iter().take(self.inner.limits.len()).map(Subject::key_bytes).collect();
+        if let Some(keys) = keys {
+            deny_cache::global(deny_cache_size).forget(self.owner(self.store()), &keys);
+        }
+    }
+
+    /// Forgets every cached refusal of this limiter in this process.
+    pub fn forget_all_refusals(&self) {
+        deny_cache::global(deny_cache_size).forget_limiter(self.inner.id);
     }
 
     fn refusal(
@@ -454,6 +574,13 @@ fn outcome_of(result: &Result<Permit<'_>, RateLimited>) -> Outcome {
             Cause::SubjectMissing => Outcome::SubjectMissing,
         },
     }
+}
+
+/// How early a cached refusal of an O(1) algorithm lapses (see `remember_refusal`).
+const FLOAT_SLACK_US: u64 = 2;
+
+fn deny_cache_size() -> usize {
+    config::deny_cache_settings().1
 }
 
 /// A limiter built on first use from a `static` spec: what the attribute expands to.

@@ -175,6 +175,10 @@ impl Store for ClusterStore {
             .await
         }))
     }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
 }
 
 /// The targets' limits that have a subject, grouped by the slot of their key, in the order

@@ -552,4 +552,8 @@ impl Store for MemoryStore {
     fn label(&self) -> &'static str {
         "memory"
     }
+
+    fn now_us(&self) -> u64 {
+        self.clock.now_us()
+    }
 }

@@ -69,6 +69,19 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     fn label(&self) -> &'static str {
         "other"
     }
+
+    /// Whether decisions travel over the network: the local refusal cache is on by default
+    /// for such stores.
+    fn is_remote(&self) -> bool {
+        false
+    }
+
+    /// Now, in µs, on the clock the local refusal cache times this store's refusals by: the
+    /// store's own clock in memory, the system clock for remote stores (a refusal is timed from
+    /// before the call left, so it never outlives the server's retry-after).
+    fn now_us(&self) -> u64 {
+        crate::clock::Clock::now_us(&crate::clock::SystemClock)
+    }
 }
 
 impl sealed::Sealed for memory::MemoryStore {}

@@ -142,8 +142,18 @@ pub(crate) fn command(
 ) -> (Cmd, &'static Script) {
     let all_sliding = indices.clone().all(|i| call.limits[i].algorithm == Algorithm::SlidingWindow);
     let script = if mode == Mode::Decide && all_sliding { &SLIDING } else { &GENERAL };
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.sha()).arg(indices.clone().count());
+    // Sized once: growing the command's buffers argument by argument cost more than building it.
+    let (mut args, mut bytes) = (6, 64);
+    for i in indices.clone() {
+        let limit = &call.limits[i];
+        args += 1 + limit.script_args.len();
+        bytes += 16
+            + call.subjects[i].len() * 3
+            + limit.redis_key_len()
+            + limit.script_args.iter().map(Vec::len).sum::<usize>();
+    }
+    let mut cmd = Cmd::with_capacity(args, bytes);
+    cmd.arg("EVALSHA").arg(script.sha()).arg(indices.clone().count());
     for i in indices.clone() {
         cmd.arg(call.limits[i].redis_key(call.subjects[i]));
     }
@@ -160,30 +170,38 @@ pub(crate) fn command(
     (cmd, script)
 }
 
-/// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server).
+/// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server). The
+/// reply's six integers are read in place (no intermediate `Vec`).
 pub(crate) async fn eval(
     conn: &mut impl ConnectionLike,
     command: &(Cmd, &Script),
     metrics: &StoreMetrics,
 ) -> Result<Decision, StoreError> {
-    let answer = eval_raw(conn, command, metrics).await?;
-    let v: [i64; 6] =
-        answer.try_into().map_err(|v: Vec<i64>| StoreError::Protocol(format!("{} values instead of 6", v.len())))?;
-    Ok(Decision::from_script(v))
+    let answer: redis::Value = query_script(conn, command, metrics).await?;
+    Ok(Decision::from_script(six_integers(&answer)?))
 }
 
-/// As [`eval`], the script's integers as they come (a peek answers two per rule). Counts a
-/// Redis error in `metrics` by its kind (the other errors are counted by `StoreMetrics::timed`).
+/// As [`eval`], the script's integers as they come (a peek answers two per rule).
 pub(crate) async fn eval_raw(
+    conn: &mut impl ConnectionLike,
+    command: &(Cmd, &Script),
+    metrics: &StoreMetrics,
+) -> Result<Vec<i64>, StoreError> {
+    query_script(conn, command, metrics).await
+}
+
+/// The `EVALSHA`, and on `NOSCRIPT` a `SCRIPT LOAD` and the `EVALSHA` again. Counts a Redis
+/// error in `metrics` by its kind (the other errors are counted by `StoreMetrics::timed`).
+async fn query_script<T: redis::FromRedisValue>(
     conn: &mut impl ConnectionLike,
     (cmd, script): &(Cmd, &Script),
     metrics: &StoreMetrics,
-) -> Result<Vec<i64>, StoreError> {
+) -> Result<T, StoreError> {
     let redis_error = |e: redis::RedisError| {
         metrics.error(error_kind(&e));
         redis_error(e)
     };
-    match cmd.query_async::<Vec<i64>>(conn).await {
+    match cmd.query_async::<T>(conn).await {
         Err(e) if e.kind() == ErrorKind_::Server(ServerErrorKind::NoScript) => {
             // On a cluster this reaches every primary (a promoted replica may never have seen it).
             redis::cmd("SCRIPT")
@@ -192,7 +210,7 @@ pub(crate) async fn eval_raw(
                 .query_async::<redis::Value>(conn)
                 .await
                 .map_err(redis_error)?;
-            cmd.query_async::<Vec<i64>>(conn).await
+            cmd.query_async::<T>(conn).await
         }
         other => other,
     }
@@ -230,6 +248,24 @@ pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), S
             .map_err(redis_error)?;
     }
     Ok(())
+}
+
+/// The script's reply, read in place (no intermediate `Vec`): six integers.
+fn six_integers(answer: &redis::Value) -> Result<[i64; 6], StoreError> {
+    let redis::Value::Array(items) = answer else {
+        return Err(StoreError::Protocol(format!("unexpected reply {answer:?}")));
+    };
+    if items.len() != 6 {
+        return Err(StoreError::Protocol(format!("{} values instead of 6", items.len())));
+    }
+    let mut v = [0i64; 6];
+    for (slot, item) in v.iter_mut().zip(items) {
+        *slot = match item {
+            redis::Value::Int(n) => *n,
+            other => return Err(StoreError::Protocol(format!("unexpected value {other:?} in the reply"))),
+        };
+    }
+    Ok(v)
 }
 
 pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
@@ -323,6 +359,10 @@ impl Store for RedisStore {
 
     fn label(&self) -> &'static str {
         "redis"
+    }
+
+    fn is_remote(&self) -> bool {
+        true
     }
 }
 
