@@ -60,6 +60,8 @@ impl Script {
 pub(crate) static GENERAL: Script = Script::new(include_str!("decide.lua"));
 /// The same decision when every limit is a sliding window (see `decide_sw.lua`).
 pub(crate) static SLIDING: Script = Script::new(include_str!("decide_sw.lua"));
+/// The same decision when every limit is an O(1) algorithm (see `decide_o1.lua`).
+pub(crate) static O1: Script = Script::new(include_str!("decide_o1.lua"));
 
 /// A member no other call, in this process or any other, will use: a random per-process UUID
 /// with a per-call counter folded into its low half. 16 raw bytes keep the ZSET small.
@@ -129,7 +131,12 @@ pub(crate) fn command(
     mode: Mode,
 ) -> (Cmd, &'static Script) {
     let all_sliding = indices.clone().all(|i| call.limits[i].algorithm == Algorithm::SlidingWindow);
-    let script = if mode == Mode::Decide && all_sliding { &SLIDING } else { &GENERAL };
+    let all_o1 = indices.clone().all(|i| call.limits[i].algorithm != Algorithm::SlidingWindow);
+    let script = match mode {
+        Mode::Decide if all_sliding => &SLIDING,
+        Mode::Decide if all_o1 => &O1,
+        _ => &GENERAL,
+    };
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(script.sha()).arg(indices.clone().count());
     for i in indices.clone() {
@@ -213,6 +220,8 @@ mod tests {
             assert_eq!(script.sha().len(), 40);
         }
         assert_ne!(super::GENERAL.sha(), super::SLIDING.sha());
+        assert!(!super::O1.code().contains("--@"), "the O(1) script has no fragments");
+        assert_ne!(super::O1.sha(), super::GENERAL.sha());
     }
 
     #[test]
