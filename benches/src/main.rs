@@ -11,6 +11,7 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+mod gcra_reference;
 mod memory;
 mod redis_load;
 mod report;
@@ -20,6 +21,11 @@ use report::Report;
 fn main() {
     if std::env::args().any(|a| a == "--in-memory") {
         memory::run_child();
+        return;
+    }
+    if std::env::args().any(|a| a == "--gcra") {
+        // Only our GCRA next to the reference script, and the O(1) scripts before/after.
+        gcra_reference::run_alone();
         return;
     }
     if std::env::args().any(|a| a == "--profile-redis") {
@@ -39,6 +45,7 @@ fn main() {
     );
 
     redis_load::run(&server, &mut report);
+    gcra_reference::run(&server, &mut report);
     memory::run_from_parent(&mut report);
 
     report.print_targets();
