@@ -282,7 +282,10 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
             }
             let until_us = matters_until(alg, &fields, &rules);
             let expires_ms: i64 = redis::cmd("PEXPIRETIME").arg(&key).query(&mut con).unwrap();
-            assert!(expires_ms as f64 * 1000.0 + 1.0 >= until_us, "{alg:?} call {i}: expires at {expires_ms}ms, matters until {until_us}µs");
+            assert!(
+                expires_ms as f64 * 1000.0 + 1.0 >= until_us,
+                "{alg:?} call {i}: expires at {expires_ms}ms, matters until {until_us}µs"
+            );
             assert!(
                 (expires_ms as f64) <= (until_us / 1000.0).ceil() + grid_ms as f64 + 2.0,
                 "{alg:?} call {i}: expires at {expires_ms}ms, matters until {until_us}µs (grid {grid_ms}ms)"
