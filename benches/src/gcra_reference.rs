@@ -19,29 +19,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const REFERENCE_SCRIPT: &str = r"
-redis.replicate_commands()
-local key = KEYS[1]
-local burst, rate, period = ARGV[1], ARGV[2], ARGV[3]
-local cost = tonumber(ARGV[4])
-local interval = period / rate
-local tolerance = interval * burst
-local t = redis.call('TIME')
-local now = (t[1] - 1483228800) + t[2] / 1000000
-local tat = redis.call('GET', key)
-if tat then tat = math.max(tonumber(tat), now) else tat = now end
-local new_tat = tat + interval * cost
-local diff = now - (new_tat - tolerance)
-local remaining = diff / interval
-if remaining < 0 then
-  return {0, 0, tostring(-diff), tostring(tat - now)}
-end
-local reset_after = new_tat - now
-if reset_after > 0 then
-  redis.call('SET', key, new_tat, 'EX', math.ceil(reset_after))
-end
-return {cost, remaining, tostring(-1), tostring(reset_after)}
-";
+const REFERENCE_SCRIPT: &str = include_str!("gcra_reference.lua");
 
 /// The library's general decision script, assembled from its sources as the library does: the
 /// "before" of the lean O(1) script, run with the arguments the library would send.
