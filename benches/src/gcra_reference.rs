@@ -128,7 +128,7 @@ struct Ctx {
 pub fn run_alone() {
     let server = RedisServer::start();
     let mut report = Report::default();
-    println!("GCRA next to the reference script — redis-server on 127.0.0.1:{}\n", server.port());
+    println!("GCRA next to the reference script — redis-server on 127.0.0.1:{}", server.port());
     run(&server, &mut report);
     report.print_targets();
 }
@@ -221,7 +221,7 @@ async fn run_async(server: &RedisServer, report: &mut Report) {
         }
     }
 
-    println!("== GCRA next to the reference script (go-redis/redis_rate's algorithm) ==");
+    println!("\n== GCRA next to the reference script (go-redis/redis_rate's algorithm) ==");
     let (mut tput, mut usec) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     for _ in 0..ROUNDS {
         for (k, who) in [Who::Ours, Who::Reference].into_iter().enumerate() {
