@@ -102,6 +102,7 @@ async fn mixed_algorithms_decide_in_one_call() {
             .limit_with(LimitType::Global, [rule(30_000, 10)], Algorithm::SlidingWindow, "rl:")
             .limit_with(LimitType::Key, [rule(5_000, 3)], Algorithm::Gcra, "rl:")
             .store(store)
+            .deny_cache(false)
             .build()
             .unwrap()
     };
@@ -223,4 +224,166 @@ async fn o1_algorithms_use_constant_memory() {
             assert!(bytes < 200, "{alg:?} uses {bytes} bytes per key");
         }
     }
+}
+
+// ---------- the lean O(1) script (decide_o1.lua) beside the general one ----------
+
+/// The O(1) algorithms stacked (no sliding window: the lean script decides), several rules,
+/// bursts and costs above a count: alike in both stores.
+#[tokio::test]
+async fn stacked_o1_limits_decide_alike_in_redis_and_memory() {
+    let server = RedisServer::start();
+    let (remote, local) = (o1_stack("o1::stack", redis_store(&server), false), o1_stack("o1::stack", memory(), false));
+    compare_random_calls(&[&remote], &[&local], 500, 0x51ce).await;
+}
+
+/// The general script (a call with a sliding window among its limits) and the lean one take
+/// turns on the same keys (two limiters of one name share their O(1) limits' keys, as slots of a
+/// cluster call do): decisions stay the memory store's.
+#[tokio::test]
+async fn lean_and_general_scripts_share_keys() {
+    let server = RedisServer::start();
+    let store = redis_store(&server);
+    let lean = o1_stack("o1::shared", store.clone(), false);
+    let general = o1_stack("o1::shared", store, true);
+    let mem = memory();
+    let (lean_m, general_m) = (o1_stack("o1::shared", mem.clone(), false), o1_stack("o1::shared", mem, true));
+    compare_random_calls(&[&lean, &general], &[&lean_m, &general_m], 500, 0xface).await;
+}
+
+/// Every O(1) key, written by either script at the real time, expires no sooner than its state
+/// stops mattering and at most a grid step (1/64 of the longest window) after; a busy key's
+/// expiry is refreshed only as it moves.
+#[tokio::test]
+async fn o1_keys_expire_when_their_state_stops_mattering() {
+    let server = RedisServer::start();
+    let mut con = server.client();
+    let rules = [rule(2000, 40), rule(500, 15)];
+    let grid_ms = 2000 / 64;
+    for alg in ALL.into_iter().filter(|&a| a != Algorithm::SlidingWindow) {
+        let name = format!("ttl::{alg:?}");
+        let lean = limiter(&name, redis_store(&server), alg, &rules, None);
+        let general = Limiter::builder(&name)
+            .limit_with(LimitType::Global, rules, alg, ratelimit::DEFAULT_PREFIX)
+            .limit_with(LimitType::User, [rule(1000, 1_000_000)], Algorithm::SlidingWindow, ratelimit::DEFAULT_PREFIX)
+            .store(redis_store(&server))
+            .deny_cache(false)
+            .build()
+            .unwrap();
+        let user = Subject::bytes(&b"u"[..]);
+        let mut rng = Rng(0x7711);
+        for i in 0..120 {
+            let cost = [1, 1, 2, 0][rng.below(4) as usize];
+            let _ = if i % 3 == 0 {
+                general.check(&[Subject::global(), user.clone()], cost).await
+            } else {
+                lean.check(&[Subject::global()], cost).await
+            };
+            let key = format!("{}{{ttl::{alg:?}|global|}}:{}:2sx40-500msx15", ratelimit::DEFAULT_PREFIX, alg_code(alg));
+            let fields: std::collections::HashMap<String, f64> = con.hgetall(&key).unwrap();
+            if fields.is_empty() {
+                continue; // nothing admitted yet
+            }
+            let until_us = matters_until(alg, &fields, &rules);
+            let expires_ms: i64 = redis::cmd("PEXPIRETIME").arg(&key).query(&mut con).unwrap();
+            assert!(
+                expires_ms as f64 * 1000.0 + 1.0 >= until_us,
+                "{alg:?} call {i}: expires at {expires_ms}ms, matters until {until_us}µs"
+            );
+            assert!(
+                (expires_ms as f64) <= (until_us / 1000.0).ceil() + grid_ms as f64 + 2.0,
+                "{alg:?} call {i}: expires at {expires_ms}ms, matters until {until_us}µs (grid {grid_ms}ms)"
+            );
+        }
+    }
+    // A busy GCRA key: its expiry moves by a grid step (here 937ms) now and then, not per call.
+    let busy = limiter("ttl::busy", redis_store(&server), Algorithm::Gcra, &[rule(60_000, 1_000_000)], None);
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    for _ in 0..200 {
+        busy.check(&[Subject::global()], 1).await.unwrap();
+    }
+    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut con).unwrap();
+    let calls = |cmd: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(calls("evalsha"), 200);
+    assert!(calls("pexpireat") <= 20, "{} PEXPIREAT for 200 decisions", calls("pexpireat"));
+}
+
+fn memory() -> StoreHandle {
+    Arc::new(MemoryStore::new())
+}
+
+fn alg_code(alg: Algorithm) -> &'static str {
+    match alg {
+        Algorithm::SlidingWindowCounter => "swc",
+        Algorithm::FixedWindow => "fw",
+        Algorithm::TokenBucket => "tb",
+        Algorithm::LeakyBucket => "lb",
+        Algorithm::Gcra => "gcra",
+        _ => "sw",
+    }
+}
+
+/// When the state in `fields` stops mattering (µs): after it, an absent key decides alike.
+fn matters_until(alg: Algorithm, fields: &std::collections::HashMap<String, f64>, rules: &[Rule]) -> f64 {
+    let mut until = 0f64;
+    for (r, rule) in rules.iter().enumerate() {
+        let f = |name: &str| fields.get(&format!("{}{name}", r + 1)).copied().expect("a field of every rule");
+        let (w, count) = (rule.window().as_micros() as f64, rule.count() as f64);
+        let t = match alg {
+            Algorithm::FixedWindow => (f("i") + 1.0) * w,
+            Algorithm::SlidingWindowCounter => (f("i") + 2.0) * w,
+            Algorithm::TokenBucket => f("s") + ((count - f("t")) * w / count).ceil(),
+            Algorithm::LeakyBucket => f("s") + (f("l") * w / count).ceil(),
+            _ => f("a"),
+        };
+        until = until.max(t);
+    }
+    until
+}
+
+/// Five O(1) limits (two of them with two rules, two with a burst); with `sliding`, a sliding
+/// window too, so the general script decides.
+fn o1_stack(name: &str, store: StoreHandle, sliding: bool) -> Limiter {
+    let p = "o1:";
+    let mut b = Limiter::builder(name)
+        .limit_with(LimitType::Ip, [rule(10_000, 6), rule(2_000, 3)], Algorithm::TokenBucket, p)
+        .burst(8)
+        .limit_with(LimitType::Key, [rule(5_000, 4)], Algorithm::Gcra, p)
+        .burst(6)
+        .limit_with(LimitType::Global, [rule(20_000, 30), rule(7_000, 12)], Algorithm::FixedWindow, p)
+        .limit_with(LimitType::User, [rule(9_000, 8)], Algorithm::SlidingWindowCounter, p)
+        .limit_with(LimitType::Ip, [rule(6_000, 5)], Algorithm::LeakyBucket, p);
+    if sliding {
+        b = b.limit_with(LimitType::User, [rule(4_000, 3)], Algorithm::SlidingWindow, "o1sw:");
+    }
+    // Exact retry-afters are compared: without the refusal cache (tested in tests/deny_cache.rs).
+    b.store(store).deny_cache(false).build().unwrap()
+}
+
+/// The same pseudo-random calls (time, cost, subjects, and which limiter) through `remote[i]`
+/// and `local[i]` decide alike.
+async fn compare_random_calls(remote: &[&Limiter], local: &[&Limiter], n: usize, seed: u64) {
+    let mut rng = Rng(seed);
+    let (mut now, mut allowed) = (T0, 0);
+    for i in 0..n {
+        now += rng.below(2 * S);
+        let cost = [1, 1, 1, 2, 0, 3, 9][rng.below(7) as usize];
+        let which = rng.below(remote.len() as u64) as usize;
+        let ip = Subject::ip(["10.0.0.1", "10.0.0.2"][rng.below(2) as usize].parse().unwrap());
+        let key = Subject::bytes(["a", "b", "c"][rng.below(3) as usize].as_bytes());
+        let user = Subject::bytes(["u1", "u2"][rng.below(2) as usize].as_bytes());
+        let subjects = [ip.clone(), key, Subject::global(), user.clone(), ip, user];
+        let take = 5 + usize::from(which == 1);
+        let a = summarize(remote[which].check_at(&subjects[..take], cost, Some(now)).await);
+        let b = summarize(local[which].check_at(&subjects[..take], cost, Some(now)).await);
+        assert_eq!(a, b, "call {i} at +{}µs cost {cost} through limiter {which}", now - T0);
+        allowed += usize::from(a.0);
+    }
+    assert!(allowed > n / 10 && allowed < n * 9 / 10, "both outcomes exercised ({allowed} of {n} allowed)");
 }

@@ -13,6 +13,7 @@
 mod support;
 
 mod abuse;
+mod gcra_reference;
 mod memory;
 mod metrics;
 mod redis_load;
@@ -44,6 +45,11 @@ fn main() {
         report.print_targets();
         return;
     }
+    if std::env::args().any(|a| a == "--gcra") {
+        // Only our GCRA next to the reference script, and the O(1) scripts before/after.
+        gcra_reference::run_alone();
+        return;
+    }
     if std::env::args().any(|a| a == "--profile-redis") {
         // Only 1-rule throughput, for a profiler: `perf record -e cpu-clock -g -- <bench> --profile-redis`.
         let server = support::RedisServer::start();
@@ -62,6 +68,7 @@ fn main() {
 
     redis_load::run(&server, &mut report);
     abuse::run(&server, &mut report);
+    gcra_reference::run(&server, &mut report);
     memory::run_from_parent(&mut report);
     metrics::run(&mut report);
 

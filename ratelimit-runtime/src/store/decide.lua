@@ -15,9 +15,11 @@
 -- longest wait, so that waiting `retry_after_us` is exactly enough for every rule.
 -- A denied call records nothing (it may drop entries that have left every window). Keys expire
 -- (PEXPIREAT) when their state stops mattering: at most the longest window after `now` (twice it
--- for the sliding window counter, whose previous window still counts); with a pinned `now`,
--- expiry follows the pinned clock. The arithmetic is mirrored by src/algorithm.rs and
--- store/memory.rs (the in-memory twin); differential tests hold them to the same decisions.
+-- for the sliding window counter, whose previous window still counts; the buckets' and GCRA's
+-- rounded up to a grid of 1/64 of the longest window); with a pinned `now`, expiry follows the
+-- pinned clock. decide_o1.lua decides O(1)-only calls on the same keys. The arithmetic is
+-- mirrored by src/algorithm.rs and store/memory.rs (the in-memory twin); differential tests hold
+-- them to the same decisions.
 
 --@preamble
 local release = ARGV[4] == 'r'
@@ -183,6 +185,10 @@ for g = 1, #KEYS do
     local stored = redis.call('HMGET', key, unpack(fields))
     local hset = {}
     local ttl = 0
+    -- The buckets' and GCRA's expiry lies on a grid of 1/64 of the longest window (ms), which
+    -- lets decide_o1.lua skip refreshing it until it moves; the window counters' is exact.
+    local grid = false
+    if alg == 'tb' or alg == 'lb' or alg == 'gcra' then grid = max(1, floor(tonumber(ARGV[pos]) / 64000)) end
     for r = 1, n do
       local w = tonumber(ARGV[pos])
       local count = tonumber(ARGV[pos + 1])
@@ -218,7 +224,7 @@ for g = 1, #KEYS do
     elseif release then
       if #hset > 0 then redis.call('HSET', key, unpack(hset)) end
     else
-      writes[g] = {hset = hset, ttl = ttl}
+      writes[g] = {hset = hset, ttl = ttl, grid = grid}
     end
   end
 end
@@ -233,7 +239,9 @@ if allowed == 1 then
       --@sliding_commit
     else
       redis.call('HSET', key, unpack(wr.hset))
-      redis.call('PEXPIREAT', key, ceil((now + wr.ttl) / 1000) + 1)
+      local at = ceil((now + wr.ttl) / 1000)
+      if wr.grid then at = (floor(at / wr.grid) + 1) * wr.grid else at = at + 1 end
+      redis.call('PEXPIREAT', key, at)
     end
   end
 end

@@ -63,6 +63,8 @@ impl Script {
 pub(crate) static GENERAL: Script = Script::new(include_str!("decide.lua"));
 /// The same decision when every limit is a sliding window (see `decide_sw.lua`).
 pub(crate) static SLIDING: Script = Script::new(include_str!("decide_sw.lua"));
+/// The same decision when every limit is an O(1) algorithm (see `decide_o1.lua`).
+pub(crate) static O1: Script = Script::new(include_str!("decide_o1.lua"));
 
 /// A member no other call, in this process or any other, will use: a random per-process UUID
 /// with a per-call counter folded into its low half. 16 raw bytes keep the ZSET small.
@@ -141,7 +143,12 @@ pub(crate) fn command(
     mode: Mode,
 ) -> (Cmd, &'static Script) {
     let all_sliding = indices.clone().all(|i| call.limits[i].algorithm == Algorithm::SlidingWindow);
-    let script = if mode == Mode::Decide && all_sliding { &SLIDING } else { &GENERAL };
+    let all_o1 = indices.clone().all(|i| call.limits[i].algorithm != Algorithm::SlidingWindow);
+    let script = match mode {
+        Mode::Decide if all_sliding => &SLIDING,
+        Mode::Decide if all_o1 => &O1,
+        _ => &GENERAL,
+    };
     // Sized once: growing the command's buffers argument by argument cost more than building it.
     let (mut args, mut bytes) = (6, 64);
     for i in indices.clone() {
@@ -236,10 +243,10 @@ pub(crate) fn del_command(targets: &Targets<'_>, indices: &[usize]) -> Cmd {
     cmd
 }
 
-/// Loads both decision scripts: the first command also connects and authenticates. On a
+/// Loads the three decision scripts: the first command also connects and authenticates. On a
 /// cluster the connection sends `SCRIPT LOAD` to every primary.
 pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), StoreError> {
-    for script in [&GENERAL, &SLIDING] {
+    for script in [&GENERAL, &SLIDING, &O1] {
         redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(script.code())
@@ -383,6 +390,8 @@ mod tests {
             assert_eq!(script.sha().len(), 40);
         }
         assert_ne!(super::GENERAL.sha(), super::SLIDING.sha());
+        assert!(!super::O1.code().contains("--@"), "the O(1) script has no fragments");
+        assert_ne!(super::O1.sha(), super::GENERAL.sha());
     }
 
     #[test]

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Instructions redis-server spends per EVALSHA (callgrind, inclusive cost of evalShaCommand) for
+# the decision scripts of one-rule O(1) limits: the general script (decide.lua), the lean one
+# (decide_o1.lua), and the reference GCRA script (benches/src/gcra_reference.lua). Unlike the
+# harness's µs from INFO commandstats, these counts do not move with the machine's load.
+#
+#     benches/lua_instructions.sh [calls per figure, default 2000]
+#
+# Needs redis-server, redis-cli, redis-benchmark and valgrind. Ten keys are used in turn (a busy
+# subject), one rule of 60 s and 10^9 (every call admitted).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-2000}
+for bin in redis-server redis-cli redis-benchmark valgrind callgrind_control callgrind_annotate; do
+  command -v "$bin" >/dev/null || { echo "missing: $bin" >&2; exit 1; }
+done
+dir=$(mktemp -d)
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+valgrind --tool=callgrind --callgrind-out-file="$dir/cg.%p" \
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" >"$dir/log" 2>&1 &
+vg=$!
+trap 'kill $vg 2>/dev/null; wait $vg 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+
+# decide.lua with its `--@name` lines replaced by lua/name.lua, as store/redis.rs assembles it.
+store=ratelimit-runtime/src/store
+awk -v dir="$store/lua" '{ l = $0; gsub(/^[ \t]+|[ \t]+$/, "", l) }
+  l ~ /^--@[a-z_]+$/ { f = dir "/" substr(l, 4) ".lua"; while ((getline x < f) > 0) print x; close(f); next }
+  { print }' "$store/decide.lua" >"$dir/general.lua"
+
+measure() { # label script args...
+  local label=$1 file=$2; shift 2
+  local sha; sha=$(redis-cli -p "$port" script load "$(cat "$file")")
+  redis-benchmark -p "$port" -n 200 -c 1 -r 10 -q EVALSHA "$sha" "$@" >/dev/null 2>&1
+  callgrind_control -z "$vg" >/dev/null 2>&1
+  redis-benchmark -p "$port" -n "$N" -c 1 -r 10 -q EVALSHA "$sha" "$@" >/dev/null 2>&1
+  rm -f "$dir"/cg."$vg".*
+  callgrind_control -d "$vg" >/dev/null 2>&1
+  sleep 0.5
+  local out; out=$(ls -t "$dir"/cg."$vg".* | head -1)
+  local ir; ir=$(callgrind_annotate --inclusive=yes "$out" 2>/dev/null | awk '/evalShaCommand/ && !done { gsub(",", "", $1); print $1; done = 1 }')
+  printf '%-34s %8d instructions per EVALSHA\n' "$label" $((ir / N))
+}
+
+measure "reference GCRA script" benches/src/gcra_reference.lua 1 'ref:{__rand_int__}' 1000000000 1000000000 60 1
+for alg in fw swc tb lb gcra; do
+  args=(1 "k:{__rand_int__}:$alg" 0 1 0123456789abcdef d "$alg" 1 0 60000000 1000000000)
+  measure "$alg: general script (decide.lua)" "$dir/general.lua" "${args[@]}"
+  measure "$alg: lean script (decide_o1.lua)" "$store/decide_o1.lua" "${args[@]}"
+done
