@@ -46,6 +46,8 @@ impl Logged {
             .env(CHILD_ARGS, "--listen\n127.0.0.1:0\n")
             .env_remove("REDIS_URL")
             .env_remove("REDIS_CLUSTER_URLS")
+            .env_remove("REDIS_SENTINEL_URLS")
+            .env_remove("REDIS_SENTINEL_MASTER")
             .env_remove("REDIS_CA_CERT")
             .env_remove("REDIS_CLIENT_CERT")
             .env_remove("REDIS_CLIENT_KEY")
@@ -227,4 +229,18 @@ fn a_unix_socket_url_is_a_store_too() {
     let statuses: Vec<u16> = (0..22).map(|_| get(addr, "/api/hello")).collect();
     assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 20, "20 per 10s from one IP: {statuses:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sentinel_primaries_are_probed_too() {
+    use support::sentinel::{SentinelSet, MASTER};
+    let set = SentinelSet::start();
+    let sentinels = set.sentinel_url();
+    let mut server = Logged::start(&[("REDIS_SENTINEL_URLS", &sentinels), ("REDIS_SENTINEL_MASTER", MASTER)]);
+    let (line, _) = server.wait_for("rate-limit store reachable", WITHIN);
+    assert!(line.contains("sentinel") && line.contains(MASTER), "names the store: {line}");
+    // A master name the sentinel does not monitor: reported, in the sentinel's terms.
+    let mut wrong = Logged::start(&[("REDIS_SENTINEL_URLS", &sentinels), ("REDIS_SENTINEL_MASTER", "no-such-master")]);
+    let (line, _) = wrong.wait_for("rate-limit store unreachable", WITHIN);
+    assert!(line.contains("no-such-master"), "{line}");
 }

@@ -16,7 +16,9 @@
 //! every [`RETRY_PAUSE`], however many calls arrive.
 
 use super::admin::{read_statuses, shapes, Answer, Targets};
-use super::redis::{command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Mode};
+use super::redis::{
+    command, del_command, eval, eval_raw, load_scripts, peek_command, redact, redis_error, unique_member, Mode,
+};
 use super::{Call, Pending, Store};
 use crate::metrics;
 use crate::{io, RuleStatus, StoreError};
@@ -203,11 +205,13 @@ impl SentinelStore {
             connections: AtomicU64::new(0),
             lookup: tokio::sync::Mutex::new(Lookup::default()),
         });
-        // Find the primary now, so the first call does not pay for it, then watch it.
+        // Find the primary now and load the scripts there, so the first call does not pay for
+        // it, and say how it went (the startup probe, as for one Redis); then watch it.
         let handle = io::handle()?;
         let first = shared.clone();
-        handle.spawn(async move {
-            let _ = first.primary().await;
+        super::probe::spawn(shared.description.clone(), super::probe::probe_timeout(timeout), async move {
+            let mut conn = first.primary().await?.conn.clone();
+            load_scripts(&mut conn).await
         });
         handle.spawn(watch(Arc::downgrade(&shared)));
         Ok(SentinelStore { shared })
