@@ -17,6 +17,8 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+mod one;
+
 const SHARDS: usize = 64;
 /// Every this many decisions (per thread) the next shard in turn drops its expired states, so
 /// every shard is swept while there is any traffic, whichever subjects it concerns.
@@ -167,6 +169,15 @@ impl MemoryStore {
     }
 
     fn decide_now(&self, call: &Call<'_>) -> Decision {
+        // Most calls have one limit: one key on the stack, one lookup, one pass (one.rs).
+        if let Some(d) = self.decide_one(call) {
+            return d;
+        }
+        self.decide_general(call)
+    }
+
+    /// Any call: every key in a reused buffer, the shards locked in order, checked then recorded.
+    fn decide_general(&self, call: &Call<'_>) -> Decision {
         thread_local! {
             /// Every key of a call, back to back: reused, so deciding allocates nothing.
             static KEYS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
