@@ -7,7 +7,7 @@
 use super::admin::{Answer, Targets};
 use super::{Call, Pending, Store};
 use crate::algorithm::step;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::limit::Limit;
 use crate::metrics::{self, StoreMetrics};
 use crate::{Algorithm, Decision, RuleStatus};
@@ -136,9 +136,10 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    /// A store on the system clock.
+    /// A store on the system clock (read through the CPU's time-stamp counter where the
+    /// kernel trusts it: see `clock::fast_clock`).
     pub fn new() -> MemoryStore {
-        MemoryStore::with_clock(Arc::new(SystemClock))
+        MemoryStore::with_clock(crate::clock::fast_clock())
     }
 
     /// A store on the given clock (tests drive time by hand with [`ManualClock`](crate::ManualClock)).
