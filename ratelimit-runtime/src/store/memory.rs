@@ -17,7 +17,10 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+mod inline;
 mod one;
+
+use inline::{Key, Values};
 
 const SHARDS: usize = 64;
 /// Every this many decisions (per thread) the next shard in turn drops its expired states, so
@@ -35,7 +38,7 @@ pub struct MemoryStore {
 /// short keys, not predictable from outside).
 #[derive(Default)]
 struct Shard {
-    states: HashMap<Box<[u8]>, State, BuildHasherDefault<KeyHash>>,
+    states: HashMap<Key, State, BuildHasherDefault<KeyHash>>,
 }
 
 /// Every key starts with 8 bytes of its own (seeded) hash, written once when the key is built:
@@ -85,7 +88,7 @@ impl State {
 
 /// An O(1) algorithm's values, `cells()` per rule, `None` where never written.
 struct Cells {
-    values: Vec<Option<f64>>,
+    values: Values,
     expires_at: u64,
 }
 
@@ -193,7 +196,7 @@ impl MemoryStore {
                 let start = buf.len();
                 buf.extend_from_slice(&[0; 8]);
                 limit.write_memory_key(subject, &mut buf);
-                let hash = self.hasher.hash_one(&buf[start + 8..]);
+                let hash = self.key_hash(limit, subject);
                 buf[start..start + 8].copy_from_slice(&hash.to_le_bytes());
                 let span = (start, buf.len(), (hash >> 58) as usize % SHARDS);
                 if fits {
@@ -322,7 +325,7 @@ impl MemoryStore {
                             c.values.fill(None);
                         }
                     }
-                    _ => *state = State::Cells(Cells { values: vec![None; n], expires_at: 0 }),
+                    _ => *state = State::Cells(Cells { values: Values::new(n), expires_at: 0 }),
                 }
                 if let State::Cells(cells) = state {
                     // The same pure steps as above, now written in place.
@@ -346,12 +349,22 @@ impl MemoryStore {
 
 /// Peek and reset: the script's peek mode and a `DEL`, in process.
 impl MemoryStore {
+    /// The seeded hash of `limit`'s key for `subject`, which starts the key (and picks its
+    /// shard): the limit's id and the subject hashed as they are, the key never built for it.
+    #[inline]
+    fn key_hash(&self, limit: &Limit, subject: &[u8]) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        h.write_u64(limit.memory_id());
+        h.write(subject);
+        h.finish()
+    }
+
     /// The key of `limit` for `subject` (its seeded hash first, as `decide_now` builds it) and
     /// its shard.
     fn key_of(&self, limit: &Limit, subject: &[u8]) -> (Vec<u8>, usize) {
         let mut key = vec![0; 8];
         limit.write_memory_key(subject, &mut key);
-        let hash = self.hasher.hash_one(&key[8..]);
+        let hash = self.key_hash(limit, subject);
         key[..8].copy_from_slice(&hash.to_le_bytes());
         (key, (hash >> 58) as usize % SHARDS)
     }

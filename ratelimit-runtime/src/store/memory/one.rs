@@ -5,12 +5,11 @@
 //! steps (`sliding`, `step_rule`, `room`, `deny`) on the same state, only fused. The unit tests
 //! below hold the two paths to the same decisions and the same stored state.
 
-use super::{lock, room, sliding, step_rule, Cells, Log, MemoryStore, State, SHARDS};
+use super::{lock, room, sliding, step_rule, Cells, Log, MemoryStore, State, Values, SHARDS};
 use crate::algorithm::step;
 use crate::limit::Limit;
 use crate::store::Call;
 use crate::{Algorithm, Decision};
-use std::hash::BuildHasher;
 use std::time::Duration;
 
 /// Keys up to this many bytes (hash, limit id, subject) are built on the stack; longer ones go
@@ -32,7 +31,7 @@ impl MemoryStore {
         let mut buf = [0u8; INLINE_KEY];
         buf[8..16].copy_from_slice(&limit.memory_id().to_le_bytes());
         buf[16..len].copy_from_slice(subject);
-        let hash = self.hasher.hash_one(&buf[8..len]);
+        let hash = self.key_hash(limit, subject);
         buf[..8].copy_from_slice(&hash.to_le_bytes());
         let key = &buf[..len];
 
@@ -131,7 +130,12 @@ fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision 
             c.expires_at = expires_at;
         }
         _ => {
-            let values = steps[..limit.rules.len()].iter().flat_map(|st| st[..k].iter().map(|v| Some(*v))).collect();
+            let mut values = Values::new(n);
+            for (r, st) in steps[..limit.rules.len()].iter().enumerate() {
+                for (j, v) in st[..k].iter().enumerate() {
+                    values[r * k + j] = Some(*v);
+                }
+            }
             *state = State::Cells(Cells { values, expires_at });
         }
     }
@@ -171,7 +175,13 @@ fn one_rule(alg: Algorithm, limit: &Limit, rule: crate::Rule, state: &mut State,
             }
             c.expires_at = expires_at;
         }
-        _ => *state = State::Cells(Cells { values: s.state[..k].iter().map(|v| Some(*v)).collect(), expires_at }),
+        _ => {
+            let mut values = Values::new(k);
+            for (slot, v) in values.iter_mut().zip(&s.state[..k]) {
+                *slot = Some(*v);
+            }
+            *state = State::Cells(Cells { values, expires_at });
+        }
     }
     d
 }
