@@ -82,7 +82,7 @@ fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision 
         }
         if d.allowed && cost > 0 {
             let cum = log.total() + cost;
-            log.entries.push_back((now, cum));
+            log.push(now, cum);
         }
         return d;
     }
