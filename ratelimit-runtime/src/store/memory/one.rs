@@ -60,7 +60,8 @@ impl MemoryStore {
 /// nothing stored) and records the call in it if allowed.
 #[inline]
 fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision {
-    let mut d = Decision { allowed: true, limit: 0, rule: 0, retry_after: Duration::ZERO, remaining: 0, reset: Duration::ZERO };
+    let mut d =
+        Decision { allowed: true, limit: 0, rule: 0, retry_after: Duration::ZERO, remaining: 0, reset: Duration::ZERO };
     let mut tightest: Option<u64> = None;
     if limit.algorithm == Algorithm::SlidingWindow {
         // An expired log holds nothing any window counts: start it afresh, as recording does.
@@ -105,7 +106,7 @@ fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision 
     };
     let mut steps = [[0.0f64; 3]; INLINE_RULES];
     let mut ttl: f64 = 0.0;
-    for r in 0..limit.rules.len() {
+    for (r, slot) in steps[..limit.rules.len()].iter_mut().enumerate() {
         let s = step_rule(limit, r, stored, now, cost);
         // Redis turns the script's numbers into integers by truncation.
         if s.left < 0.0 {
@@ -113,7 +114,7 @@ fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision 
         } else {
             room(&mut d, &mut tightest, 0, r, s.left as u64, s.wait as u64);
         }
-        steps[r] = s.state;
+        *slot = s.state;
         ttl = ttl.max(s.ttl);
     }
     if !d.allowed {
@@ -225,11 +226,11 @@ mod tests {
     /// decisions, the same peeks and the same number of live subjects, for every algorithm.
     #[test]
     fn one_limit_path_decides_as_the_general_path() {
-        let shapes: &[(&[(u64, u64)], Option<u64>)] = &[
-            (&[(1000, 5)], None),
-            (&[(1000, 5), (200, 2)], None),
-            (&[(3000, 7), (700, 3), (100, 1)], None),
-            (&[(3000, 7), (2000, 6), (700, 3), (300, 2), (100, 1)], None),
+        let shapes: &[&[(u64, u64)]] = &[
+            &[(1000, 5)],
+            &[(1000, 5), (200, 2)],
+            &[(3000, 7), (700, 3), (100, 1)],
+            &[(3000, 7), (2000, 6), (700, 3), (300, 2), (100, 1)],
         ];
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         for alg in [
@@ -240,7 +241,7 @@ mod tests {
             Algorithm::LeakyBucket,
             Algorithm::Gcra,
         ] {
-            for (i, &(rules, _)) in shapes.iter().enumerate() {
+            for (i, &rules) in shapes.iter().enumerate() {
                 let burst = alg.supports_burst().then_some(4 + i as u64);
                 for burst in [None, burst] {
                     let limit = limit(alg, rules, burst, &format!("one-{alg:?}-{i}-{burst:?}"));
@@ -258,7 +259,8 @@ mod tests {
                         let general = b.decide_general(&call);
                         assert_eq!(fast, general, "{alg:?} rules {rules:?} burst {burst:?} call {step}");
                         seen[usize::from(fast.allowed)] += 1;
-                        let by = Duration::from_micros([0, 1, 37, 1000, 40_000, 250_000, 1_100_000][rng.below(7) as usize]);
+                        let by =
+                            Duration::from_micros([0, 1, 37, 1000, 40_000, 250_000, 1_100_000][rng.below(7) as usize]);
                         ca.advance(by);
                         cb.advance(by);
                         if step % 97 == 0 {
