@@ -12,8 +12,9 @@ use crate::limit::Limit;
 use crate::metrics::{self, StoreMetrics};
 use crate::{Algorithm, Decision, RuleStatus};
 use foldhash::fast::RandomState;
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use hashbrown::HashTable;
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -35,38 +36,51 @@ pub struct MemoryStore {
 }
 
 /// Subjects are chosen by callers, so the hasher is seeded per process (foldhash: fast on
-/// short keys, not predictable from outside).
+/// short keys, not predictable from outside). Every key starts with 8 bytes of its own seeded
+/// hash, written once when the key is built: the table reads them back instead of hashing again.
 #[derive(Default)]
 struct Shard {
-    states: HashMap<Key, State, BuildHasherDefault<KeyHash>>,
+    states: HashTable<(Key, State)>,
 }
 
-/// Every key starts with 8 bytes of its own (seeded) hash, written once when the key is built:
-/// the map reads them back instead of hashing the key a second time.
-#[derive(Default)]
-struct KeyHash(u64);
-
-impl Hasher for KeyHash {
-    fn finish(&self) -> u64 {
-        self.0
+/// The hash a key starts with (see `Shard`).
+fn hash_of(key: &[u8]) -> u64 {
+    let mut hash = [0; 8];
+    if let Some(prefix) = key.get(..8) {
+        hash.copy_from_slice(prefix);
     }
-    fn write(&mut self, bytes: &[u8]) {
-        if let Some(prefix) = bytes.get(..8) {
-            let mut hash = [0; 8];
-            hash.copy_from_slice(prefix);
-            self.0 = u64::from_le_bytes(hash);
-        }
-    }
-    // The length prefix of `[u8]`'s `Hash` carries nothing the hash does not.
-    fn write_usize(&mut self, _: usize) {}
+    u64::from_le_bytes(hash)
 }
 
 impl Shard {
     /// Drops expired states, and gives memory back once most of the map is empty.
     fn sweep(&mut self, now: u64) {
-        self.states.retain(|_, st| !st.expired(now));
+        self.states.retain(|(_, st)| !st.expired(now));
         if self.states.capacity() > 64 && self.states.len() < self.states.capacity() / 4 {
-            self.states.shrink_to_fit();
+            self.states.shrink_to_fit(|(k, _)| k.hash());
+        }
+    }
+
+    fn get(&self, key: &[u8]) -> Option<&State> {
+        self.states.find(hash_of(key), |(k, _)| k.is(key)).map(|(_, st)| st)
+    }
+
+    fn get_mut(&mut self, key: &[u8]) -> Option<&mut State> {
+        self.states.find_mut(hash_of(key), |(k, _)| k.is(key)).map(|(_, st)| st)
+    }
+
+    fn get_or_insert(&mut self, key: &[u8], new: impl FnOnce() -> State) -> &mut State {
+        let entry = self.states.entry(hash_of(key), |(k, _)| k.is(key), |(k, _)| k.hash());
+        &mut entry.or_insert_with(|| (Key::from(key), new())).into_mut().1
+    }
+
+    fn insert(&mut self, key: &[u8], state: State) {
+        self.states.insert_unique(hash_of(key), (Key::from(key), state), |(k, _)| k.hash());
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        if let Ok(entry) = self.states.find_entry(hash_of(key), |(k, _)| k.is(key)) {
+            entry.remove();
         }
     }
 }
@@ -276,7 +290,7 @@ impl MemoryStore {
         let mut tightest: Option<u64> = None;
         for (g, limit) in call.limits.iter().enumerate() {
             let (start, end, shard) = spans[g];
-            let state = guards.get(shard).states.get_mut(&buf[start..end]).filter(|st| !st.expired(now));
+            let state = guards.get(shard).get_mut(&buf[start..end]).filter(|st| !st.expired(now));
             if limit.algorithm == Algorithm::SlidingWindow {
                 let Some(State::Log(log)) = state else {
                     // An empty log: every rule has `count` room.
@@ -322,11 +336,7 @@ impl MemoryStore {
         for (g, limit) in call.limits.iter().enumerate() {
             let (start, end, shard) = spans[g];
             let key = &buf[start..end];
-            let states = &mut guards.get(shard).states;
-            let state = match states.get_mut(key) {
-                Some(st) => st,
-                None => states.entry(key.into()).or_insert(State::Log(Log::default())),
-            };
+            let state = guards.get(shard).get_or_insert(key, || State::Log(Log::default()));
             if limit.algorithm == Algorithm::SlidingWindow {
                 if !matches!(state, State::Log(_)) || state.expired(now) {
                     *state = State::Log(Log::default());
@@ -398,7 +408,7 @@ impl MemoryStore {
         for (index, limit, subject) in targets.present() {
             let (key, shard) = self.key_of(limit, subject);
             let shard = lock(&self.shards[shard]);
-            let state = shard.states.get(&key[..]).filter(|st| !st.expired(now));
+            let state = shard.get(&key).filter(|st| !st.expired(now));
             for (r, policy) in limit.policies().enumerate() {
                 let (remaining, reset_us) = match state {
                     _ if limit.algorithm == Algorithm::SlidingWindow => {
@@ -420,7 +430,7 @@ impl MemoryStore {
     fn reset_now(&self, targets: &Targets<'_>) {
         for (_, limit, subject) in targets.present() {
             let (key, shard) = self.key_of(limit, subject);
-            lock(&self.shards[shard]).states.remove(&key[..]);
+            lock(&self.shards[shard]).remove(&key);
         }
     }
 }

@@ -38,14 +38,14 @@ impl MemoryStore {
         let now = call.now_us.unwrap_or_else(|| self.clock.now_us());
         let decision = {
             let mut shard = lock(&self.shards[(hash >> 58) as usize % SHARDS]);
-            match shard.states.get_mut(key) {
+            match shard.get_mut(key) {
                 Some(state) => decide_in(limit, state, now, call.cost),
                 None => {
                     // Nothing stored: decide on an empty state, kept only if the call is allowed.
                     let mut state = State::Log(Log::default());
                     let d = decide_in(limit, &mut state, now, call.cost);
                     if d.allowed {
-                        shard.states.insert(key.into(), state);
+                        shard.insert(key, state);
                     }
                     d
                 }
