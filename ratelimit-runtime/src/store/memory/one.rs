@@ -249,10 +249,11 @@ mod tests {
                     let start = 1_700_000_000_000_000 + rng.below(1_000_000);
                     let (ca, cb) = (Arc::new(ManualClock::new(start)), Arc::new(ManualClock::new(start)));
                     let (a, b) = (MemoryStore::with_clock(ca.clone()), MemoryStore::with_clock(cb.clone()));
-                    let subjects: [&[u8]; 3] = [b"alice", b"bob", b""];
+                    // Short keys (inline), a key kept on the heap, and one too long for the stack.
+                    let subjects: [&[u8]; 5] = [b"alice", b"bob", b"", &[7; 40], &[9; 100]];
                     let mut seen = [0usize; 2];
                     for step in 0..3000 {
-                        let subject = [subjects[rng.below(3) as usize]];
+                        let subject = [subjects[rng.below(5) as usize]];
                         let cost = [0, 1, 1, 1, 2, 3, 9][rng.below(7) as usize];
                         let call = Call { limits, subjects: &subject, cost, now_us: None };
                         let fast = a.decide_now(&call);
