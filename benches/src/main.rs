@@ -4,6 +4,7 @@
 //!
 //!     cargo run --release --manifest-path benches/Cargo.toml
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --metrics-only   # section 8 alone
+//!     cargo run --release --manifest-path benches/Cargo.toml -- --in-memory-only # sections 4–6 alone
 //!
 //! It starts its own `redis-server` on a free loopback port. Each figure is the median of
 //! `ROUNDS` interleaved rounds, with the spread (min–max) beside it. The in-memory and macro
@@ -34,6 +35,13 @@ fn main() {
         // Only the metrics section (8) and its targets.
         let mut report = Report::default();
         metrics::run(&mut report);
+        report.print_targets();
+        return;
+    }
+    if std::env::args().any(|a| a == "--in-memory-only") {
+        // Only the in-memory sections (4–6) and their targets (no Redis).
+        let mut report = Report::default();
+        memory::run_from_parent(&mut report);
         report.print_targets();
         return;
     }

@@ -67,7 +67,9 @@ pub(crate) struct Step {
     pub ttl: f64,
 }
 
-/// One rule of an O(1) algorithm: `v` holds its stored values (`None` when absent).
+/// One rule of an O(1) algorithm: `v` holds its stored values (`None` when absent). Inlined, so
+/// that a caller with a constant `alg` keeps only its branch.
+#[inline]
 pub(crate) fn step(alg: Algorithm, now: f64, cost: f64, w: f64, count: f64, cap: f64, v: &[Option<f64>]) -> Step {
     let get = |i: usize| v.get(i).copied().flatten();
     match alg {

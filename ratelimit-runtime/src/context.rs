@@ -106,8 +106,19 @@ thread_local! {
     static THREAD: RefCell<Option<Arc<RequestContext>>> = const { RefCell::new(None) };
 }
 
+/// Whether any request context was ever entered in this process: until then `current` answers
+/// `None` without looking (decisions outside HTTP pay nothing for the lookup).
+static ENTERED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn entered() {
+    if !ENTERED.load(std::sync::atomic::Ordering::Relaxed) {
+        ENTERED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Runs `fut` with `ctx` as its request context.
 pub async fn scope<F: Future>(ctx: impl Into<Arc<RequestContext>>, fut: F) -> F::Output {
+    entered();
     TASK.scope(ctx.into(), fut).await
 }
 
@@ -120,6 +131,7 @@ pub fn sync_scope<R>(ctx: impl Into<Arc<RequestContext>>, f: impl FnOnce() -> R)
             THREAD.with(|t| *t.borrow_mut() = prev);
         }
     }
+    entered();
     let prev = THREAD.with(|t| t.borrow_mut().replace(ctx.into()));
     let _restore = Restore(prev);
     f()
@@ -127,6 +139,9 @@ pub fn sync_scope<R>(ctx: impl Into<Arc<RequestContext>>, f: impl FnOnce() -> R)
 
 /// The current request context: the task's, else the thread's.
 pub fn current() -> Option<Arc<RequestContext>> {
+    if !ENTERED.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
     TASK.try_with(Arc::clone).ok().or_else(|| THREAD.with(|t| t.borrow().clone()))
 }
 

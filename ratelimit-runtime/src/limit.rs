@@ -42,6 +42,11 @@ impl Limit {
         self.template.fixed_len()
     }
 
+    /// The id that starts this limit's in-memory keys (see `write_memory_key`).
+    pub(crate) fn memory_id(&self) -> u64 {
+        self.memory_id
+    }
+
     /// Appends this limit's in-memory key for `subject`: its id, then the subject's bytes.
     pub(crate) fn write_memory_key(&self, subject: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(&self.memory_id.to_le_bytes());

@@ -7,15 +7,21 @@
 use super::admin::{Answer, Targets};
 use super::{Call, Pending, Store};
 use crate::algorithm::step;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::limit::Limit;
 use crate::metrics::{self, StoreMetrics};
 use crate::{Algorithm, Decision, RuleStatus};
 use foldhash::fast::RandomState;
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use hashbrown::HashTable;
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+mod inline;
+mod one;
+
+use inline::{Key, Values};
 
 const SHARDS: usize = 64;
 /// Every this many decisions (per thread) the next shard in turn drops its expired states, so
@@ -30,38 +36,51 @@ pub struct MemoryStore {
 }
 
 /// Subjects are chosen by callers, so the hasher is seeded per process (foldhash: fast on
-/// short keys, not predictable from outside).
+/// short keys, not predictable from outside). Every key starts with 8 bytes of its own seeded
+/// hash, written once when the key is built: the table reads them back instead of hashing again.
 #[derive(Default)]
 struct Shard {
-    states: HashMap<Box<[u8]>, State, BuildHasherDefault<KeyHash>>,
+    states: HashTable<(Key, State)>,
 }
 
-/// Every key starts with 8 bytes of its own (seeded) hash, written once when the key is built:
-/// the map reads them back instead of hashing the key a second time.
-#[derive(Default)]
-struct KeyHash(u64);
-
-impl Hasher for KeyHash {
-    fn finish(&self) -> u64 {
-        self.0
+/// The hash a key starts with (see `Shard`).
+fn hash_of(key: &[u8]) -> u64 {
+    let mut hash = [0; 8];
+    if let Some(prefix) = key.get(..8) {
+        hash.copy_from_slice(prefix);
     }
-    fn write(&mut self, bytes: &[u8]) {
-        if let Some(prefix) = bytes.get(..8) {
-            let mut hash = [0; 8];
-            hash.copy_from_slice(prefix);
-            self.0 = u64::from_le_bytes(hash);
-        }
-    }
-    // The length prefix of `[u8]`'s `Hash` carries nothing the hash does not.
-    fn write_usize(&mut self, _: usize) {}
+    u64::from_le_bytes(hash)
 }
 
 impl Shard {
     /// Drops expired states, and gives memory back once most of the map is empty.
     fn sweep(&mut self, now: u64) {
-        self.states.retain(|_, st| !st.expired(now));
+        self.states.retain(|(_, st)| !st.expired(now));
         if self.states.capacity() > 64 && self.states.len() < self.states.capacity() / 4 {
-            self.states.shrink_to_fit();
+            self.states.shrink_to_fit(|(k, _)| k.hash());
+        }
+    }
+
+    fn get(&self, key: &[u8]) -> Option<&State> {
+        self.states.find(hash_of(key), |(k, _)| k.is(key)).map(|(_, st)| st)
+    }
+
+    fn get_mut(&mut self, key: &[u8]) -> Option<&mut State> {
+        self.states.find_mut(hash_of(key), |(k, _)| k.is(key)).map(|(_, st)| st)
+    }
+
+    fn get_or_insert(&mut self, key: &[u8], new: impl FnOnce() -> State) -> &mut State {
+        let entry = self.states.entry(hash_of(key), |(k, _)| k.is(key), |(k, _)| k.hash());
+        &mut entry.or_insert_with(|| (Key::from(key), new())).into_mut().1
+    }
+
+    fn insert(&mut self, key: &[u8], state: State) {
+        self.states.insert_unique(hash_of(key), (Key::from(key), state), |(k, _)| k.hash());
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        if let Ok(entry) = self.states.find_entry(hash_of(key), |(k, _)| k.is(key)) {
+            entry.remove();
         }
     }
 }
@@ -83,7 +102,7 @@ impl State {
 
 /// An O(1) algorithm's values, `cells()` per rule, `None` where never written.
 struct Cells {
-    values: Vec<Option<f64>>,
+    values: Values,
     expires_at: u64,
 }
 
@@ -96,13 +115,22 @@ struct Log {
     base: u64,
     /// Longest window of the rules using this log: entries older than it are dropped.
     longest_us: u64,
+    /// Copies of the oldest entry's time and of the newest entry (meaningful while `entries`
+    /// is not empty): a decision reads them here, not at both ends of a long deque's buffer
+    /// (two cache misses per call).
+    oldest_t: u64,
+    newest: (u64, u64),
 }
 
 impl Log {
     fn trim(&mut self, now: u64) {
         let cutoff = now.saturating_sub(self.longest_us);
+        if self.entries.is_empty() || self.oldest_t > cutoff {
+            return;
+        }
         while let Some(&(t, cum)) = self.entries.front() {
             if t > cutoff {
+                self.oldest_t = t;
                 break;
             }
             self.base = cum;
@@ -110,8 +138,22 @@ impl Log {
         }
     }
 
+    /// Appends an entry (times never decrease).
+    fn push(&mut self, t: u64, cum: u64) {
+        if self.entries.is_empty() {
+            self.oldest_t = t;
+        }
+        self.entries.push_back((t, cum));
+        self.newest = (t, cum);
+    }
+
+    /// The newest entry.
+    fn back(&self) -> Option<(u64, u64)> {
+        (!self.entries.is_empty()).then_some(self.newest)
+    }
+
     fn total(&self) -> u64 {
-        self.entries.back().map_or(self.base, |e| e.1)
+        self.back().map_or(self.base, |e| e.1)
     }
 
     /// Index of the first entry inside a window of `w` µs ending at `now`, and the cumulative
@@ -123,7 +165,7 @@ impl Log {
     }
 
     fn expired(&self, now: u64) -> bool {
-        self.entries.back().is_none_or(|&(t, _)| t + self.longest_us <= now)
+        self.back().is_none_or(|(t, _)| t + self.longest_us <= now)
     }
 }
 
@@ -134,9 +176,10 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    /// A store on the system clock.
+    /// A store on the system clock (read through the CPU's time-stamp counter where the
+    /// kernel trusts it: see `clock::fast_clock`).
     pub fn new() -> MemoryStore {
-        MemoryStore::with_clock(Arc::new(SystemClock))
+        MemoryStore::with_clock(crate::clock::fast_clock())
     }
 
     /// A store on the given clock (tests drive time by hand with [`ManualClock`](crate::ManualClock)).
@@ -167,6 +210,15 @@ impl MemoryStore {
     }
 
     fn decide_now(&self, call: &Call<'_>) -> Decision {
+        // Most calls have one limit: one key on the stack, one lookup, one pass (one.rs).
+        if let Some(d) = self.decide_one(call) {
+            return d;
+        }
+        self.decide_general(call)
+    }
+
+    /// Any call: every key in a reused buffer, the shards locked in order, checked then recorded.
+    fn decide_general(&self, call: &Call<'_>) -> Decision {
         thread_local! {
             /// Every key of a call, back to back: reused, so deciding allocates nothing.
             static KEYS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -181,7 +233,7 @@ impl MemoryStore {
                 let start = buf.len();
                 buf.extend_from_slice(&[0; 8]);
                 limit.write_memory_key(subject, &mut buf);
-                let hash = self.hasher.hash_one(&buf[start + 8..]);
+                let hash = self.key_hash(limit, subject);
                 buf[start..start + 8].copy_from_slice(&hash.to_le_bytes());
                 let span = (start, buf.len(), (hash >> 58) as usize % SHARDS);
                 if fits {
@@ -238,7 +290,7 @@ impl MemoryStore {
         let mut tightest: Option<u64> = None;
         for (g, limit) in call.limits.iter().enumerate() {
             let (start, end, shard) = spans[g];
-            let state = guards.get(shard).states.get_mut(&buf[start..end]).filter(|st| !st.expired(now));
+            let state = guards.get(shard).get_mut(&buf[start..end]).filter(|st| !st.expired(now));
             if limit.algorithm == Algorithm::SlidingWindow {
                 let Some(State::Log(log)) = state else {
                     // An empty log: every rule has `count` room.
@@ -284,11 +336,7 @@ impl MemoryStore {
         for (g, limit) in call.limits.iter().enumerate() {
             let (start, end, shard) = spans[g];
             let key = &buf[start..end];
-            let states = &mut guards.get(shard).states;
-            let state = match states.get_mut(key) {
-                Some(st) => st,
-                None => states.entry(key.into()).or_insert(State::Log(Log::default())),
-            };
+            let state = guards.get(shard).get_or_insert(key, || State::Log(Log::default()));
             if limit.algorithm == Algorithm::SlidingWindow {
                 if !matches!(state, State::Log(_)) || state.expired(now) {
                     *state = State::Log(Log::default());
@@ -297,7 +345,7 @@ impl MemoryStore {
                     log.longest_us = limit.longest_us();
                     if cost > 0 {
                         let cum = log.total() + cost;
-                        log.entries.push_back((now, cum));
+                        log.push(now, cum);
                     }
                 }
             } else {
@@ -310,7 +358,7 @@ impl MemoryStore {
                             c.values.fill(None);
                         }
                     }
-                    _ => *state = State::Cells(Cells { values: vec![None; n], expires_at: 0 }),
+                    _ => *state = State::Cells(Cells { values: Values::new(n), expires_at: 0 }),
                 }
                 if let State::Cells(cells) = state {
                     // The same pure steps as above, now written in place.
@@ -334,12 +382,22 @@ impl MemoryStore {
 
 /// Peek and reset: the script's peek mode and a `DEL`, in process.
 impl MemoryStore {
+    /// The seeded hash of `limit`'s key for `subject`, which starts the key (and picks its
+    /// shard): the limit's id and the subject hashed as they are, the key never built for it.
+    #[inline]
+    fn key_hash(&self, limit: &Limit, subject: &[u8]) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        h.write_u64(limit.memory_id());
+        h.write(subject);
+        h.finish()
+    }
+
     /// The key of `limit` for `subject` (its seeded hash first, as `decide_now` builds it) and
     /// its shard.
     fn key_of(&self, limit: &Limit, subject: &[u8]) -> (Vec<u8>, usize) {
         let mut key = vec![0; 8];
         limit.write_memory_key(subject, &mut key);
-        let hash = self.hasher.hash_one(&key[8..]);
+        let hash = self.key_hash(limit, subject);
         key[..8].copy_from_slice(&hash.to_le_bytes());
         (key, (hash >> 58) as usize % SHARDS)
     }
@@ -350,7 +408,7 @@ impl MemoryStore {
         for (index, limit, subject) in targets.present() {
             let (key, shard) = self.key_of(limit, subject);
             let shard = lock(&self.shards[shard]);
-            let state = shard.states.get(&key[..]).filter(|st| !st.expired(now));
+            let state = shard.get(&key).filter(|st| !st.expired(now));
             for (r, policy) in limit.policies().enumerate() {
                 let (remaining, reset_us) = match state {
                     _ if limit.algorithm == Algorithm::SlidingWindow => {
@@ -372,7 +430,7 @@ impl MemoryStore {
     fn reset_now(&self, targets: &Targets<'_>) {
         for (_, limit, subject) in targets.present() {
             let (key, shard) = self.key_of(limit, subject);
-            lock(&self.shards[shard]).states.remove(&key[..]);
+            lock(&self.shards[shard]).remove(&key);
         }
     }
 }
@@ -383,8 +441,8 @@ fn peek_log(log: Option<&Log>, w: u64, count: u64, now: u64) -> (u64, u64) {
     let Some(log) = log else { return (count, 0) };
     let (_, before) = log.window_start(now, w);
     let used = log.total() - before;
-    let reset = match log.entries.back() {
-        Some(&(t, _)) if used > 0 => (t + w).saturating_sub(now),
+    let reset = match log.back() {
+        Some((t, _)) if used > 0 => (t + w).saturating_sub(now),
         _ => 0,
     };
     (count.saturating_sub(used), reset)

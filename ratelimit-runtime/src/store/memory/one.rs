@@ -1,0 +1,279 @@
+//! The in-memory store's path for a call of one limit (most calls): the key built on the stack,
+//! one shard lock, one lookup, and the rules checked and recorded in one pass.
+//!
+//! It decides exactly as `decide_general` (which checks every limit, then records): the same
+//! steps (`sliding`, `step_rule`, `room`, `deny`) on the same state, only fused. The unit tests
+//! below hold the two paths to the same decisions and the same stored state.
+
+use super::{lock, room, sliding, step_rule, Cells, Log, MemoryStore, State, Values, SHARDS};
+use crate::algorithm::step;
+use crate::limit::Limit;
+use crate::store::Call;
+use crate::{Algorithm, Decision};
+use std::time::Duration;
+
+/// Keys up to this many bytes (hash, limit id, subject) are built on the stack; longer ones go
+/// the general way.
+const INLINE_KEY: usize = 80;
+/// Rules of an O(1) limit whose steps are kept on the stack between check and record.
+const INLINE_RULES: usize = 4;
+
+impl MemoryStore {
+    /// Decides `call` when it has one limit (else `None`: the general path decides it).
+    #[inline]
+    pub(super) fn decide_one(&self, call: &Call<'_>) -> Option<Decision> {
+        let ([limit], [subject]) = (call.limits, call.subjects) else { return None };
+        let len = 16 + subject.len();
+        if len > INLINE_KEY || (limit.algorithm != Algorithm::SlidingWindow && limit.rules.len() > INLINE_RULES) {
+            return None;
+        }
+        // The key as `decide_general` builds it: its seeded hash, the limit's id, the subject.
+        let mut buf = [0u8; INLINE_KEY];
+        buf[8..16].copy_from_slice(&limit.memory_id().to_le_bytes());
+        buf[16..len].copy_from_slice(subject);
+        let hash = self.key_hash(limit, subject);
+        buf[..8].copy_from_slice(&hash.to_le_bytes());
+        let key = &buf[..len];
+
+        let now = call.now_us.unwrap_or_else(|| self.clock.now_us());
+        let decision = {
+            let mut shard = lock(&self.shards[(hash >> 58) as usize % SHARDS]);
+            match shard.get_mut(key) {
+                Some(state) => decide_in(limit, state, now, call.cost),
+                None => {
+                    // Nothing stored: decide on an empty state, kept only if the call is allowed.
+                    let mut state = State::Log(Log::default());
+                    let d = decide_in(limit, &mut state, now, call.cost);
+                    if d.allowed {
+                        shard.insert(key, state);
+                    }
+                    d
+                }
+            }
+        };
+        self.maybe_sweep(now);
+        Some(decision)
+    }
+}
+
+/// Decides one limit on its stored `state` (any state: an expired or foreign one counts as
+/// nothing stored) and records the call in it if allowed.
+#[inline]
+fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision {
+    let mut d =
+        Decision { allowed: true, limit: 0, rule: 0, retry_after: Duration::ZERO, remaining: 0, reset: Duration::ZERO };
+    let mut tightest: Option<u64> = None;
+    if limit.algorithm == Algorithm::SlidingWindow {
+        // An expired log holds nothing any window counts: start it afresh, as recording does.
+        if !matches!(state, State::Log(_)) || state.expired(now) {
+            *state = State::Log(Log::default());
+        }
+        let State::Log(log) = state else { return d };
+        log.longest_us = limit.longest_us();
+        log.trim(now);
+        for (r, rule) in limit.rules.iter().enumerate() {
+            let w = rule.window_us();
+            let (start, before) = if r == 0 { (0, log.base) } else { log.window_start(now, w) };
+            let used = log.total() - before;
+            let nth_wait = |need: u64| {
+                let i = start + super::partition(&log.entries, start, |cum| cum - before < need);
+                log.entries.get(i).map_or(w, |&(t, _)| t + w - now)
+            };
+            sliding(&mut d, &mut tightest, 0, r, rule.count(), used, cost, w, nth_wait);
+        }
+        if d.allowed && cost > 0 {
+            let cum = log.total() + cost;
+            log.push(now, cum);
+        }
+        return d;
+    }
+
+    if let [rule] = limit.rules[..] {
+        // One rule (most O(1) limits): each algorithm's step specialised, nothing in loops.
+        return match limit.algorithm {
+            Algorithm::Gcra => one_rule(Algorithm::Gcra, limit, rule, state, now, cost),
+            Algorithm::TokenBucket => one_rule(Algorithm::TokenBucket, limit, rule, state, now, cost),
+            Algorithm::LeakyBucket => one_rule(Algorithm::LeakyBucket, limit, rule, state, now, cost),
+            Algorithm::FixedWindow => one_rule(Algorithm::FixedWindow, limit, rule, state, now, cost),
+            _ => one_rule(Algorithm::SlidingWindowCounter, limit, rule, state, now, cost),
+        };
+    }
+    let k = limit.algorithm.cells();
+    let n = k * limit.rules.len();
+    let stored = match state {
+        State::Cells(c) if c.expires_at > now => Some(&c.values[..]),
+        _ => None,
+    };
+    let mut steps = [[0.0f64; 3]; INLINE_RULES];
+    let mut ttl: f64 = 0.0;
+    for (r, slot) in steps[..limit.rules.len()].iter_mut().enumerate() {
+        let s = step_rule(limit, r, stored, now, cost);
+        // Redis turns the script's numbers into integers by truncation.
+        if s.left < 0.0 {
+            super::deny(&mut d, 0, r, s.wait as u64);
+        } else {
+            room(&mut d, &mut tightest, 0, r, s.left as u64, s.wait as u64);
+        }
+        *slot = s.state;
+        ttl = ttl.max(s.ttl);
+    }
+    if !d.allowed {
+        return d;
+    }
+    let expires_at = now + ttl.ceil() as u64;
+    match state {
+        State::Cells(c) if c.values.len() == n => {
+            for (r, st) in steps[..limit.rules.len()].iter().enumerate() {
+                for (j, v) in st[..k].iter().enumerate() {
+                    c.values[r * k + j] = Some(*v);
+                }
+            }
+            c.expires_at = expires_at;
+        }
+        _ => {
+            let mut values = Values::new(n);
+            for (r, st) in steps[..limit.rules.len()].iter().enumerate() {
+                for (j, v) in st[..k].iter().enumerate() {
+                    values[r * k + j] = Some(*v);
+                }
+            }
+            *state = State::Cells(Cells { values, expires_at });
+        }
+    }
+    d
+}
+
+/// One O(1) rule: `step_rule` and the records of `decide_in`'s general loop, for one rule of
+/// algorithm `alg` (a constant where it is inlined).
+#[inline(always)]
+fn one_rule(alg: Algorithm, limit: &Limit, rule: crate::Rule, state: &mut State, now: u64, cost: u64) -> Decision {
+    let k = alg.cells();
+    let none = [None; 3];
+    let v = match state {
+        State::Cells(c) if c.expires_at > now && c.values.len() == k => &c.values[..],
+        _ => &none[..k],
+    };
+    let cap = limit.burst.unwrap_or(rule.count());
+    let s = step(alg, now as f64, cost as f64, rule.window_us() as f64, rule.count() as f64, cap as f64, v);
+    // Redis turns the script's numbers into integers by truncation.
+    if s.left < 0.0 {
+        let wait = Duration::from_micros(s.wait as u64);
+        return Decision { allowed: false, limit: 0, rule: 0, retry_after: wait, remaining: 0, reset: wait };
+    }
+    let d = Decision {
+        allowed: true,
+        limit: 0,
+        rule: 0,
+        retry_after: Duration::ZERO,
+        remaining: s.left as u64,
+        reset: Duration::from_micros(s.wait as u64),
+    };
+    let expires_at = now + 0.0f64.max(s.ttl).ceil() as u64;
+    match state {
+        State::Cells(c) if c.values.len() == k => {
+            for (slot, v) in c.values.iter_mut().zip(&s.state[..k]) {
+                *slot = Some(*v);
+            }
+            c.expires_at = expires_at;
+        }
+        _ => {
+            let mut values = Values::new(k);
+            for (slot, v) in values.iter_mut().zip(&s.state[..k]) {
+                *slot = Some(*v);
+            }
+            *state = State::Cells(Cells { values, expires_at });
+        }
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::limit::{Limit, LimitSpec};
+    use crate::mode::Mode;
+    use crate::{LimitType, Rule};
+    use std::sync::Arc;
+
+    /// A small deterministic generator (no dependency): xorshift.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn limit(alg: Algorithm, rules: &[(u64, u64)], burst: Option<u64>, name: &str) -> Limit {
+        let spec = LimitSpec {
+            limit_type: LimitType::User,
+            rules: rules.iter().map(|&(ms, c)| Rule::from_millis(ms, c).expect("rule")).collect(),
+            algorithm: alg,
+            prefix: "t:".to_owned(),
+            burst,
+            mode: Mode::Enforce,
+        };
+        Limit::compile(name, spec, 0).expect("limit")
+    }
+
+    /// The one-limit path and the general path, on two stores fed the same calls, give the same
+    /// decisions, the same peeks and the same number of live subjects, for every algorithm.
+    #[test]
+    fn one_limit_path_decides_as_the_general_path() {
+        let shapes: &[&[(u64, u64)]] = &[
+            &[(1000, 5)],
+            &[(1000, 5), (200, 2)],
+            &[(3000, 7), (700, 3), (100, 1)],
+            &[(3000, 7), (2000, 6), (700, 3), (300, 2), (100, 1)],
+        ];
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for alg in [
+            Algorithm::SlidingWindow,
+            Algorithm::SlidingWindowCounter,
+            Algorithm::FixedWindow,
+            Algorithm::TokenBucket,
+            Algorithm::LeakyBucket,
+            Algorithm::Gcra,
+        ] {
+            for (i, &rules) in shapes.iter().enumerate() {
+                let burst = alg.supports_burst().then_some(4 + i as u64);
+                for burst in [None, burst] {
+                    let limit = limit(alg, rules, burst, &format!("one-{alg:?}-{i}-{burst:?}"));
+                    let limits = std::slice::from_ref(&limit);
+                    let start = 1_700_000_000_000_000 + rng.below(1_000_000);
+                    let (ca, cb) = (Arc::new(ManualClock::new(start)), Arc::new(ManualClock::new(start)));
+                    let (a, b) = (MemoryStore::with_clock(ca.clone()), MemoryStore::with_clock(cb.clone()));
+                    // Short keys (inline), a key kept on the heap, and one too long for the stack.
+                    let subjects: [&[u8]; 5] = [b"alice", b"bob", b"", &[7; 40], &[9; 100]];
+                    let mut seen = [0usize; 2];
+                    for step in 0..3000 {
+                        let subject = [subjects[rng.below(5) as usize]];
+                        let cost = [0, 1, 1, 1, 2, 3, 9][rng.below(7) as usize];
+                        let call = Call { limits, subjects: &subject, cost, now_us: None };
+                        let fast = a.decide_now(&call);
+                        let general = b.decide_general(&call);
+                        assert_eq!(fast, general, "{alg:?} rules {rules:?} burst {burst:?} call {step}");
+                        seen[usize::from(fast.allowed)] += 1;
+                        let by =
+                            Duration::from_micros([0, 1, 37, 1000, 40_000, 250_000, 1_100_000][rng.below(7) as usize]);
+                        ca.advance(by);
+                        cb.advance(by);
+                        if step % 97 == 0 {
+                            let present = [Some(subject[0])];
+                            let targets = crate::store::Targets { limits, subjects: &present, now_us: None };
+                            assert_eq!(a.peek_now(&targets), b.peek_now(&targets), "peek, {alg:?} call {step}");
+                            assert_eq!(a.len(), b.len());
+                        }
+                    }
+                    assert!(seen[0] > 100 && seen[1] > 100, "{alg:?} {rules:?}: both answers exercised ({seen:?})");
+                }
+            }
+        }
+    }
+}
