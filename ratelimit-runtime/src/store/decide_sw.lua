@@ -19,4 +19,4 @@ if allowed == 1 then
   end
 end
 
-return {allowed, at_g, at_r, retry, remaining, reset}
+return struct.pack('<ddddd', allowed, at_g, at_r, remaining, reset)
