@@ -150,7 +150,8 @@ pub(crate) fn command(
         _ => &GENERAL,
     };
     // Sized once: growing the command's buffers argument by argument cost more than building it.
-    let (mut args, mut bytes) = (6, 64);
+    // Seven fixed arguments (EVALSHA, SHA, key count, now, cost, member, mode), ~70 bytes.
+    let (mut args, mut bytes) = (7, 80);
     for i in indices.clone() {
         let limit = &call.limits[i];
         args += 1 + limit.script_args.len();
@@ -162,7 +163,7 @@ pub(crate) fn command(
     let mut cmd = Cmd::with_capacity(args, bytes);
     cmd.arg("EVALSHA").arg(script.sha()).arg(indices.clone().count());
     for i in indices.clone() {
-        cmd.arg(call.limits[i].redis_key(call.subjects[i]));
+        cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
     }
     cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(member).arg(match mode {
         Mode::Decide => "d",
@@ -175,6 +176,20 @@ pub(crate) fn command(
         }
     }
     (cmd, script)
+}
+
+/// A limit's key for one subject as a command argument, written straight into the command's
+/// buffer (no key `Vec` per call).
+struct KeyArg<'a> {
+    limit: &'a crate::limit::Limit,
+    subject: &'a [u8],
+}
+
+impl redis::ToRedisArgs for KeyArg<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        // Writing to the command's buffer cannot fail.
+        let _ = self.limit.write_redis_key(self.subject, &mut out.writer_for_next_arg());
+    }
 }
 
 /// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server), and
