@@ -410,7 +410,7 @@ mod tests {
         for script in [&super::GENERAL, &super::SLIDING] {
             let markers = script.code().lines().filter(|l| l.trim_start().starts_with("--@")).count();
             assert_eq!(markers, 0, "a fragment marker was left unreplaced");
-            assert!(script.code().contains("redis.call('ZADD', key, now, member)"));
+            assert!(script.code().contains("redis.call('ZADD', key, now_text, member)"));
             assert_eq!(script.sha().len(), 40);
         }
         assert_ne!(super::GENERAL.sha(), super::SLIDING.sha());
