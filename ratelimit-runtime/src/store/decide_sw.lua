@@ -7,7 +7,8 @@
 local pos = 5
 for g = 1, #KEYS do
   local key = KEYS[g]
-  local n = tonumber(ARGV[pos + 1])
+  local n = 1
+  if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
   pos = pos + 3
   --@sliding_check
 end
