@@ -2,7 +2,7 @@
 -- each `--@name` line is replaced by lua/name.lua.
 --
 -- KEYS[g]  one key per limit of the call: a ZSET log (sliding window) or a HASH (the others)
--- ARGV[1]  now in µs, or 0 to read the server's TIME (the usual case; tests pin time)
+-- ARGV[1]  now in µs, or "0" to read the server's TIME (the usual case; tests pin time)
 -- ARGV[2]  cost: units this call consumes
 -- ARGV[3]  member: a process-unique id for this call (sliding window; unit i > 1 adds ":i")
 -- ARGV[4]  mode: "d" decides; "r" releases what a "d" with the same member and cost admitted
