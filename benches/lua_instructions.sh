@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Instructions redis-server spends per EVALSHA (callgrind, inclusive cost of evalShaCommand) for
-# the decision scripts of one-rule O(1) limits: the general script (decide.lua), the lean one
-# (decide_o1.lua), and the reference GCRA script (benches/src/gcra_reference.lua). Unlike the
+# the decision scripts of one-rule limits: the seed script (the harness's reference for the
+# sliding window) and ours for the sliding window (decide_sw.lua); for the O(1) algorithms the
+# general script (decide.lua), the lean one (decide_o1.lua), and the reference GCRA script
+# (benches/src/gcra_reference.lua). Unlike the
 # harness's µs from INFO commandstats, these counts do not move with the machine's load.
 #
 #     benches/lua_instructions.sh [calls per figure, default 2000]
@@ -27,6 +29,11 @@ store=ratelimit-runtime/src/store
 awk -v dir="$store/lua" '{ l = $0; gsub(/^[ \t]+|[ \t]+$/, "", l) }
   l ~ /^--@[a-z_]+$/ { f = dir "/" substr(l, 4) ".lua"; while ((getline x < f) > 0) print x; close(f); next }
   { print }' "$store/decide.lua" >"$dir/general.lua"
+awk -v dir="$store/lua" '{ l = $0; gsub(/^[ \t]+|[ \t]+$/, "", l) }
+  l ~ /^--@[a-z_]+$/ { f = dir "/" substr(l, 4) ".lua"; while ((getline x < f) > 0) print x; close(f); next }
+  { print }' "$store/decide_sw.lua" >"$dir/sliding.lua"
+# The seed script, as benches/src/redis_load.rs holds it.
+sed -n '/^const SEED_SCRIPT: &str = r"$/,/^";$/p' benches/src/redis_load.rs | sed '1d;$d' >"$dir/seed.lua"
 
 measure() { # label script args...
   local label=$1 file=$2; shift 2
@@ -42,6 +49,8 @@ measure() { # label script args...
   printf '%-34s %8d instructions per EVALSHA\n' "$label" $((ir / N))
 }
 
+measure "seed script (reference), 1 rule" "$dir/seed.lua" 1 'seed:{__rand_int__}' 1700000000000 member 60000 1000000000
+measure "sw: sliding script (decide_sw.lua)" "$dir/sliding.lua" 1 'k:{__rand_int__}:sw' 0 1 0123456789abcdef 1 60000000 1000000000
 measure "reference GCRA script" benches/src/gcra_reference.lua 1 'ref:{__rand_int__}' 1000000000 1000000000 60 1
 for alg in fw swc tb lb gcra; do
   args=(1 "k:{__rand_int__}:$alg" 0 1 0123456789abcdef d "$alg" 1 0 60000000 1000000000)

@@ -184,7 +184,8 @@ async fn reference(ctx: &Ctx, i: usize) {
 /// The general script on an O(1) limit, with the arguments the library sends for one rule.
 async fn general(ctx: &Ctx, alg: O1, i: usize) {
     let ip = ctx.ips[i % SUBJECTS];
-    let answer: Vec<i64> = redis::cmd("EVALSHA")
+    // The script's reply: five little-endian doubles, `allowed` first.
+    let answer: Vec<u8> = redis::cmd("EVALSHA")
         .arg(&ctx.general_sha)
         .arg(1)
         .arg(format!("general:{{{ip}}}:{}", alg.code()))
@@ -200,7 +201,7 @@ async fn general(ctx: &Ctx, alg: O1, i: usize) {
         .query_async(&mut ctx.conn.clone())
         .await
         .expect("general script");
-    assert_eq!(answer.first(), Some(&1), "general admitted");
+    assert_eq!(answer.get(..8), Some(&1f64.to_le_bytes()[..]), "general admitted");
 }
 
 async fn call(ctx: &Ctx, who: Who, i: usize) {

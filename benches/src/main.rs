@@ -5,6 +5,7 @@
 //!     cargo run --release --manifest-path benches/Cargo.toml
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --metrics-only   # section 8 alone
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --in-memory-only # sections 4–6 alone
+//!     cargo run --release --manifest-path benches/Cargo.toml -- --throughput     # section 2 alone
 //!
 //! It starts its own `redis-server` on a free loopback port. Each figure is the median of
 //! `ROUNDS` interleaved rounds, with the spread (min–max) beside it. The in-memory and macro
@@ -56,6 +57,14 @@ fn main() {
     if std::env::args().any(|a| a == "--gcra") {
         // Only our GCRA next to the reference script, and the O(1) scripts before/after.
         gcra_reference::run_alone();
+        return;
+    }
+    if std::env::args().any(|a| a == "--throughput") {
+        // Only section 2 (throughput, 64 callers, decorated / seed) and its targets.
+        let server = support::RedisServer::start();
+        let mut report = Report::default();
+        redis_load::run_throughput(&server, &mut report);
+        report.print_targets();
         return;
     }
     if std::env::args().any(|a| a == "--profile-redis") {

@@ -190,31 +190,7 @@ async fn run_async(server: &RedisServer, report: &mut Report) {
         at_most: true,
     });
 
-    // 2. Throughput, 64 concurrent callers on the shared connection.
-    println!("\n== 2. Throughput, 64 concurrent callers (decisions/s) ==");
-    let tput_variants = [Seed1, Seed3, Decorated1, Decorated3];
-    let mut tput = vec![Vec::new(); tput_variants.len()];
-    for _ in 0..ROUNDS {
-        for (k, &v) in tput_variants.iter().enumerate() {
-            tput[k].push(throughput(&ctx, v, 64, Duration::from_millis(1500)).await);
-        }
-    }
-    let tput: Vec<Figure> = tput.into_iter().map(Figure::of).collect();
-    for (k, v) in tput_variants.iter().enumerate() {
-        println!("{:<40} {}", v.label(), tput[k].show("/s"));
-    }
-    for (name, ours, theirs) in
-        [("2. throughput 1 rule: decorated / seed", 2, 0), ("2. throughput 3 rules: decorated / seed", 3, 1)]
-    {
-        report.target(Target {
-            name,
-            measured: format!("{}/s", fmt(tput[ours].median)),
-            reference: format!("{}/s", fmt(tput[theirs].median)),
-            ratio: tput[ours].median / tput[theirs].median,
-            bound: if ours == 2 { 1.0 } else { 1.5 },
-            at_most: false,
-        });
-    }
+    throughput_section(&ctx, report).await;
 
     // 3. Server cost.
     println!("\n== 3. Server cost per decision (INFO commandstats) ==");
@@ -240,6 +216,49 @@ async fn run_async(server: &RedisServer, report: &mut Report) {
     // 7. Growth.
     println!("\n== 7. Decision cost as the window fills (one key) ==");
     growth(server).await;
+}
+
+/// Section 2 alone (`--throughput`): a warm-up, then the interleaved rounds and their targets.
+pub fn run_throughput(server: &RedisServer, report: &mut Report) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let ctx = context(server).await;
+        for v in [Variant::Seed1, Variant::Seed3, Variant::Decorated1, Variant::Decorated3] {
+            for i in 0..2000 {
+                call(&ctx, v, i).await;
+            }
+        }
+        throughput_section(&ctx, report).await;
+    });
+}
+
+async fn throughput_section(ctx: &Arc<Ctx>, report: &mut Report) {
+    use Variant::*;
+    // 2. Throughput, 64 concurrent callers on the shared connection.
+    println!("\n== 2. Throughput, 64 concurrent callers (decisions/s) ==");
+    let tput_variants = [Seed1, Seed3, Decorated1, Decorated3];
+    let mut tput = vec![Vec::new(); tput_variants.len()];
+    for _ in 0..ROUNDS {
+        for (k, &v) in tput_variants.iter().enumerate() {
+            tput[k].push(throughput(ctx, v, 64, Duration::from_millis(1500)).await);
+        }
+    }
+    let tput: Vec<Figure> = tput.into_iter().map(Figure::of).collect();
+    for (k, v) in tput_variants.iter().enumerate() {
+        println!("{:<40} {}", v.label(), tput[k].show("/s"));
+    }
+    for (name, ours, theirs) in
+        [("2. throughput 1 rule: decorated / seed", 2, 0), ("2. throughput 3 rules: decorated / seed", 3, 1)]
+    {
+        report.target(Target {
+            name,
+            measured: format!("{}/s", fmt(tput[ours].median)),
+            reference: format!("{}/s", fmt(tput[theirs].median)),
+            ratio: tput[ours].median / tput[theirs].median,
+            bound: if ours == 2 { 1.0 } else { 1.5 },
+            at_most: false,
+        });
+    }
 }
 
 async fn throughput(ctx: &Arc<Ctx>, v: Variant, callers: usize, run: Duration) -> f64 {

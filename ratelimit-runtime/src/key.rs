@@ -103,6 +103,20 @@ impl KeyTemplate {
         self.head.len() + self.tail.len()
     }
 
+    /// Writes the key for one subject to `out` (a command's argument buffer: no key `Vec` of its
+    /// own); the same bytes as [`key`](Self::key).
+    pub(crate) fn write_key(&self, subject: &[u8], out: &mut impl std::io::Write) -> std::io::Result<()> {
+        out.write_all(&self.head)?;
+        if subject.iter().all(|&b| is_plain(b)) && subject.len() <= MAX_PART_LEN {
+            out.write_all(subject)?;
+        } else {
+            let mut part = Vec::with_capacity(MAX_PART_LEN + 1);
+            encode_part(subject, &mut part);
+            out.write_all(&part)?;
+        }
+        out.write_all(&self.tail)
+    }
+
     /// The key for one subject.
     pub(crate) fn key(&self, subject: &[u8]) -> Vec<u8> {
         let mut key = Vec::with_capacity(self.head.len() + self.tail.len() + subject.len().min(MAX_PART_LEN) + 8);
@@ -123,7 +137,10 @@ fn is_plain(b: u8) -> bool {
 /// else `#` and the hex SHA-256 of the bytes (an escaped part never starts with `#`).
 pub(crate) fn encode_part(part: &[u8], out: &mut Vec<u8>) {
     let escaped_len: usize = part.iter().map(|&b| if is_plain(b) { 1 } else { 3 }).sum();
-    if escaped_len <= MAX_PART_LEN {
+    if escaped_len == part.len() && escaped_len <= MAX_PART_LEN {
+        // Nothing to escape (an IP, most ids): the bytes as they are.
+        out.extend_from_slice(part);
+    } else if escaped_len <= MAX_PART_LEN {
         const HEX: &[u8; 16] = b"0123456789ABCDEF";
         for &b in part {
             if is_plain(b) {
@@ -160,6 +177,17 @@ mod tests {
             None,
             &[Rule::from_millis(20_000, 10).unwrap()],
         )
+    }
+
+    #[test]
+    fn written_keys_are_the_keys() {
+        let t = template(LimitType::User);
+        let long = vec![b'a'; MAX_PART_LEN + 1];
+        for subject in [&b""[..], b"10.0.0.1", b"2001:db8::1", b"a b|c{d}%", &long, &[0xff; 40]] {
+            let mut written = Vec::new();
+            t.write_key(subject, &mut written).unwrap();
+            assert_eq!(written, t.key(subject), "{subject:?}");
+        }
     }
 
     #[test]

@@ -37,6 +37,11 @@ impl Limit {
         self.template.key(subject)
     }
 
+    /// Writes [`redis_key`](Self::redis_key) to `out`.
+    pub(crate) fn write_redis_key(&self, subject: &[u8], out: &mut impl std::io::Write) -> std::io::Result<()> {
+        self.template.write_key(subject, out)
+    }
+
     /// The length of a key without its subject.
     pub(crate) fn redis_key_len(&self) -> usize {
         self.template.fixed_len()

@@ -17,8 +17,8 @@
 --
 -- KEYS[g]  one HASH per limit; ARGV as decide.lua: now (0 = TIME), cost, member (unused), mode
 -- (unused: always "d"), then per limit: algorithm, rule count n, burst (0 = count), n x (window
--- µs, count), longest window first. Returns {allowed, limit, rule, retry_after_us, remaining,
--- reset_us}.
+-- µs, count), longest window first. Returns decide.lua's 40 bytes: struct.pack('<ddddd',
+-- allowed, limit, rule, remaining, reset_us).
 
 -- Globals are table lookups: locals are cheaper.
 local KEYS, ARGV, redis = KEYS, ARGV, redis
@@ -305,4 +305,4 @@ if allowed == 1 then
   end
 end
 
-return {allowed, at_g, at_r, retry, remaining, reset}
+return struct.pack('<ddddd', allowed, at_g, at_r, remaining, reset)

@@ -150,7 +150,8 @@ pub(crate) fn command(
         _ => &GENERAL,
     };
     // Sized once: growing the command's buffers argument by argument cost more than building it.
-    let (mut args, mut bytes) = (6, 64);
+    // Seven fixed arguments (EVALSHA, SHA, key count, now, cost, member, mode), ~70 bytes.
+    let (mut args, mut bytes) = (7, 80);
     for i in indices.clone() {
         let limit = &call.limits[i];
         args += 1 + limit.script_args.len();
@@ -162,30 +163,52 @@ pub(crate) fn command(
     let mut cmd = Cmd::with_capacity(args, bytes);
     cmd.arg("EVALSHA").arg(script.sha()).arg(indices.clone().count());
     for i in indices.clone() {
-        cmd.arg(call.limits[i].redis_key(call.subjects[i]));
+        cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
     }
-    cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(member).arg(match mode {
-        Mode::Decide => "d",
-        Mode::Release => "r",
-        Mode::Peek => "p",
-    });
+    cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(member);
+    // decide_sw.lua takes neither the mode nor each limit's algorithm and burst (script_args[0]
+    // and [2]): every argument costs the server about 1 000 instructions to receive.
+    let sliding = std::ptr::eq(script, &SLIDING);
+    if !sliding {
+        cmd.arg(match mode {
+            Mode::Decide => "d",
+            Mode::Release => "r",
+            Mode::Peek => "p",
+        });
+    }
     for i in indices {
-        for a in &call.limits[i].script_args {
-            cmd.arg(a.as_slice());
+        for (k, a) in call.limits[i].script_args.iter().enumerate() {
+            if !(sliding && (k == 0 || k == 2)) {
+                cmd.arg(a.as_slice());
+            }
         }
     }
     (cmd, script)
 }
 
-/// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server). The
-/// reply's six integers are read in place (no intermediate `Vec`).
+/// A limit's key for one subject as a command argument, written straight into the command's
+/// buffer (no key `Vec` per call).
+struct KeyArg<'a> {
+    limit: &'a crate::limit::Limit,
+    subject: &'a [u8],
+}
+
+impl redis::ToRedisArgs for KeyArg<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        // Writing to the command's buffer cannot fail.
+        let _ = self.limit.write_redis_key(self.subject, &mut out.writer_for_next_arg());
+    }
+}
+
+/// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server), and
+/// reads its packed reply (see [`unpack_reply`]).
 pub(crate) async fn eval(
     conn: &mut impl ConnectionLike,
     command: &(Cmd, &Script),
     metrics: &StoreMetrics,
 ) -> Result<Decision, StoreError> {
     let answer: redis::Value = query_script(conn, command, metrics).await?;
-    Ok(Decision::from_script(six_integers(&answer)?))
+    Ok(Decision::from_script(unpack_reply(&answer)?))
 }
 
 /// As [`eval`], the script's integers as they come (a peek answers two per rule).
@@ -257,22 +280,31 @@ pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), S
     Ok(())
 }
 
-/// The script's reply, read in place (no intermediate `Vec`): six integers.
-fn six_integers(answer: &redis::Value) -> Result<[i64; 6], StoreError> {
-    let redis::Value::Array(items) = answer else {
-        return Err(StoreError::Protocol(format!("unexpected reply {answer:?}")));
+/// The bytes of a decision's reply: `struct.pack('<ddddd', allowed, limit, rule, remaining,
+/// reset_us)` (see `decide.lua`).
+const REPLY_LEN: usize = 40;
+
+/// The decision script's reply as `Decision::from_script` takes it: {allowed, limit, rule,
+/// retry_after_us, remaining, reset_us}. The script packs five doubles into one bulk string,
+/// which redis-rs parses for a fraction of what an array of six integers cost it (each element
+/// is a value of its own); a refusal's retry-after is its reset, an admission's is 0. Each
+/// double becomes an integer as Redis converts a Lua number in an integer reply: truncated
+/// toward zero.
+fn unpack_reply(answer: &redis::Value) -> Result<[i64; 6], StoreError> {
+    let bytes = match answer {
+        redis::Value::BulkString(bytes) if bytes.len() == REPLY_LEN => bytes,
+        other => return Err(StoreError::Protocol(format!("unexpected reply {other:?}"))),
     };
-    if items.len() != 6 {
-        return Err(StoreError::Protocol(format!("{} values instead of 6", items.len())));
+    let mut v = [0i64; 5];
+    for (slot, chunk) in v.iter_mut().zip(bytes.chunks_exact(8)) {
+        let mut double = [0u8; 8];
+        double.copy_from_slice(chunk);
+        // `as` truncates toward zero (and saturates), as Redis's conversion does.
+        *slot = f64::from_le_bytes(double) as i64;
     }
-    let mut v = [0i64; 6];
-    for (slot, item) in v.iter_mut().zip(items) {
-        *slot = match item {
-            redis::Value::Int(n) => *n,
-            other => return Err(StoreError::Protocol(format!("unexpected value {other:?} in the reply"))),
-        };
-    }
-    Ok(v)
+    let [allowed, limit, rule, remaining, reset] = v;
+    let retry = if allowed == 1 { 0 } else { reset };
+    Ok([allowed, limit, rule, retry, remaining, reset])
 }
 
 pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
@@ -386,7 +418,7 @@ mod tests {
         for script in [&super::GENERAL, &super::SLIDING] {
             let markers = script.code().lines().filter(|l| l.trim_start().starts_with("--@")).count();
             assert_eq!(markers, 0, "a fragment marker was left unreplaced");
-            assert!(script.code().contains("redis.call('ZADD', key, now, member)"));
+            assert!(script.code().contains("redis.call('ZADD', key, now_text, member)"));
             assert_eq!(script.sha().len(), 40);
         }
         assert_ne!(super::GENERAL.sha(), super::SLIDING.sha());
@@ -408,6 +440,19 @@ mod tests {
         assert_eq!(of(ErrorKind_::UnexpectedReturnType), ErrorKind::Script);
         assert_eq!(of(ErrorKind_::ClusterConnectionNotFound), ErrorKind::Connection);
         assert_eq!(of(ErrorKind_::InvalidClientConfig), ErrorKind::Other);
+    }
+
+    #[test]
+    fn replies_unpack_as_redis_converts_integers() {
+        let packed = |v: [f64; 5]| redis::Value::BulkString(v.iter().flat_map(|x| x.to_le_bytes()).collect());
+        // Admitted: the tightest rule's remaining and reset, no retry-after.
+        let admitted = super::unpack_reply(&packed([1.0, 2.0, 1.0, 9_007_199_254_740_991.0, 60e6])).unwrap();
+        assert_eq!(admitted, [1, 2, 1, 0, 9_007_199_254_740_991, 60_000_000]);
+        // Refused: the retry-after is the reset; fractions truncate toward zero.
+        let refused = super::unpack_reply(&packed([0.0, 1.0, 3.0, 0.0, 1234.9])).unwrap();
+        assert_eq!(refused, [0, 1, 3, 1234, 0, 1234]);
+        assert!(super::unpack_reply(&redis::Value::Array(vec![redis::Value::Int(1)])).is_err());
+        assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 39])).is_err());
     }
 
     #[test]

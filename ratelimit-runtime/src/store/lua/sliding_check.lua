@@ -1,10 +1,10 @@
 -- One sliding-window limit's check (spliced where `--@sliding_check` stands). In scope: key, g,
 -- n, pos (at the limit's first rule), now, cost, longest and the decision's locals; leaves pos
 -- after the limit's rules. Rules come sorted by window, longest first.
-longest[g] = tonumber(ARGV[pos])
 for r = 1, n do
-  local w = tonumber(ARGV[pos])
-  local count = tonumber(ARGV[pos + 1])
+  local w = ARGV[pos] + 0
+  if r == 1 then longest[g] = w end
+  local count = ARGV[pos + 1] + 0
   pos = pos + 2
   local used
   if r == 1 then
