@@ -13,14 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use support::RedisServer;
 
-const ALGORITHMS: [Algorithm; 6] = [
-    Algorithm::SlidingWindow,
-    Algorithm::SlidingWindowCounter,
-    Algorithm::FixedWindow,
-    Algorithm::TokenBucket,
-    Algorithm::LeakyBucket,
-    Algorithm::Gcra,
-];
+const ALGORITHMS: [Algorithm; 6] = Algorithm::ALL;
 
 fn rule(ms: u64, count: u64) -> Rule {
     Rule::from_millis(ms, count).unwrap()

@@ -14,14 +14,7 @@ const T0: u64 = 4_000_000_000_000_000;
 const MS: u64 = 1000;
 const S: u64 = 1_000_000;
 
-const ALL: [Algorithm; 6] = [
-    Algorithm::SlidingWindow,
-    Algorithm::SlidingWindowCounter,
-    Algorithm::FixedWindow,
-    Algorithm::TokenBucket,
-    Algorithm::LeakyBucket,
-    Algorithm::Gcra,
-];
+const ALL: [Algorithm; 6] = Algorithm::ALL;
 
 fn rule(ms: u64, count: u64) -> Rule {
     Rule::from_millis(ms, count).unwrap()

@@ -27,6 +27,16 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// Every algorithm, in the order of their declaration (for tests and tools that try each).
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingWindowCounter,
+        Algorithm::FixedWindow,
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::Gcra,
+    ];
+
     /// The short code used in keys and in the script's arguments.
     pub(crate) const fn code(self) -> &'static str {
         match self {

@@ -233,14 +233,7 @@ mod tests {
             &[(3000, 7), (2000, 6), (700, 3), (300, 2), (100, 1)],
         ];
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-        for alg in [
-            Algorithm::SlidingWindow,
-            Algorithm::SlidingWindowCounter,
-            Algorithm::FixedWindow,
-            Algorithm::TokenBucket,
-            Algorithm::LeakyBucket,
-            Algorithm::Gcra,
-        ] {
+        for alg in Algorithm::ALL {
             for (i, &rules) in shapes.iter().enumerate() {
                 let burst = alg.supports_burst().then_some(4 + i as u64);
                 for burst in [None, burst] {
