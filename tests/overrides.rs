@@ -184,6 +184,59 @@ fn overrides_on_redis() {
     scenarios(Arc::new(store), "redis");
 }
 
+/// Under the file, the local refusal cache still answers a hammering client (enforced limits
+/// only: a shadow limit's refusals are never cached), and a reload with new rules is not
+/// answered by refusals made under the old ones.
+#[test]
+fn the_refusal_cache_works_under_the_file() {
+    let _guard = locked();
+    let redis = RedisServer::start();
+    let store: StoreHandle = Arc::new(ratelimit::RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open"));
+    let build =
+        |name: &str| Limiter::builder(name).limit(LimitType::Ip, [rule(60, 100)]).store(store.clone()).build().unwrap();
+    let enforced = build("cache::enforced");
+    let shadowed = build("cache::shadowed");
+    apply(
+        r#"
+[[limit]]
+limiter = "cache::enforced"
+type = "ip"
+rules = ["3/1m"]
+
+[[limit]]
+limiter = "cache::shadowed"
+type = "ip"
+rules = ["3/1m"]
+mode = "shadow"
+"#,
+    );
+    let evalsha = || -> u64 {
+        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut redis.client()).expect("info");
+        let line = info.lines().find(|l| l.starts_with("cmdstat_evalsha:")).unwrap_or("");
+        line.split([':', ',']).find_map(|kv| kv.strip_prefix("calls=")).and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    let hot = [ip("198.51.100.9")];
+    let before = evalsha();
+    assert_eq!(passes(&enforced, &hot, 200), 3, "the file's 3 per minute");
+    let spent = evalsha() - before;
+    assert!(spent <= 6, "200 calls, 197 refused, cost {spent} EVALSHA: the refusals were not cached");
+    // Shadow: every call passes and every one is decided by the store (nothing cached).
+    let before = evalsha();
+    assert_eq!(passes(&shadowed, &hot, 20), 20, "shadow never refuses");
+    assert_eq!(evalsha() - before, 20, "a shadow refusal is never answered from the cache");
+    // New rules: the old rules' refusals do not answer (fresh counts under the new rules).
+    apply(
+        r#"
+[[limit]]
+limiter = "cache::enforced"
+type = "ip"
+rules = ["5/1m", "6/2m"]
+"#,
+    );
+    assert_eq!(passes(&enforced, &hot, 10), 5, "the new rules, counted afresh");
+    apply("");
+}
+
 #[test]
 fn a_decision_in_flight_keeps_its_rules() {
     let _guard = locked();

@@ -14,6 +14,7 @@
 //! text is formatted, and a lookup allocates nothing (the entry keeps its key's bytes and is
 //! compared against the call's subjects in place).
 
+use crate::Decision;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +41,33 @@ pub(crate) struct Refusal {
     /// the clock (the two time lines need not meet).
     pub(crate) pinned: bool,
 }
+
+impl Refusal {
+    /// The refusal a store's `decision`, decided at `at_us`, leaves standing (`None` when it
+    /// admits nothing later calls could be answered with). `sliding`: the refusing limit is a
+    /// sliding window, whose wait is exact; the O(1) algorithms compute theirs in floating
+    /// point, rounded up to the µs, and redone later from the stored state it can come out a µs
+    /// or two shorter: the cache stops answering that much early (the store decides those µs).
+    pub(crate) fn of(decision: &Decision, sliding: bool, at_us: u64, cost: u64, pinned: bool) -> Option<Refusal> {
+        if decision.allowed || decision.retry_after.is_zero() {
+            return None;
+        }
+        let slack = if sliding { 0 } else { FLOAT_SLACK_US };
+        let retry_us = u64::try_from(decision.retry_after.as_micros()).unwrap_or(u64::MAX);
+        let until_us = at_us.saturating_add(retry_us);
+        Some(Refusal {
+            until_us,
+            lapse_us: until_us.saturating_sub(slack),
+            cost,
+            limit: decision.limit,
+            rule: decision.rule,
+            pinned,
+        })
+    }
+}
+
+/// How early a cached refusal of an O(1) algorithm lapses (see [`Refusal::of`]).
+const FLOAT_SLACK_US: u64 = 2;
 
 /// The identity of one limiter on one store: what a cache key starts with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -265,7 +265,14 @@ impl Limiter {
     }
 
     fn env(&self) -> Env<'_> {
-        Env { name: &self.inner.name, store: self.store(), on_error: self.inner.on_error }
+        let store = self.store();
+        Env {
+            name: &self.inner.name,
+            store,
+            on_error: self.inner.on_error,
+            deny_cache: self.deny_cache_on(store),
+            metrics: &self.inner.metrics,
+        }
     }
 
     /// Decides a call of `cost` units: `subjects` holds one subject per limit, in the order the
@@ -496,23 +503,8 @@ impl Limiter {
         let keys: Option<Vec<&[u8]>> =
             sent.subjects.iter().take(self.inner.limits.len()).map(Subject::key_bytes).collect();
         let Some(keys) = keys else { return };
-        // The O(1) algorithms compute their wait in floating point, rounded up to the µs: redone
-        // later from the stored state it can come out a µs or two shorter. Stop answering that
-        // much early (the store decides those last µs).
-        let slack = match self.inner.limits.get(d.limit) {
-            Some(l) if l.algorithm == Algorithm::SlidingWindow => 0,
-            _ => FLOAT_SLACK_US,
-        };
-        let retry_us = u64::try_from(d.retry_after.as_micros()).unwrap_or(u64::MAX);
-        let until_us = at_us.saturating_add(retry_us);
-        let refusal = Refusal {
-            until_us,
-            lapse_us: until_us.saturating_sub(slack),
-            cost: sent.cost,
-            limit: d.limit,
-            rule: d.rule,
-            pinned: sent.pinned,
-        };
+        let sliding = self.inner.limits.get(d.limit).is_some_and(|l| l.algorithm == Algorithm::SlidingWindow);
+        let Some(refusal) = Refusal::of(d, sliding, at_us, sent.cost, sent.pinned) else { return };
         deny_cache::global(deny_cache_size).insert(self.owner(self.store()), &keys, refusal);
         self.inner.ever_refused.store(true, Ordering::Relaxed);
     }
@@ -541,6 +533,10 @@ impl Limiter {
     /// Forgets every cached refusal of this limiter in this process.
     pub fn forget_all_refusals(&self) {
         deny_cache::global(deny_cache_size).forget_limiter(self.inner.id);
+        // Under the overrides file, the limits in force keep their refusals apart.
+        if let Some(s) = self.snapshot() {
+            deny_cache::global(deny_cache_size).forget_limiter(s.cache_id);
+        }
     }
 
     fn refusal(
@@ -575,9 +571,6 @@ fn outcome_of(result: &Result<Permit<'_>, RateLimited>) -> Outcome {
         },
     }
 }
-
-/// How early a cached refusal of an O(1) algorithm lapses (see `remember_refusal`).
-const FLOAT_SLACK_US: u64 = 2;
 
 fn deny_cache_size() -> usize {
     config::deny_cache_settings().1

@@ -7,13 +7,14 @@
 //! path costs one atomic load ([`Plan::current`] answers `None`).
 
 use crate::config::{self, FailurePolicy, Throttle};
+use crate::deny_cache::{self, Owner, Refusal};
 use crate::limit::{Limit, LimitSpec};
-use crate::metrics::{self, Outcome};
+use crate::metrics::{self, LimiterMetrics, Outcome};
 use crate::mode::Mode;
 use crate::overrides::{self, Overrides, Table, UNSET};
 use crate::policy::{Policy, Quota};
 use crate::store::{Call, Pending, StoreHandle};
-use crate::{context, Cause, Decision, LimitType, RateLimited, StoreError, Subject};
+use crate::{context, Algorithm, Cause, Decision, LimitType, RateLimited, StoreError, Subject};
 use arc_swap::ArcSwapOption;
 use std::fmt;
 use std::future::Future;
@@ -115,6 +116,7 @@ impl Plan {
         let (shadow, shadow_policies) = self.compile(name, shadow);
         Snapshot {
             generation: table.as_ref().map_or(0, |t| t.generation),
+            cache_id: deny_cache::next_limiter_id(),
             passthrough: !touched && !self.moded && exempt.is_none(),
             types: self.specs.iter().map(|s| s.limit_type).collect(),
             enforced,
@@ -162,6 +164,9 @@ impl Part {
 /// The limits of one limiter in force under one generation of the overrides file.
 pub(crate) struct Snapshot {
     generation: u64,
+    /// This generation's identity in the refusal cache: refusals under other rules never
+    /// answer for these.
+    pub(crate) cache_id: u64,
     /// Nothing differs from the limits as built.
     passthrough: bool,
     /// The type of each of the limiter's limits, as built.
@@ -190,6 +195,9 @@ pub(crate) struct Env<'a> {
     pub(crate) name: &'a Arc<str>,
     pub(crate) store: &'a StoreHandle,
     pub(crate) on_error: Option<FailurePolicy>,
+    /// Whether the local refusal cache answers for the limiter on this store.
+    pub(crate) deny_cache: bool,
+    pub(crate) metrics: &'a LimiterMetrics,
 }
 
 impl Snapshot {
@@ -232,7 +240,21 @@ impl Snapshot {
                 }
             };
             let call = Call { limits: &self.enforced.limits, subjects: &keys, cost, now_us };
-            // (Refusal cache: a lookup may go here; the shadow part below never uses the cache.)
+            // The local refusal cache, as in `Limiter::prepare`, for the enforced limits only
+            // (shadow refusals let calls through: they are never cached).
+            let owner = Owner { limiter: self.cache_id, store: Arc::as_ptr(env.store).cast::<()>() as usize };
+            let at_us = env.deny_cache.then(|| now_us.unwrap_or_else(|| env.store.now_us()));
+            if let Some(now) = at_us {
+                let cache = deny_cache::global(|| config::deny_cache_settings().1);
+                if let Some(r) = cache.get(owner, &keys, cost, (now, now_us.is_some())) {
+                    env.metrics.local_denial();
+                    let limit = self.enforced.limits.get(r.limit);
+                    let limit_type = limit.map_or(LimitType::Global, |l| l.limit_type);
+                    let policy = limit.and_then(|l| self.policies.get(l.policy_offset() + r.rule)).copied();
+                    let retry_after = Duration::from_micros(r.until_us.saturating_sub(now));
+                    return Err(self.refusal(env, limit_type, policy, retry_after, Cause::Exceeded, None));
+                }
+            }
             match run(env.store.decide(&call)).await {
                 Ok(d) if d.allowed => {
                     if let Some(ctx) = context::current() {
@@ -243,6 +265,13 @@ impl Snapshot {
                     allowed = Some(d);
                 }
                 Ok(d) => {
+                    if let Some(at) = at_us {
+                        let sliding =
+                            self.enforced.limits.get(d.limit).is_some_and(|l| l.algorithm == Algorithm::SlidingWindow);
+                        if let Some(r) = Refusal::of(&d, sliding, at, cost, now_us.is_some()) {
+                            deny_cache::global(|| config::deny_cache_settings().1).insert(owner, &keys, r);
+                        }
+                    }
                     let limit_type = self.enforced.limits.get(d.limit).map_or(LimitType::Global, |l| l.limit_type);
                     let policy = policy_of(&self.enforced, &self.policies, &d);
                     return Err(self.refusal(env, limit_type, policy, d.retry_after, Cause::Exceeded, None));
