@@ -237,6 +237,39 @@ rules = ["5/1m", "6/2m"]
     apply("");
 }
 
+/// Peek and reset act on the rules in force: an operator who tightened a limit in the file
+/// and then resets a user's counts unblocks that user.
+#[test]
+fn peek_and_reset_follow_the_file() {
+    let _guard = locked();
+    let redis = RedisServer::start();
+    let store: StoreHandle = Arc::new(ratelimit::RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open"));
+    let login = Limiter::builder("admin::login")
+        .limit(LimitType::Ip, [rule(60, 100)])
+        .limit(LimitType::User, [rule(60, 100)])
+        .store(store)
+        .build()
+        .unwrap();
+    apply(
+        r#"
+[[limit]]
+limiter = "admin::login"
+type = "user"
+rules = ["2/1m"]
+"#,
+    );
+    let who = [ip("192.0.2.44"), Subject::bytes(&b"mallory"[..])];
+    assert_eq!(passes(&login, &who, 5), 2, "the file's 2 per minute for the user");
+    let status = login.peek_blocking(&who).expect("peek");
+    let user = status.iter().find(|s| s.limit == 1).expect("the user limit, by its place");
+    assert_eq!((user.policy.rule.count(), user.remaining), (2, 0), "{status:?}");
+    let by_ip = status.iter().find(|s| s.limit == 0).expect("the ip limit");
+    assert_eq!((by_ip.policy.rule.count(), by_ip.remaining), (100, 98), "{status:?}");
+    login.reset_blocking(&[Subject::missing(), Subject::bytes(&b"mallory"[..])]).expect("reset the user");
+    assert_eq!(passes(&login, &who, 5), 2, "reset under the file's rules gives the user's 2 back");
+    apply("");
+}
+
 #[test]
 fn a_decision_in_flight_keeps_its_rules() {
     let _guard = locked();

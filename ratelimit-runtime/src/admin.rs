@@ -35,13 +35,12 @@ impl Limiter {
     /// As [`peek`](Self::peek), with the time pinned (µs since the Unix epoch) instead of the
     /// store's clock, as [`check_at`](Self::check_at).
     pub async fn peek_at(&self, subjects: &[Subject<'_>], now_us: Option<u64>) -> Result<Vec<RuleStatus>, StoreError> {
-        let answer = self.with_targets(subjects, now_us, |store, targets| store.peek(targets));
-        resolve(answer).await
+        resolve(self.peek_answer(subjects, now_us)).await
     }
 
     /// As [`peek`](Self::peek), blocking the thread.
     pub fn peek_blocking(&self, subjects: &[Subject<'_>]) -> Result<Vec<RuleStatus>, StoreError> {
-        resolve_blocking(self.with_targets(subjects, None, |store, targets| store.peek(targets)))
+        resolve_blocking(self.peek_answer(subjects, None))
     }
 
     /// Forgets the counts of `subjects` (one per limit, as for [`check`](Self::check)): the
@@ -83,7 +82,57 @@ impl Limiter {
         // the limiter's: a reset may name only some of a call's subjects (the account of a
         // login, not its IP), and the cache keys whole calls.
         self.forget_all_refusals();
-        self.with_targets(subjects, None, |store, targets| store.reset(targets))
+        let Some(snapshot) = self.snapshot() else {
+            return self.with_targets(subjects, None, |store, targets| store.reset(targets));
+        };
+        // Under the overrides file: the keys of the rules in force, enforced and shadow.
+        let [enforced, shadow] = snapshot.parts();
+        let first = self.with_part(enforced, subjects, None, |store, targets| store.reset(targets));
+        let second = self.with_part(shadow, subjects, None, |store, targets| store.reset(targets));
+        match (first, second) {
+            (Answer::Ready(Err(e)), _) => Answer::Ready(Err(e)),
+            (Answer::Ready(Ok(())), second) => second,
+            (Answer::Remote(first), second) => Answer::Remote(Box::pin(async move {
+                first.await?;
+                match second {
+                    Answer::Ready(r) => r,
+                    Answer::Remote(fut) => fut.await,
+                }
+            })),
+        }
+    }
+
+    /// The peek of the limits in force: under the overrides file, its enforced limits (the
+    /// statuses name each limit by its place among the limiter's limits, as without it).
+    fn peek_answer(&self, subjects: &[Subject<'_>], now_us: Option<u64>) -> Answer<Vec<RuleStatus>> {
+        let Some(snapshot) = self.snapshot() else {
+            return self.with_targets(subjects, now_us, |store, targets| store.peek(targets));
+        };
+        let [enforced, _] = snapshot.parts();
+        let index = enforced.1.to_vec();
+        let renumber = move |mut statuses: Vec<RuleStatus>| {
+            for s in &mut statuses {
+                s.limit = index.get(s.limit).copied().unwrap_or(s.limit);
+            }
+            statuses
+        };
+        match self.with_part(enforced, subjects, now_us, |store, targets| store.peek(targets)) {
+            Answer::Ready(r) => Answer::Ready(r.map(renumber)),
+            Answer::Remote(fut) => Answer::Remote(Box::pin(async move { fut.await.map(renumber) })),
+        }
+    }
+
+    /// As [`with_targets`](Self::with_targets), for one part of the limits in force: `limits`,
+    /// whose subjects sit at `index` among the limiter's.
+    fn with_part<T>(
+        &self,
+        (limits, index): (&[crate::limit::Limit], &[usize]),
+        subjects: &[Subject<'_>],
+        now_us: Option<u64>,
+        ask: impl FnOnce(&dyn crate::Store, &Targets<'_>) -> Answer<T>,
+    ) -> Answer<T> {
+        let keys: Vec<Option<&[u8]>> = index.iter().map(|&i| subjects.get(i).and_then(Subject::key_bytes)).collect();
+        ask(self.store().as_ref(), &Targets { limits, subjects: &keys, now_us })
     }
 
     /// Asks the store with the targets of `subjects`: each limit's key bytes, `None` where the

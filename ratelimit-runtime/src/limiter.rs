@@ -260,7 +260,7 @@ impl Limiter {
 
     /// The limits in force when the overrides file (or a shadow limit) changes them.
     #[inline]
-    fn snapshot(&self) -> Option<Arc<Snapshot>> {
+    pub(crate) fn snapshot(&self) -> Option<Arc<Snapshot>> {
         self.inner.plan.current(&self.inner.name)
     }
 

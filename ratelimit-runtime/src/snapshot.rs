@@ -201,6 +201,12 @@ pub(crate) struct Env<'a> {
 }
 
 impl Snapshot {
+    /// The limits in force, for peek and reset: the enforced part, then the shadow part, each
+    /// limit with the position of its subject among the limiter's limits.
+    pub(crate) fn parts(&self) -> [(&[Limit], &[usize]); 2] {
+        [(&self.enforced.limits, &self.enforced.index), (&self.shadow.limits, &self.shadow.index)]
+    }
+
     /// The quota an allowed enforced decision leaves.
     pub(crate) fn quota(&self, d: &Decision) -> Option<Quota> {
         let policy = policy_of(&self.enforced, &self.policies, d)?;
