@@ -210,14 +210,7 @@ async fn redis_peek_and_reset() {
     assert_eq!(stacked.peek(&subjects).await.unwrap().len(), 4);
     stacked.reset(&subjects).await.unwrap();
     let info: String = redis::cmd("INFO").arg("commandstats").query(&mut con).unwrap();
-    let calls = |cmd: &str| {
-        info.lines()
-            .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
-            .and_then(|l| l.split("calls=").nth(1))
-            .and_then(|r| r.split(',').next())
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    let calls = |cmd: &str| support::command_stat(&info, cmd, "calls") as u64;
     assert_eq!((calls("evalsha"), calls("del")), (1, 1), "{info}");
 
     // A dead store: the error comes back, within the timeout.

@@ -296,13 +296,7 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
         busy.check(&[Subject::global()], 1).await.unwrap();
     }
     let info: String = redis::cmd("INFO").arg("commandstats").query(&mut con).unwrap();
-    let calls = |cmd: &str| -> u64 {
-        info.lines()
-            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
+    let calls = |cmd: &str| support::command_stat(&info, cmd, "calls") as u64;
     assert_eq!(calls("evalsha"), 200);
     assert!(calls("pexpireat") <= 20, "{} PEXPIREAT for 200 decisions", calls("pexpireat"));
 }

@@ -26,11 +26,7 @@ fn redis_store(server: &RedisServer) -> StoreHandle {
 
 /// `EVALSHA` calls the server has run since the last [`reset_stats`].
 fn evalsha_calls(server: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut server.client()).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
+    server.calls("evalsha")
 }
 
 fn reset_stats(server: &RedisServer) {

@@ -80,12 +80,7 @@ fn wrk(url: &str) -> (f64, u64, u64) {
 }
 
 fn evalsha_calls(redis: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut redis.client()).expect("info");
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    redis.calls("evalsha")
 }
 
 fn flush_and_reset(redis: &RedisServer) {

@@ -305,11 +305,8 @@ where
         one(i).await;
     }
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.expect("info");
-    let line = info.lines().find(|l| l.starts_with("cmdstat_evalsha:")).unwrap_or("");
-    let field = |name: &str| -> f64 {
-        line.split([':', ',']).find_map(|kv| kv.strip_prefix(name)).and_then(|x| x.parse().ok()).unwrap_or(0.0)
-    };
-    let calls = field("calls=");
+    let field = |name: &str| crate::support::command_stat(&info, "evalsha", name);
+    let calls = field("calls");
     assert!(calls >= decisions as f64, "{calls} EVALSHA for {decisions} decisions");
-    field("usec=") / calls
+    field("usec") / calls
 }

@@ -292,11 +292,8 @@ async fn server_cost(ctx: &Ctx, v: Variant, decisions: usize) -> (f64, f64) {
         call(ctx, v, i).await;
     }
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.expect("info");
-    let line = info.lines().find(|l| l.starts_with("cmdstat_evalsha:")).unwrap_or("");
-    let field = |name: &str| -> f64 {
-        line.split([':', ',']).find_map(|kv| kv.strip_prefix(name)).and_then(|x| x.parse().ok()).unwrap_or(0.0)
-    };
-    (field("usec=") / decisions as f64, field("calls=") / decisions as f64)
+    let field = |name: &str| crate::support::command_stat(&info, "evalsha", name);
+    (field("usec") / decisions as f64, field("calls") / decisions as f64)
 }
 
 async fn memory_per_subject(server: &RedisServer) {
@@ -358,12 +355,7 @@ async fn growth(server: &RedisServer) {
             }
             samples.sort_by(f64::total_cmp);
             let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.expect("info");
-            let usec = info
-                .lines()
-                .find(|l| l.starts_with("cmdstat_evalsha:"))
-                .and_then(|l| l.split([':', ',']).find_map(|kv| kv.strip_prefix("usec_per_call=")))
-                .and_then(|x| x.parse::<f64>().ok())
-                .unwrap_or(0.0);
+            let usec = crate::support::command_stat(&info, "evalsha", "usec_per_call");
             println!(
                 "{label:<14} population {population:>7}: p50 {:>6} µs, server {:>6} µs per decision",
                 fmt(quantile(&samples, 0.5)),

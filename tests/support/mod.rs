@@ -46,6 +46,16 @@ pub fn free_port() -> u16 {
 
 /// The server binary the Redis tests run: `RATELIMIT_TEST_SERVER` (e.g. a `valkey-server`),
 /// else `redis-server` from `PATH`. Checked once; a missing binary fails loudly.
+/// One field (`calls`, `usec`, `usec_per_call`) of `command`'s line in the text of
+/// `INFO commandstats` (`cmdstat_evalsha:calls=3,usec=40,...`); 0 when the command never ran.
+pub fn command_stat(info: &str, command: &str, field: &str) -> f64 {
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_")?.strip_prefix(command)?.strip_prefix(':'))
+        .and_then(|fields| fields.split(',').find_map(|kv| kv.strip_prefix(field)?.strip_prefix('=')))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
 pub fn redis_server_binary() -> String {
     let binary = std::env::var("RATELIMIT_TEST_SERVER")
         .ok()
@@ -121,6 +131,13 @@ impl RedisServer {
     /// A plain synchronous connection for inspecting keys.
     pub fn client(&self) -> redis::Connection {
         redis::Client::open(self.url()).expect("client").get_connection().expect("connect to test redis")
+    }
+
+    /// How many times the server ran `command` (`evalsha`, `del`…) since it started or since
+    /// the last `CONFIG RESETSTAT`.
+    pub fn calls(&self, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut self.client()).expect("INFO commandstats");
+        command_stat(&info, command, "calls") as u64
     }
 
     fn pid(&self) -> u32 {
