@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use ratelimit::http::{Cidr, RateLimitLayer};
+use ratelimit::http::{Cidr, RequestContextLayer};
 use ratelimit::{rate_limiter, RateLimited};
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -118,7 +118,7 @@ pub fn app(trust_proxy: &[Cidr]) -> Router {
         .route("/api/global", get(global))
         .route("/api/orders", post(orders))
         .route("/metrics", get(metrics))
-        .layer(RateLimitLayer::new().trust_proxies(trust_proxy.iter().copied()))
+        .layer(RequestContextLayer::new().trust_proxies(trust_proxy.iter().copied()))
 }
 
 /// A handler's error: no user id, or rate limited.
@@ -311,7 +311,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         let addr = listener.local_addr().unwrap_or(args.listen);
         let shutdown = shutdown_signal();
         reload_on_sighup();
-        println!("server: listening on http://{addr} (rate-limit store: {})", ratelimit::describe_store());
+        println!("server: listening on http://{addr} (rate-limit store: {})", ratelimit::config::describe_store());
         let app = app(&args.trust_proxy).into_make_service_with_connect_info::<SocketAddr>();
         match axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
             Ok(()) => {

@@ -1,29 +1,79 @@
 //! Rate-limit functions with an attribute, backed by Redis (or memory).
 //!
+//! ```no_run
+//! use ratelimit::{rate_limiter, RateLimited};
+//!
+//! #[rate_limiter(type = Ip, rules = [(20s, 10), (1m, 50)])]
+//! async fn hello() -> Result<&'static str, RateLimited> {
+//!     Ok("hello")
+//! }
+//! ```
+//!
 //! See the README for a tour; the attribute's grammar is documented on [`rate_limiter`].
+//!
+//! # Where things are
+//! - **Limiting a function**: [`rate_limiter`] (the attribute) and the error it returns,
+//!   [`RateLimited`] with its [`Cause`]. Limiters are found by name with [`limiter`].
+//! - **Limiting by hand**: [`Limiter`], built with [`LimiterBuilder`] from [`Rule`]s, an
+//!   [`Algorithm`] and a [`LimitType`]; each call passes [`Subject`]s and gets a [`Permit`].
+//!   Rule bounds and build errors: [`rule`]. Peek results and header quotas: [`status`].
+//!   Subjects from your own types, and IP prefixes: [`subject`].
+//! - **Configuration**: [`Config`] and [`init`] (store, failure policy: [`FailurePolicy`]);
+//!   the overrides file (limits changed without a deploy, [`Mode`] shadow or off) and its
+//!   [`reload`]: [`config`].
+//! - **Stores**: [`store`] (memory, Redis, Cluster, Sentinel, TLS). **Clocks** for the memory
+//!   store: [`clock`].
+//! - **Who is calling**: [`context`] (the request context the limits read the IP and user from);
+//!   HTTP (axum/tower) in `http` (feature `axum`).
 #![warn(missing_docs)]
 
 pub use ratelimit_macros::rate_limiter;
 pub use ratelimit_runtime::{
-    check_prefix, cluster_slot, context, describe_store, init, ip_key, Algorithm, Cause, Clock, Config, ConfigError,
-    Decision, FailurePolicy, IpValue, LazyLimiter, LimitType, Limiter, LimiterBuilder, LimiterError, ManualClock,
-    MemoryStore, Permit, Policy, PrefixError, Quota, RateLimited, RedisStore, Rule, RuleError, SentinelSpec,
-    SentinelStore, Store, StoreError, StoreHandle, Subject, SubjectValue, SystemClock, DEFAULT_IPV6_PREFIX,
-    DEFAULT_PREFIX, DEFAULT_TIMEOUT, MAX_COUNT, MAX_WINDOW,
+    init, limiter, reload, Algorithm, Cause, Config, FailurePolicy, LimitType, Limiter, LimiterBuilder, Mode, Permit,
+    RateLimited, Rule, Subject,
 };
-// Waiting, peek and reset (spec §12).
-pub use ratelimit_runtime::{limiter, RuleStatus};
 
-/// Limits from configuration (spec §11): the overrides file, shadow mode, reload.
-pub use ratelimit_runtime::{reload, unknown_limiters, LimitOverride, Mode, Overrides, OverridesError};
+pub use ratelimit_runtime::{clock, context};
 
 #[cfg(feature = "axum")]
 pub mod http;
 
-#[cfg(feature = "cluster")]
-pub use ratelimit_runtime::ClusterStore;
-/// Certificates for `rediss://` (used with the `tls` feature, on by default).
-pub use ratelimit_runtime::TlsConfig;
+/// Where counts live: the [`Store`](store::Store) trait and its implementations.
+pub mod store {
+    #[cfg(feature = "cluster")]
+    pub use ratelimit_runtime::store::ClusterStore;
+    pub use ratelimit_runtime::store::{
+        MemoryStore, PrefixError, RedisStore, SentinelSpec, SentinelStore, Store, StoreError, StoreHandle, TlsConfig,
+        DEFAULT_PREFIX, MAX_PREFIX_LEN,
+    };
+}
+
+/// Global configuration beside [`Config`]: the overrides file, its errors, and
+/// the store in use.
+pub mod config {
+    pub use ratelimit_runtime::config::{
+        describe_store, unknown_limiters, ConfigError, LimitOverride, Overrides, OverridesError, DEFAULT_TIMEOUT,
+    };
+}
+
+/// Rules' bounds and the errors of building a limiter.
+pub mod rule {
+    pub use ratelimit_runtime::private::LimiterError;
+    pub use ratelimit_runtime::rule::{RuleError, MAX_COUNT, MAX_WINDOW};
+}
+
+/// What can be a subject: values of your own types ([`SubjectValue`](subject::SubjectValue),
+/// [`IpValue`](subject::IpValue)), and how IPv6 clients are grouped.
+pub mod subject {
+    pub use ratelimit_runtime::subject::{IpValue, SubjectValue, DEFAULT_IPV6_PREFIX};
+}
+
+/// Where a limiter's rules stand: per rule ([`RuleStatus`](status::RuleStatus), from
+/// [`Limiter::peek`](crate::Limiter::peek)) and after an allowed call
+/// ([`Headroom`](status::Headroom), for `RateLimit` headers).
+pub mod status {
+    pub use ratelimit_runtime::status::{Headroom, Policy, RuleStatus};
+}
 
 #[doc(hidden)]
 pub mod __private {

@@ -5,8 +5,8 @@
 mod support;
 
 use ratelimit::{
-    rate_limiter, Algorithm, LimitType, Limiter, ManualClock, MemoryStore, RateLimited, RedisStore, Rule, RuleStatus,
-    StoreHandle, Subject,
+    clock::ManualClock, rate_limiter, status::RuleStatus, store::MemoryStore, store::RedisStore, store::StoreHandle,
+    Algorithm, LimitType, Limiter, RateLimited, Rule, Subject,
 };
 use redis::Commands;
 use std::sync::Arc;
@@ -225,7 +225,7 @@ async fn redis_peek_and_reset() {
 #[cfg(feature = "cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_peek_and_reset() {
-    use ratelimit::ClusterStore;
+    use ratelimit::store::ClusterStore;
     let cluster = support::cluster::RedisCluster::start(3, 0);
     let store: StoreHandle = Arc::new(ClusterStore::open(&cluster.urls(), Duration::from_secs(2)).unwrap());
     peek_and_reset_scenario(store.clone(), "cluster").await;

@@ -3,7 +3,10 @@
 
 mod support;
 
-use ratelimit::{Algorithm, LimitType, Limiter, MemoryStore, RateLimited, RedisStore, Rule, StoreHandle, Subject};
+use ratelimit::{
+    store::MemoryStore, store::RedisStore, store::StoreHandle, Algorithm, LimitType, Limiter, RateLimited, Rule,
+    Subject,
+};
 use redis::Commands;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,8 +28,12 @@ fn redis_store(server: &RedisServer) -> StoreHandle {
 }
 
 fn limiter(name: &str, store: StoreHandle, alg: Algorithm, rules: &[Rule], burst: Option<u64>) -> Limiter {
-    let mut b =
-        Limiter::builder(name).limit_with(LimitType::Global, rules.iter().copied(), alg, ratelimit::DEFAULT_PREFIX);
+    let mut b = Limiter::builder(name).limit_with(
+        LimitType::Global,
+        rules.iter().copied(),
+        alg,
+        ratelimit::store::DEFAULT_PREFIX,
+    );
     if let Some(n) = burst {
         b = b.burst(n);
     }
@@ -257,8 +264,13 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
         let name = format!("ttl::{alg:?}");
         let lean = limiter(&name, redis_store(&server), alg, &rules, None);
         let general = Limiter::builder(&name)
-            .limit_with(LimitType::Global, rules, alg, ratelimit::DEFAULT_PREFIX)
-            .limit_with(LimitType::User, [rule(1000, 1_000_000)], Algorithm::SlidingWindow, ratelimit::DEFAULT_PREFIX)
+            .limit_with(LimitType::Global, rules, alg, ratelimit::store::DEFAULT_PREFIX)
+            .limit_with(
+                LimitType::User,
+                [rule(1000, 1_000_000)],
+                Algorithm::SlidingWindow,
+                ratelimit::store::DEFAULT_PREFIX,
+            )
             .store(redis_store(&server))
             .deny_cache(false)
             .build()
@@ -272,7 +284,11 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
             } else {
                 lean.check(&[Subject::global()], cost).await
             };
-            let key = format!("{}{{ttl::{alg:?}|global|}}:{}:2sx40-500msx15", ratelimit::DEFAULT_PREFIX, alg_code(alg));
+            let key = format!(
+                "{}{{ttl::{alg:?}|global|}}:{}:2sx40-500msx15",
+                ratelimit::store::DEFAULT_PREFIX,
+                alg_code(alg)
+            );
             let fields: std::collections::HashMap<String, f64> = con.hgetall(&key).unwrap();
             if fields.is_empty() {
                 continue; // nothing admitted yet

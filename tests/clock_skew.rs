@@ -4,7 +4,7 @@
 
 mod support;
 
-use ratelimit::{LimitType, Limiter, RedisStore, Rule, Subject};
+use ratelimit::{store::RedisStore, LimitType, Limiter, Rule, Subject};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -3,7 +3,9 @@
 
 mod support;
 
-use ratelimit::{cluster_slot, ClusterStore, FailurePolicy, LimitType, Limiter, Rule, StoreHandle, Subject};
+use ratelimit::{
+    __private::cluster_slot, store::ClusterStore, store::StoreHandle, FailurePolicy, LimitType, Limiter, Rule, Subject,
+};
 use redis::Commands;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,8 +5,8 @@
 mod support;
 
 use ratelimit::{
-    Cause, FailurePolicy, LimitType, Limiter, ManualClock, MemoryStore, RateLimited, RedisStore, Rule, StoreHandle,
-    Subject,
+    clock::ManualClock, store::MemoryStore, store::RedisStore, store::StoreHandle, Cause, FailurePolicy, LimitType,
+    Limiter, RateLimited, Rule, Subject,
 };
 use redis::Commands;
 use std::collections::HashSet;

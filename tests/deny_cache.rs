@@ -5,7 +5,7 @@
 
 mod support;
 
-use ratelimit::{Algorithm, LimitType, Limiter, RateLimited, RedisStore, Rule, StoreHandle, Subject};
+use ratelimit::{store::RedisStore, store::StoreHandle, Algorithm, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::sync::Arc;
 use std::time::Duration;
 use support::RedisServer;
@@ -40,8 +40,8 @@ fn flush(server: &RedisServer) {
 /// A user limit of `alg` with two rules, stacked on a global limit of `global_alg`.
 fn stacked(store: StoreHandle, alg: Algorithm, global_alg: Algorithm, cache: bool) -> Limiter {
     Limiter::builder("deny_cache::diff")
-        .limit_with(LimitType::User, [rule(10_000, 6), rule(1_000, 2)], alg, ratelimit::DEFAULT_PREFIX)
-        .limit_with(LimitType::Global, [rule(4_000, 14)], global_alg, ratelimit::DEFAULT_PREFIX)
+        .limit_with(LimitType::User, [rule(10_000, 6), rule(1_000, 2)], alg, ratelimit::store::DEFAULT_PREFIX)
+        .limit_with(LimitType::Global, [rule(4_000, 14)], global_alg, ratelimit::store::DEFAULT_PREFIX)
         .store(store)
         .deny_cache(cache)
         .build()

@@ -7,9 +7,10 @@ use axum::extract::ConnectInfo;
 use axum::routing::get;
 use axum::Router;
 use http::{HeaderMap, HeaderName, Request, StatusCode};
-use ratelimit::http::{Cidr, CidrErrorKind, ClientIp, ClientIpResolver, ForwardedHeader, RateLimitLayer};
+use ratelimit::http::{Cidr, CidrErrorKind, ClientIp, ClientIpResolver, ForwardedHeader, RequestContextLayer};
 use ratelimit::{
-    context, Cause, FailurePolicy, LimitType, Limiter, MemoryStore, RateLimited, RedisStore, Rule, Subject,
+    context, store::MemoryStore, store::RedisStore, Cause, FailurePolicy, LimitType, Limiter, RateLimited, Rule,
+    Subject,
 };
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -348,7 +349,7 @@ async fn whoami(ext: Option<axum::Extension<ClientIp>>) -> String {
 }
 
 /// A router whose `/limited` is limited by hand, per IP.
-fn limited_app(layer: RateLimitLayer, limiter: Limiter) -> Router {
+fn limited_app(layer: RequestContextLayer, limiter: Limiter) -> Router {
     let limiter = Arc::new(limiter);
     Router::new()
         .route("/whoami", get(whoami))
@@ -376,7 +377,7 @@ fn limited_app(layer: RateLimitLayer, limiter: Limiter) -> Router {
 #[tokio::test]
 async fn layer_installs_the_context() {
     let app = limited_app(
-        RateLimitLayer::new().trust_proxy(cidr("10.0.0.0/8")).user_header(HeaderName::from_static("x-user-id")),
+        RequestContextLayer::new().trust_proxy(cidr("10.0.0.0/8")).user_header(HeaderName::from_static("x-user-id")),
         memory_limiter("t::ctx", LimitType::Ip, &[(10_000, 5)]),
     );
     let r = send(&app, request("/whoami", Some("203.0.113.5"), &[("x-forwarded-for", "1.1.1.1")])).await;
@@ -393,7 +394,7 @@ async fn layer_installs_the_context() {
 #[tokio::test]
 async fn ipv6_clients_share_their_64_unless_configured() {
     let limiter = memory_limiter("t::v6", LimitType::Ip, &[(10_000, 1)]);
-    let app = limited_app(RateLimitLayer::new(), limiter);
+    let app = limited_app(RequestContextLayer::new(), limiter);
     assert_eq!(send(&app, request("/limited", Some("2001:db8:1:2::a"), &[])).await.status, StatusCode::OK);
     assert_eq!(
         send(&app, request("/limited", Some("2001:db8:1:2::b"), &[])).await.status,
@@ -402,7 +403,7 @@ async fn ipv6_clients_share_their_64_unless_configured() {
     assert_eq!(send(&app, request("/limited", Some("2001:db8:1:3::a"), &[])).await.status, StatusCode::OK);
 
     let limiter = memory_limiter("t::v6-128", LimitType::Ip, &[(10_000, 1)]);
-    let app = limited_app(RateLimitLayer::new().ipv6_prefix(128), limiter);
+    let app = limited_app(RequestContextLayer::new().ipv6_prefix(128), limiter);
     assert_eq!(send(&app, request("/limited", Some("2001:db8:1:2::a"), &[])).await.status, StatusCode::OK);
     assert_eq!(send(&app, request("/limited", Some("2001:db8:1:2::b"), &[])).await.status, StatusCode::OK);
     assert_eq!(
@@ -416,7 +417,7 @@ async fn ipv6_clients_share_their_64_unless_configured() {
 #[tokio::test]
 async fn allowed_and_refused_responses_carry_the_fields() {
     let limiter = memory_limiter("t::fields", LimitType::Ip, &[(20_000, 2), (60_000, 10)]);
-    let app = limited_app(RateLimitLayer::new(), limiter);
+    let app = limited_app(RequestContextLayer::new(), limiter);
     let r = send(&app, request("/limited", Some("192.0.2.1"), &[])).await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.headers["ratelimit-policy"], r#""ip-20s";q=2;w=20, "ip-1m";q=10;w=60"#);
@@ -448,7 +449,7 @@ async fn allowed_and_refused_responses_carry_the_fields() {
     assert!(r.headers.get("ratelimit-policy").is_none());
     // Quota fields can be turned off.
     let limiter = memory_limiter("t::off", LimitType::Ip, &[(20_000, 2)]);
-    let app = limited_app(RateLimitLayer::new().quota_headers(false), limiter);
+    let app = limited_app(RequestContextLayer::new().quota_headers(false), limiter);
     let r = send(&app, request("/limited", Some("192.0.2.1"), &[])).await;
     assert_eq!(r.status, StatusCode::OK);
     assert!(r.headers.get("ratelimit").is_none());
@@ -457,7 +458,7 @@ async fn allowed_and_refused_responses_carry_the_fields() {
 #[tokio::test]
 async fn without_a_peer_the_ip_limit_refuses() {
     let limiter = memory_limiter("t::nopeer", LimitType::Ip, &[(10_000, 5)]);
-    let app = limited_app(RateLimitLayer::new(), limiter);
+    let app = limited_app(RequestContextLayer::new(), limiter);
     let r = send(&app, request("/limited", None, &[])).await;
     // No identity is a misconfigured server, not a client over its limit: 500, no Retry-After.
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
@@ -484,7 +485,7 @@ async fn user_header_takes_non_ascii_ids() {
                 }
             }),
         )
-        .layer(RateLimitLayer::new().user_header(HeaderName::from_static("x-user-id")));
+        .layer(RequestContextLayer::new().user_header(HeaderName::from_static("x-user-id")));
     let with_user = |value: &[u8]| {
         let mut req = request("/user", Some("203.0.113.5"), &[]);
         req.headers_mut().insert("x-user-id", http::HeaderValue::from_bytes(value).unwrap());

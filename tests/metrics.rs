@@ -12,7 +12,9 @@ mod support;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use prometheus::Scrape;
-use ratelimit::{Cause, FailurePolicy, LimitType, Limiter, MemoryStore, RedisStore, Rule, StoreHandle, Subject};
+use ratelimit::{
+    store::MemoryStore, store::RedisStore, store::StoreHandle, Cause, FailurePolicy, LimitType, Limiter, Rule, Subject,
+};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use support::RedisServer;

@@ -9,7 +9,7 @@
 mod server;
 mod support;
 
-use ratelimit::{Config, LimitType, Limiter, MemoryStore, Mode, Rule, StoreHandle, Subject};
+use ratelimit::{store::MemoryStore, store::StoreHandle, Config, LimitType, Limiter, Mode, Rule, Subject};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -128,7 +128,7 @@ users = ["ops-bot"]
     assert_eq!(passes(&orders, &alice, 3), 1, "{tag}: a user who is not exempt is limited");
 
     // A name no limiter uses is reported (the ones used are not).
-    let unknown = ratelimit::unknown_limiters();
+    let unknown = ratelimit::config::unknown_limiters();
     assert!(unknown.contains(&format!("{tag}::typo")), "{unknown:?}");
     assert!(!unknown.contains(&format!("{tag}::hello")), "{unknown:?}");
 
@@ -180,7 +180,7 @@ fn overrides_in_memory() {
 fn overrides_on_redis() {
     shared();
     let redis = RedisServer::start();
-    let store = ratelimit::RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open");
+    let store = ratelimit::store::RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open");
     scenarios(Arc::new(store), "redis");
 }
 
@@ -191,7 +191,8 @@ fn overrides_on_redis() {
 fn the_refusal_cache_works_under_the_file() {
     let _guard = locked();
     let redis = RedisServer::start();
-    let store: StoreHandle = Arc::new(ratelimit::RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open"));
+    let store: StoreHandle =
+        Arc::new(ratelimit::store::RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open"));
     let build =
         |name: &str| Limiter::builder(name).limit(LimitType::Ip, [rule(60, 100)]).store(store.clone()).build().unwrap();
     let enforced = build("cache::enforced");
@@ -239,7 +240,8 @@ rules = ["5/1m", "6/2m"]
 fn peek_and_reset_follow_the_file() {
     let _guard = locked();
     let redis = RedisServer::start();
-    let store: StoreHandle = Arc::new(ratelimit::RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open"));
+    let store: StoreHandle =
+        Arc::new(ratelimit::store::RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open"));
     let login = Limiter::builder("admin::login")
         .limit(LimitType::Ip, [rule(60, 100)])
         .limit(LimitType::User, [rule(60, 100)])

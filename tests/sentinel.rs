@@ -3,7 +3,10 @@
 
 mod support;
 
-use ratelimit::{Cause, FailurePolicy, LimitType, Limiter, Rule, SentinelSpec, SentinelStore, StoreHandle, Subject};
+use ratelimit::{
+    store::SentinelSpec, store::SentinelStore, store::StoreHandle, Cause, FailurePolicy, LimitType, Limiter, Rule,
+    Subject,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::sentinel::{cli, SentinelSet, MASTER};

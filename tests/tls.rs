@@ -6,7 +6,8 @@
 mod support;
 
 use ratelimit::{
-    Cause, Config, FailurePolicy, LimitType, Limiter, RateLimited, RedisStore, Rule, StoreHandle, Subject, TlsConfig,
+    store::RedisStore, store::StoreHandle, store::TlsConfig, Cause, Config, FailurePolicy, LimitType, Limiter,
+    RateLimited, Rule, Subject,
 };
 use std::error::Error;
 use std::sync::Arc;
@@ -144,12 +145,12 @@ async fn a_cluster_over_tls() {
     let cluster = support::cluster::RedisCluster::start_tls(3);
     let seeds = cluster.tls_urls();
     let tls = TlsConfig::new().ca_cert(&cluster.pki().ca_cert);
-    let store = ratelimit::ClusterStore::open_with_tls(&seeds, TIMEOUT, &tls).unwrap();
+    let store = ratelimit::store::ClusterStore::open_with_tls(&seeds, TIMEOUT, &tls).unwrap();
     decides(Arc::new(store), "tls::cluster").await;
     let store = Config::cluster(seeds.clone()).timeout(TIMEOUT).ca_cert(&cluster.pki().ca_cert).build_store().unwrap();
     decides(store, "tls::cluster_config").await;
     // Without the CA: the policy applies (the cluster client's own error does not name the
     // certificate; the startup probe asks a seed alone for that, see tests/probe_logs.rs).
-    let store = Arc::new(ratelimit::ClusterStore::open(&seeds, TIMEOUT).unwrap());
+    let store = Arc::new(ratelimit::store::ClusterStore::open(&seeds, TIMEOUT).unwrap());
     fails_with_policy(store, "tls::cluster_no_ca", |why| !why.is_empty()).await;
 }

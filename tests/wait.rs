@@ -5,7 +5,8 @@
 mod support;
 
 use ratelimit::{
-    rate_limiter, Cause, LimitType, Limiter, MemoryStore, RateLimited, RedisStore, Rule, StoreHandle, Subject,
+    rate_limiter, store::MemoryStore, store::RedisStore, store::StoreHandle, Cause, LimitType, Limiter, RateLimited,
+    Rule, Subject,
 };
 use std::process::Command;
 use std::sync::Arc;
@@ -207,7 +208,7 @@ impl SpawnOutput for Command {
 #[cfg(feature = "cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_waiting_across_slots() {
-    use ratelimit::ClusterStore;
+    use ratelimit::store::ClusterStore;
     let cluster = support::cluster::RedisCluster::start(3, 0);
     let store: StoreHandle = Arc::new(ClusterStore::open(&cluster.urls(), Duration::from_secs(2)).unwrap());
     // Ip and User usually live in different slots; the tighter rule is the user's.

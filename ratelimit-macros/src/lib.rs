@@ -46,7 +46,7 @@ use proc_macro::TokenStream;
 /// days and counts from 1 to 2^53 - 1; both must be literals, checked at compile time.
 ///
 /// * **Types.** `Global`: one budget shared by every caller. `Ip`: one per client IP (IPv6 per
-///   /64), from `ip = …` (anything `ratelimit::IpValue`: `IpAddr`, `SocketAddr`, text) or else from the
+///   /64), from `ip = …` (anything `ratelimit::subject::IpValue`: `IpAddr`, `SocketAddr`, text) or else from the
 ///   request context that the HTTP layer or `ratelimit::context::scope` installs. `User`: one
 ///   per user id, from `user = …` or the request context. `Key`: one per value of `key = …`.
 ///   `user`/`key` accept strings, bytes, integers, `Option`s (where `None` is a missing

@@ -5,9 +5,9 @@ use crate::errors::Errors;
 use crate::ungroup::ungroup;
 use syn::{Error, Expr, Lit, LitInt};
 
-/// The longest window the runtime accepts: 366 days (`ratelimit::MAX_WINDOW`).
+/// The longest window the runtime accepts: 366 days (`ratelimit::rule::MAX_WINDOW`).
 const MAX_WINDOW_MS: u64 = 366 * 24 * 3600 * 1000;
-/// The largest count the runtime accepts: 2^53 - 1 (`ratelimit::MAX_COUNT`).
+/// The largest count the runtime accepts: 2^53 - 1 (`ratelimit::rule::MAX_COUNT`).
 const MAX_COUNT: u64 = (1 << 53) - 1;
 /// Units and their length in milliseconds.
 const UNITS: &[(&str, u64)] = &[("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)];

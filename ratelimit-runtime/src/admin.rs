@@ -1,9 +1,12 @@
 //! Peek and reset (spec §12): read a subject's quota without consuming it, and forget a
 //! subject's counts (failed logins after a successful one).
 
+use crate::error::StoreError;
+use crate::io;
+use crate::limiter::Limiter;
 use crate::status::RuleStatus;
 use crate::store::{Answer, Targets};
-use crate::{io, Limiter, StoreError, Subject};
+use crate::subject::Subject;
 
 impl Limiter {
     /// Each rule's remaining quota and reset for `subjects` (one per limit, as for
@@ -14,7 +17,7 @@ impl Limiter {
     /// failure policy is for calls, not for reads.
     ///
     /// ```
-    /// use ratelimit_runtime::{Limiter, LimitType, MemoryStore, Rule, Subject};
+    /// use ratelimit_runtime::{Limiter, LimitType, store::MemoryStore, Rule, Subject};
     /// use std::{sync::Arc, time::Duration};
     ///
     /// let logins = Limiter::builder("login")
@@ -50,7 +53,7 @@ impl Limiter {
     /// (`DEL`; one per slot on a cluster).
     ///
     /// ```
-    /// use ratelimit_runtime::{Limiter, LimitType, MemoryStore, Rule, Subject};
+    /// use ratelimit_runtime::{Limiter, LimitType, store::MemoryStore, Rule, Subject};
     /// use std::{sync::Arc, time::Duration};
     ///
     /// let failures = Limiter::builder("login::failures")
@@ -129,7 +132,7 @@ impl Limiter {
         (limits, index): (&[crate::limit::Limit], &[usize]),
         subjects: &[Subject<'_>],
         now_us: Option<u64>,
-        ask: impl FnOnce(&dyn crate::Store, &Targets<'_>) -> Answer<T>,
+        ask: impl FnOnce(&dyn crate::store::Store, &Targets<'_>) -> Answer<T>,
     ) -> Answer<T> {
         let keys: Vec<Option<&[u8]>> = index.iter().map(|&i| subjects.get(i).and_then(Subject::key_bytes)).collect();
         ask(self.store().as_ref(), &Targets { limits, subjects: &keys, now_us })
@@ -141,7 +144,7 @@ impl Limiter {
         &self,
         subjects: &[Subject<'_>],
         now_us: Option<u64>,
-        ask: impl FnOnce(&dyn crate::Store, &Targets<'_>) -> Answer<T>,
+        ask: impl FnOnce(&dyn crate::store::Store, &Targets<'_>) -> Answer<T>,
     ) -> Answer<T> {
         let limits = self.limits();
         let keys: Vec<Option<&[u8]>> =

@@ -8,7 +8,7 @@ use std::str::FromStr;
 /// `::1` = `/128`).
 ///
 /// ```
-/// use ratelimit_runtime::Cidr;
+/// use ratelimit_runtime::subject::Cidr;
 /// let net: Cidr = "10.0.0.0/8".parse().unwrap();
 /// assert!(net.contains("10.1.2.3".parse().unwrap()));
 /// assert!(!net.contains("11.0.0.1".parse().unwrap()));

@@ -1,9 +1,10 @@
 //! Global configuration, set once: explicit [`init`], else from the environment on first use.
 
-use crate::overrides::{self, Overrides};
+use crate::error::StoreError;
+use crate::overrides;
+pub use crate::overrides::{unknown_limiters, LimitOverride, Overrides, OverridesError};
 use crate::store::sentinel::{SentinelSpec, SentinelStore};
 use crate::store::{memory::MemoryStore, redis::RedisStore, tls::TlsConfig, StoreHandle, Unavailable};
-use crate::StoreError;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -191,7 +192,7 @@ impl Config {
     }
 
     /// Reads limits from this file (spec §11): rules, modes and exemptions that replace the
-    /// attributes' own, re-read by [`reload`](crate::reload). [`init`] fails when it does not
+    /// attributes' own, re-read by [`reload`]. [`init`] fails when it does not
     /// parse.
     pub fn overrides_file(mut self, path: impl Into<PathBuf>) -> Config {
         self.overrides_file = Some(path.into());
@@ -303,7 +304,7 @@ pub fn init(config: Config) -> Result<(), ConfigError> {
 /// in force: limiters pick the new rules up on their next call, and a decision already under
 /// way finishes under the rules it started with. A file that does not parse is logged and
 /// returned, and the rules in force stay. Returns the new table's generation.
-pub fn reload() -> Result<u64, crate::OverridesError> {
+pub fn reload() -> Result<u64, crate::overrides::OverridesError> {
     // The global configuration names the file: build it if no call did yet.
     let _ = global();
     overrides::reload_file()

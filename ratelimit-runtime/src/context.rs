@@ -11,9 +11,9 @@
 //! });
 //! ```
 
-use crate::policy::Quota;
+use crate::policy::Headroom;
+use crate::subject::Subject;
 use crate::subject::DEFAULT_IPV6_PREFIX;
-use crate::Subject;
 use std::cell::RefCell;
 use std::future::Future;
 use std::net::IpAddr;
@@ -26,7 +26,7 @@ pub struct RequestContext {
     v6_prefix: Option<u8>,
     /// Bytes: an identity from a header need not be UTF-8 (spec §9).
     user: Mutex<Option<Vec<u8>>>,
-    quota: Mutex<Option<Quota>>,
+    quota: Mutex<Option<Headroom>>,
 }
 
 impl RequestContext {
@@ -75,7 +75,7 @@ impl RequestContext {
     }
 
     /// The quota the last allowed check in this request left (for `RateLimit` headers).
-    pub fn quota(&self) -> Option<Quota> {
+    pub fn quota(&self) -> Option<Headroom> {
         lock(&self.quota).clone()
     }
 
@@ -174,7 +174,7 @@ pub fn user_subject() -> Subject<'static> {
 }
 
 impl RequestContext {
-    pub(crate) fn record_quota(&self, quota: Quota) {
+    pub(crate) fn record_quota(&self, quota: Headroom) {
         *lock(&self.quota) = Some(quota);
     }
 }

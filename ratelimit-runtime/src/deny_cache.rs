@@ -14,7 +14,7 @@
 //! text is formatted, and a lookup allocates nothing (the entry keeps its key's bytes and is
 //! compared against the call's subjects in place).
 
-use crate::Decision;
+use crate::decision::Decision;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,7 +1,8 @@
 //! `RateLimited` (spec §5) and store errors.
 
+use crate::limit_type::LimitType;
 use crate::policy::Policy;
-use crate::{LimitType, Rule};
+use crate::rule::Rule;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +23,7 @@ pub enum Cause {
 /// The error of a rate-limited call: which limiter and rule refused it, and when to retry.
 ///
 /// ```
-/// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, MemoryStore};
+/// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore};
 /// # use std::{sync::Arc, time::Duration};
 /// let limiter = Limiter::builder("my_app::update")
 ///     .limit(LimitType::Ip, [Rule::new(Duration::from_secs(20), 1).unwrap()])

@@ -6,8 +6,8 @@
 //! RateLimit: "ip-20s";r=0;t=4
 //! ```
 
-use crate::policy::{Policy, Quota};
-use crate::{Cause, RateLimited};
+use crate::error::{Cause, RateLimited};
+use crate::policy::{Headroom, Policy};
 use axum_core::body::Body;
 use axum_core::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
@@ -129,7 +129,7 @@ impl RateLimited {
     /// limiter) and `RateLimit` (the rule that refused: `r=0`, `t` = retry-after in seconds).
     ///
     /// ```
-    /// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, MemoryStore};
+    /// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore};
     /// # use std::{sync::Arc, time::Duration};
     /// let limiter = Limiter::builder("demo")
     ///     .limit(LimitType::Ip, [Rule::new(Duration::from_secs(20), 1).unwrap()])
@@ -162,7 +162,7 @@ impl RateLimited {
     /// (`{"error":"rate_limit_subject_missing"}` for a missing identity).
     ///
     /// ```
-    /// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, MemoryStore, Cause};
+    /// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore, Cause};
     /// # use std::{sync::Arc, time::Duration};
     /// let limiter = Limiter::builder("demo")
     ///     .limit(LimitType::User, [Rule::new(Duration::from_secs(20), 1).unwrap()])
@@ -198,7 +198,7 @@ impl IntoResponse for RateLimited {
     }
 }
 
-impl Quota {
+impl Headroom {
     /// The header fields of an allowed call: `RateLimit-Policy` (every rule of the limiter) and
     /// `RateLimit` for the tightest rule (`r` = units left, `t` = seconds until its oldest
     /// counted unit leaves the window).

@@ -6,7 +6,7 @@
 //! place (a multiplexed request is a message to the driver task, wherever it runs); others, and
 //! blocking callers, hand the request to this runtime.
 
-use crate::StoreError;
+use crate::error::StoreError;
 use std::future::Future;
 use std::sync::OnceLock;
 use std::task::Poll;

@@ -10,7 +10,9 @@
 //! * Cluster-ready: everything that identifies (limiter, type, subject) sits inside one hash tag,
 //!   and the prefix may not contain `{` or `}`, so all keys of a subject share a slot.
 
-use crate::{Algorithm, LimitType, Rule};
+use crate::algorithm::Algorithm;
+use crate::limit_type::LimitType;
+use crate::rule::Rule;
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 

@@ -5,6 +5,13 @@
 //! Most users depend on the `ratelimit` facade and write `#[rate_limiter(...)]`; this crate is
 //! what the attribute calls, and [`Limiter`] is usable by hand.
 //!
+//! # Public API
+//! The root holds what most users name ([`Limiter`], [`Rule`], [`Config`], [`RateLimited`]…);
+//! the rest is grouped in modules: [`store`] (stores and their errors), [`clock`], [`config`]
+//! (the global configuration and the overrides file), [`context`] (who is calling), [`rule`]
+//! (rule bounds and errors), [`subject`] (values usable as subjects, networks) and [`status`]
+//! (peek results and the headroom an allowed call leaves). The facade re-exports the same layout.
+//!
 //! # Layers
 //! Each module imports only from the floors below it (no import cycles):
 //! 1. ground: `rule`, `limit_type`, `subject`, `key`, `algorithm`, `clock`, `error`, `decision`,
@@ -25,7 +32,7 @@
 mod admin;
 mod algorithm;
 mod cidr;
-mod clock;
+pub mod clock;
 pub mod config;
 pub mod context;
 mod decision;
@@ -43,39 +50,22 @@ mod mode;
 mod overrides;
 mod policy;
 mod registry;
-mod rule;
+pub mod rule;
 mod snapshot;
-mod status;
-mod store;
-mod subject;
+pub mod status;
+pub mod store;
+pub mod subject;
 mod wait;
 
 #[doc(hidden)]
 pub mod private;
 
 pub use algorithm::Algorithm;
-pub use cidr::{Cidr, CidrError, CidrErrorKind};
-pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::reload;
-pub use config::{describe_store, init, Config, ConfigError, FailurePolicy, DEFAULT_TIMEOUT};
-pub use decision::Decision;
-pub use error::{Cause, RateLimited, StoreError};
-pub use key::{check_prefix, cluster_slot, PrefixError, DEFAULT_PREFIX, MAX_PREFIX_LEN};
-pub use limit::LimiterError;
+pub use config::{init, reload, Config, FailurePolicy};
+pub use error::{Cause, RateLimited};
 pub use limit_type::LimitType;
-pub use limiter::{LazyLimiter, Limiter, LimiterBuilder, Permit};
+pub use limiter::{Limiter, LimiterBuilder, Permit};
 pub use mode::Mode;
-pub use overrides::{unknown_limiters, LimitOverride, Overrides, OverridesError};
-pub use policy::{Policy, Quota};
 pub use registry::limiter;
-pub use rule::{Rule, RuleError, MAX_COUNT, MAX_WINDOW};
-pub use status::RuleStatus;
-#[cfg(feature = "cluster")]
-pub use store::cluster::ClusterStore;
-pub use store::memory::MemoryStore;
-pub use store::redis::RedisStore;
-pub use store::sentinel::{SentinelSpec, SentinelStore};
-pub use store::tls::TlsConfig;
-pub use store::{Answer, RemoteAnswer, Targets};
-pub use store::{Call, Pending, RemoteDecision, Store, StoreHandle};
-pub use subject::{ip_key, IpValue, Subject, SubjectValue, DEFAULT_IPV6_PREFIX};
+pub use rule::Rule;
+pub use subject::Subject;

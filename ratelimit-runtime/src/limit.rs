@@ -1,9 +1,11 @@
 //! The compiled limit: one `#[rate_limiter]` attribute's type, algorithm and rules, with its key
 //! template and script arguments built once. Stores read it; the limiter builds it.
 
+use crate::algorithm::Algorithm;
 use crate::key::{check_prefix, KeyTemplate, PrefixError};
+use crate::limit_type::LimitType;
 use crate::policy::Policy;
-use crate::{Algorithm, LimitType, Rule, RuleError};
+use crate::rule::{Rule, RuleError};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
@@ -85,7 +87,7 @@ pub enum LimiterError {
     /// `burst` was given for an algorithm without a capacity (only token bucket, leaky bucket
     /// and GCRA have one).
     BurstUnsupported(Algorithm),
-    /// `burst` is zero or larger than [`MAX_COUNT`](crate::MAX_COUNT).
+    /// `burst` is zero or larger than [`MAX_COUNT`](crate::rule::MAX_COUNT).
     InvalidBurst(u64),
 }
 
@@ -136,7 +138,7 @@ impl Limit {
             if !spec.algorithm.supports_burst() {
                 return Err(LimiterError::BurstUnsupported(spec.algorithm));
             }
-            if burst == 0 || burst > crate::MAX_COUNT {
+            if burst == 0 || burst > crate::rule::MAX_COUNT {
                 return Err(LimiterError::InvalidBurst(burst));
             }
         }

@@ -1,15 +1,21 @@
 //! `Limiter`: the function-level API the attribute expands to, usable by hand.
 
+use crate::algorithm::Algorithm;
 use crate::config::{self, FailurePolicy};
+use crate::decision::Decision;
 use crate::deny_cache::{self, Owner, Refusal};
+use crate::error::{Cause, RateLimited, StoreError};
+use crate::io;
 use crate::key::DEFAULT_PREFIX;
 use crate::limit::{Limit, LimitSpec, LimiterError};
+use crate::limit_type::LimitType;
 use crate::metrics::{self, LimiterMetrics, Outcome};
 use crate::mode::Mode;
-use crate::policy::{Policy, Quota};
+use crate::policy::{Headroom, Policy};
+use crate::rule::Rule;
 use crate::snapshot::{self, Env, Plan, Snapshot};
 use crate::store::{Call, Pending, StoreHandle};
-use crate::{io, Algorithm, Cause, Decision, LimitType, RateLimited, Rule, StoreError, Subject};
+use crate::subject::Subject;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -153,7 +159,7 @@ impl LimiterBuilder {
 /// The attribute builds one per annotated function; build your own to limit by hand:
 ///
 /// ```
-/// use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, MemoryStore};
+/// use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore};
 /// use std::{sync::Arc, time::Duration};
 ///
 /// let limiter = Limiter::builder("search")
@@ -201,7 +207,7 @@ pub struct Permit<'a> {
 impl Permit<'_> {
     /// The quota left, or `None` when the store failed and the policy let the call through (or
     /// the call was exempt, or only shadow limits decided it).
-    pub fn quota(&self) -> Option<Quota> {
+    pub fn quota(&self) -> Option<Headroom> {
         match &self.snapshot {
             Some(s) => self.decision.and_then(|d| s.quota(&d)),
             None => self.decision.and_then(|d| self.limiter.quota(&d)),
@@ -409,9 +415,9 @@ impl Limiter {
         self.inner.policies.get(limit.policy_offset() + d.rule).copied()
     }
 
-    fn quota(&self, d: &Decision) -> Option<Quota> {
+    fn quota(&self, d: &Decision) -> Option<Headroom> {
         let policy = self.policy_of(d)?;
-        Some(Quota { policy, remaining: d.remaining, reset: d.reset, policies: self.inner.policies.clone() })
+        Some(Headroom { policy, remaining: d.remaining, reset: d.reset, policies: self.inner.policies.clone() })
     }
 
     fn prepare(&self, subjects: &[Subject<'_>], cost: u64, now_us: Option<u64>) -> Prepared {

@@ -17,8 +17,9 @@
 //! when it changes; a decision keeps the table it started with to the end.
 
 use crate::cidr::Cidr;
+use crate::limit_type::LimitType;
 use crate::mode::Mode;
-use crate::{LimitType, Rule};
+use crate::rule::Rule;
 use arc_swap::ArcSwapOption;
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -172,7 +173,7 @@ impl Overrides {
     /// Parses the text of an overrides file; `file` names it in errors.
     ///
     /// ```
-    /// use ratelimit_runtime::Overrides;
+    /// use ratelimit_runtime::config::Overrides;
     /// let o = Overrides::parse("[[limit]]\nlimiter = \"app::f\"\ntype = \"ip\"\nrules = [\"5/10s\"]\n", "o.toml").unwrap();
     /// assert_eq!(o.limits()[0].rules.as_ref().unwrap()[0].to_string(), "5 per 10s");
     /// let e = Overrides::parse("[[limit]]\nlimiter = \"app::f\"\ntype = \"ipp\"\n", "o.toml").unwrap_err();

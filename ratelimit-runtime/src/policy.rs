@@ -1,7 +1,8 @@
-//! The rules in force, as headers and errors name them: [`Policy`] and the [`Quota`] an allowed
+//! The rules in force, as headers and errors name them: [`Policy`] and the [`Headroom`] an allowed
 //! call leaves.
 
-use crate::{LimitType, Rule};
+use crate::limit_type::LimitType;
+use crate::rule::Rule;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ impl Policy {
 
 /// The quota left after an allowed call, for `RateLimit` headers.
 #[derive(Clone, Debug)]
-pub struct Quota {
+pub struct Headroom {
     /// The tightest rule (least remaining).
     pub policy: Policy,
     /// Units left in it.

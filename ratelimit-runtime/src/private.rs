@@ -12,11 +12,21 @@
 //! if let Err(e) = check(&LIMITER, &subjects, cost(1)).await { return Err(From::from(e)); }
 //! ```
 
-use crate::{context, LazyLimiter, Permit, RateLimited, Subject, SubjectValue};
+use crate::context;
+use crate::error::RateLimited;
+use crate::limiter::{LazyLimiter, Permit};
+use crate::subject::{Subject, SubjectValue};
 use std::fmt::Display;
 
-pub use crate::LazyLimiter as StaticLimiter;
-pub use crate::{Algorithm, FailurePolicy, LimitType, Limiter, LimiterError, Mode};
+pub use crate::algorithm::Algorithm;
+pub use crate::config::FailurePolicy;
+pub use crate::key::cluster_slot;
+pub use crate::limit::LimiterError;
+pub use crate::limit_type::LimitType;
+pub use crate::limiter::LazyLimiter as StaticLimiter;
+pub use crate::limiter::Limiter;
+pub use crate::mode::Mode;
+pub use crate::subject::ip_key;
 
 /// The limiter's name: the attribute's `name = "…"`, else `module::path::function`.
 #[inline]
@@ -101,7 +111,7 @@ fn misconfigured(e: &LimiterError) -> RateLimited {
         retry_after: std::time::Duration::ZERO,
         cause: crate::Cause::StoreUnavailable,
         limit_type: LimitType::Global,
-        source: Some(crate::StoreError::Unavailable(e.to_string())),
+        source: Some(crate::error::StoreError::Unavailable(e.to_string())),
     }
 }
 
@@ -154,9 +164,9 @@ impl<T: ?Sized + Display> ViaDisplay for &SubjectOf<'_, T> {
     }
 }
 
-/// The subject of an `ip = …` expression: anything [`IpValue`](crate::IpValue).
+/// The subject of an `ip = …` expression: anything [`IpValue`](crate::subject::IpValue).
 #[inline]
-pub fn ip<T: crate::IpValue + ?Sized>(value: &T) -> Subject<'_> {
+pub fn ip<T: crate::subject::IpValue + ?Sized>(value: &T) -> Subject<'_> {
     value.to_ip_subject()
 }
 

@@ -1,6 +1,6 @@
 //! The attribute's limiters by name (spec §12): `ratelimit::limiter("server::hello")`.
 
-use crate::Limiter;
+use crate::limiter::Limiter;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -6,15 +6,20 @@
 //! A limiter with no override, no exemption and no `mode = shadow` takes none of this: its hot
 //! path costs one atomic load ([`Plan::current`] answers `None`).
 
+use crate::algorithm::Algorithm;
 use crate::config::{self, FailurePolicy, Throttle};
+use crate::context;
+use crate::decision::Decision;
 use crate::deny_cache::{self, Owner, Refusal};
+use crate::error::{Cause, RateLimited, StoreError};
 use crate::limit::{Limit, LimitSpec};
+use crate::limit_type::LimitType;
 use crate::metrics::{self, LimiterMetrics, Outcome};
 use crate::mode::Mode;
 use crate::overrides::{self, Overrides, Table, UNSET};
-use crate::policy::{Policy, Quota};
+use crate::policy::{Headroom, Policy};
 use crate::store::{Call, Pending, StoreHandle};
-use crate::{context, Algorithm, Cause, Decision, LimitType, RateLimited, StoreError, Subject};
+use crate::subject::Subject;
 use arc_swap::ArcSwapOption;
 use std::fmt;
 use std::future::Future;
@@ -208,9 +213,9 @@ impl Snapshot {
     }
 
     /// The quota an allowed enforced decision leaves.
-    pub(crate) fn quota(&self, d: &Decision) -> Option<Quota> {
+    pub(crate) fn quota(&self, d: &Decision) -> Option<Headroom> {
         let policy = policy_of(&self.enforced, &self.policies, d)?;
-        Some(Quota { policy, remaining: d.remaining, reset: d.reset, policies: self.policies.clone() })
+        Some(Headroom { policy, remaining: d.remaining, reset: d.reset, policies: self.policies.clone() })
     }
 
     /// Decides a call: exempt subjects pass uncounted; the enforced limits decide (and may

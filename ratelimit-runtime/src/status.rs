@@ -1,7 +1,7 @@
 //! What [`Limiter::peek`](crate::Limiter::peek) reads: one rule's remaining quota and reset for
 //! one subject, without consuming anything.
 
-use crate::policy::Policy;
+pub use crate::policy::{Headroom, Policy};
 use std::time::Duration;
 
 /// One rule of one limit, as it stands for the subject peeked at.

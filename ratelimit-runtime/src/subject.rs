@@ -1,5 +1,6 @@
 //! Who a call is counted for: the per-call part of a key.
 
+pub use crate::cidr::{Cidr, CidrError, CidrErrorKind};
 use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -107,6 +108,7 @@ impl fmt::Debug for Subject<'_> {
 }
 
 /// The canonical text of a client IP as a subject: `203.0.113.7`, `2001:db8:1:2::/64`.
+#[doc(hidden)]
 pub fn ip_key(addr: IpAddr, v6_prefix: u8) -> String {
     let mut text = String::new();
     let _ = write_ip_key(addr, v6_prefix, &mut text);

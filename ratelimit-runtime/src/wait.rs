@@ -1,7 +1,10 @@
 //! Waiting for room (spec §12): a refused call sleeps for the retry-after the store returned,
 //! plus a little jitter, and tries again, never sleeping past its `max_wait`.
 
-use crate::{io, Cause, Limiter, Permit, RateLimited, Subject};
+use crate::error::{Cause, RateLimited};
+use crate::io;
+use crate::limiter::{Limiter, Permit};
+use crate::subject::Subject;
 use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
 
@@ -18,7 +21,7 @@ impl Limiter {
     /// timer: works from any async runtime.
     ///
     /// ```
-    /// use ratelimit_runtime::{Limiter, LimitType, MemoryStore, Rule, Subject};
+    /// use ratelimit_runtime::{Limiter, LimitType, store::MemoryStore, Rule, Subject};
     /// use std::{sync::Arc, time::{Duration, Instant}};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
@@ -60,7 +63,7 @@ impl Limiter {
     /// `fn`s.
     ///
     /// ```
-    /// use ratelimit_runtime::{Limiter, LimitType, MemoryStore, Rule, Subject};
+    /// use ratelimit_runtime::{Limiter, LimitType, store::MemoryStore, Rule, Subject};
     /// use std::{sync::Arc, time::Duration};
     ///
     /// let api = Limiter::builder("partner_api")
@@ -137,7 +140,10 @@ fn jitter(retry: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LimitType, ManualClock, MemoryStore, Rule};
+    use crate::clock::ManualClock;
+    use crate::limit_type::LimitType;
+    use crate::rule::Rule;
+    use crate::store::memory::MemoryStore;
     use std::sync::Arc;
 
     fn exceeded(retry_after: Duration) -> RateLimited {

@@ -1,7 +1,7 @@
 //! Who the client is: the socket peer, or what trusted proxies say it is.
 
 use http::header::{HeaderMap, HeaderName, FORWARDED};
-use ratelimit_runtime::Cidr;
+use ratelimit_runtime::subject::Cidr;
 use std::net::{IpAddr, SocketAddr};
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");

@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! use axum::{routing::get, Router};
-//! use ratelimit::{http::RateLimitLayer, rate_limiter, RateLimited};
+//! use ratelimit::{http::RequestContextLayer, rate_limiter, RateLimited};
 //! use std::net::SocketAddr;
 //!
 //! #[rate_limiter(type = Ip, rules = [(10s, 20), (60s, 50)])]
@@ -14,7 +14,7 @@
 //! # async fn run() -> std::io::Result<()> {
 //! let app = Router::new()
 //!     .route("/api/hello", get(hello))
-//!     .layer(RateLimitLayer::new().trust_proxy("10.0.0.0/8".parse().unwrap()));
+//!     .layer(RequestContextLayer::new().trust_proxy("10.0.0.0/8".parse().unwrap()));
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
 //! // The layer reads the socket peer from `ConnectInfo<SocketAddr>`: serve with connect info.
 //! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
@@ -29,12 +29,16 @@ mod client_ip;
 
 pub use client_ip::{ClientIpResolver, ForwardedHeader};
 /// CIDR networks live in the runtime (the overrides file's exemptions use them too).
-pub use ratelimit_runtime::{Cidr, CidrError, CidrErrorKind};
+pub use ratelimit_runtime::subject::{Cidr, CidrError, CidrErrorKind};
+
+/// The former name of [`RequestContextLayer`] (tower has its own `RateLimitLayer`).
+#[deprecated(note = "renamed `RequestContextLayer`")]
+pub type RateLimitLayer = RequestContextLayer;
 
 use axum::extract::ConnectInfo;
 use http::{HeaderName, Request, Response};
 use ratelimit_runtime::context::{self, RequestContext};
-use ratelimit_runtime::DEFAULT_IPV6_PREFIX;
+use ratelimit_runtime::subject::DEFAULT_IPV6_PREFIX;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -65,7 +69,7 @@ pub struct ClientIp(pub IpAddr);
 /// After the handler, an allowed rate-limited call's quota is added to the response as
 /// `RateLimit-Policy` and `RateLimit` fields, unless the response already has them.
 #[derive(Clone, Debug)]
-pub struct RateLimitLayer {
+pub struct RequestContextLayer {
     config: Arc<Config>,
 }
 
@@ -77,16 +81,16 @@ struct Config {
     quota_headers: bool,
 }
 
-impl Default for RateLimitLayer {
+impl Default for RequestContextLayer {
     fn default() -> Self {
-        RateLimitLayer::new()
+        RequestContextLayer::new()
     }
 }
 
-impl RateLimitLayer {
+impl RequestContextLayer {
     /// A layer with no trusted proxies, IPv6 grouped by /64, no user header, quota headers on.
-    pub fn new() -> RateLimitLayer {
-        RateLimitLayer {
+    pub fn new() -> RequestContextLayer {
+        RequestContextLayer {
             config: Arc::new(Config {
                 resolver: ClientIpResolver::new(),
                 ipv6_prefix: DEFAULT_IPV6_PREFIX,
@@ -102,25 +106,25 @@ impl RateLimitLayer {
 
     /// Believes forwarded headers (`X-Forwarded-For`, `Forwarded`, `X-Real-IP`) from peers in
     /// `network`. Repeatable.
-    pub fn trust_proxy(mut self, network: Cidr) -> RateLimitLayer {
+    pub fn trust_proxy(mut self, network: Cidr) -> RequestContextLayer {
         let c = self.config();
         c.resolver = std::mem::take(&mut c.resolver).trust(network);
         self
     }
 
     /// Believes forwarded headers from peers in each of `networks`.
-    pub fn trust_proxies(self, networks: impl IntoIterator<Item = Cidr>) -> RateLimitLayer {
-        networks.into_iter().fold(self, RateLimitLayer::trust_proxy)
+    pub fn trust_proxies(self, networks: impl IntoIterator<Item = Cidr>) -> RequestContextLayer {
+        networks.into_iter().fold(self, RequestContextLayer::trust_proxy)
     }
 
     /// Replaces the client-IP resolver (trusted proxies and the headers they set).
-    pub fn resolver(mut self, resolver: ClientIpResolver) -> RateLimitLayer {
+    pub fn resolver(mut self, resolver: ClientIpResolver) -> RequestContextLayer {
         self.config().resolver = resolver;
         self
     }
 
     /// Groups IPv6 clients by their first `bits` bits (default 64; 128 = per address).
-    pub fn ipv6_prefix(mut self, bits: u8) -> RateLimitLayer {
+    pub fn ipv6_prefix(mut self, bits: u8) -> RequestContextLayer {
         self.config().ipv6_prefix = bits.min(128);
         self
     }
@@ -129,13 +133,13 @@ impl RateLimitLayer {
     /// non-ASCII value (`ü名字`, UTF-8 or not) is a user like any other.
     /// Only for headers that a trusted component sets (an authenticating proxy): anyone can send
     /// any header.
-    pub fn user_header(mut self, name: HeaderName) -> RateLimitLayer {
+    pub fn user_header(mut self, name: HeaderName) -> RequestContextLayer {
         self.config().user_header = Some(name);
         self
     }
 
     /// Whether to add `RateLimit-Policy` / `RateLimit` to allowed responses (default `true`).
-    pub fn quota_headers(mut self, on: bool) -> RateLimitLayer {
+    pub fn quota_headers(mut self, on: bool) -> RequestContextLayer {
         self.config().quota_headers = on;
         self
     }
@@ -146,22 +150,22 @@ impl RateLimitLayer {
     }
 }
 
-impl<S> Layer<S> for RateLimitLayer {
-    type Service = RateLimitService<S>;
+impl<S> Layer<S> for RequestContextLayer {
+    type Service = RequestContextService<S>;
 
-    fn layer(&self, inner: S) -> RateLimitService<S> {
-        RateLimitService { inner, config: self.config.clone() }
+    fn layer(&self, inner: S) -> RequestContextService<S> {
+        RequestContextService { inner, config: self.config.clone() }
     }
 }
 
-/// The service of [`RateLimitLayer`].
+/// The service of [`RequestContextLayer`].
 #[derive(Clone, Debug)]
-pub struct RateLimitService<S> {
+pub struct RequestContextService<S> {
     inner: S,
     config: Arc<Config>,
 }
 
-impl<S> RateLimitService<S> {
+impl<S> RequestContextService<S> {
     /// The request context for `req`.
     fn context<B>(&self, req: &Request<B>) -> RequestContext {
         let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
@@ -179,10 +183,10 @@ impl<S> RateLimitService<S> {
     }
 }
 
-/// The response future of [`RateLimitService`].
+/// The response future of [`RequestContextService`].
 pub type ResponseFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send>>;
 
-impl<S, B, ResBody> Service<Request<B>> for RateLimitService<S>
+impl<S, B, ResBody> Service<Request<B>> for RequestContextService<S>
 where
     S: Service<Request<B>, Response = Response<ResBody>>,
     S::Future: Send + 'static,

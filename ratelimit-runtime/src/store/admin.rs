@@ -1,9 +1,9 @@
 //! The store side of peek and reset: what a store is asked, and how it answers.
 
+use crate::error::StoreError;
 use crate::limit::Limit;
 use crate::policy::Policy;
 use crate::status::RuleStatus;
-use crate::StoreError;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;

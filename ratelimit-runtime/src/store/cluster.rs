@@ -11,13 +11,16 @@
 
 use super::admin::{read_statuses, shapes, Answer, Shapes, Targets};
 use super::redis::{
-    command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Mode, Script,
+    command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Script, ScriptOp,
 };
 use super::tls::{is_tls_url, TlsConfig};
 use super::{Call, Pending, Store};
+use crate::decision::Decision;
+use crate::error::StoreError;
+use crate::io;
 use crate::key::cluster_slot;
 use crate::metrics::{self, StoreMetrics};
-use crate::{io, Decision, RuleStatus, StoreError};
+use crate::status::RuleStatus;
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::Cmd;
@@ -116,8 +119,8 @@ impl Store for ClusterStore {
         let parts: Vec<SlotPart> = groups
             .into_iter()
             .map(|(_, limits)| SlotPart {
-                decide: command(call, limits.iter().copied(), &member, Mode::Decide),
-                release: command(call, limits.iter().copied(), &member, Mode::Release),
+                decide: command(call, limits.iter().copied(), &member, ScriptOp::Decide),
+                release: command(call, limits.iter().copied(), &member, ScriptOp::Release),
                 limits,
             })
             .collect();

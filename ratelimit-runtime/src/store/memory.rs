@@ -7,10 +7,12 @@
 use super::admin::{Answer, Targets};
 use super::{Call, Pending, Store};
 use crate::algorithm::step;
+use crate::algorithm::Algorithm;
 use crate::clock::Clock;
+use crate::decision::Decision;
 use crate::limit::Limit;
 use crate::metrics::{self, StoreMetrics};
-use crate::{Algorithm, Decision, RuleStatus};
+use crate::status::RuleStatus;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use std::collections::VecDeque;
@@ -182,7 +184,7 @@ impl MemoryStore {
         MemoryStore::with_clock(crate::clock::fast_clock())
     }
 
-    /// A store on the given clock (tests drive time by hand with [`ManualClock`](crate::ManualClock)).
+    /// A store on the given clock (tests drive time by hand with [`ManualClock`](crate::clock::ManualClock)).
     pub fn with_clock(clock: Arc<dyn Clock>) -> MemoryStore {
         MemoryStore {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),

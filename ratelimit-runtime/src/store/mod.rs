@@ -1,6 +1,10 @@
 //! Stores: where the counts live. The algorithm (the script and its in-memory twin) decides; the
 //! store only holds state and runs the decision atomically.
 
+// `Call`, `Pending`, `Targets` and `Answer` are the library's own: `Store` is sealed, so no one
+// outside implements its methods or has a `Call` to pass them.
+#![allow(private_interfaces)]
+
 pub(crate) mod admin;
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
@@ -10,19 +14,27 @@ pub(crate) mod redis;
 pub(crate) mod sentinel;
 pub(crate) mod tls;
 
+use crate::decision::Decision;
+pub use crate::error::StoreError;
+pub use crate::key::{PrefixError, DEFAULT_PREFIX, MAX_PREFIX_LEN};
 use crate::limit::Limit;
-use crate::{Decision, StoreError};
-pub use admin::{Answer, RemoteAnswer, Targets};
+pub(crate) use admin::{Answer, Targets};
+#[cfg(feature = "cluster")]
+pub use cluster::ClusterStore;
+pub use memory::MemoryStore;
+pub use redis::RedisStore;
+pub use sentinel::{SentinelSpec, SentinelStore};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+pub use tls::TlsConfig;
 
 /// A decision still travelling to a remote store. It owns everything it needs (`'static`) so it
 /// can run on the library's I/O runtime whatever runtime, if any, the caller has.
-pub type RemoteDecision = Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send + 'static>>;
+pub(crate) type RemoteDecision = Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send + 'static>>;
 
 /// What [`Store::decide`] answers: at once (in memory), or a future for the I/O runtime.
-pub enum Pending {
+pub(crate) enum Pending {
     /// Already decided.
     Ready(Result<Decision, StoreError>),
     /// To be run on the I/O runtime (with the store's timeout applied inside).
@@ -30,7 +42,7 @@ pub enum Pending {
 }
 
 /// One call to decide: every limit of the call with its subject, and the cost.
-pub struct Call<'a> {
+pub(crate) struct Call<'a> {
     pub(crate) limits: &'a [Limit],
     /// One subject (key bytes, empty for global) per limit.
     pub(crate) subjects: &'a [&'a [u8]],
@@ -43,8 +55,9 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A place where counts live: [`MemoryStore`](crate::MemoryStore),
-/// [`RedisStore`](crate::RedisStore) or `ClusterStore` (feature `cluster`). Sealed: the decision semantics are the library's.
+/// A place where counts live: [`MemoryStore`],
+/// [`RedisStore`], [`SentinelStore`] or `ClusterStore` (feature `cluster`).
+/// Sealed: the decision semantics are the library's.
 pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// Decides `call` atomically: every rule of every limit passes and the call is recorded in
     /// all of them, or nothing is recorded.
@@ -52,7 +65,7 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
 
     /// Each rule's remaining quota and reset for the targets' subjects, recording nothing
     /// (one round trip; per slot on a cluster). In limit order, rules in rule order.
-    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::RuleStatus>> {
+    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::status::RuleStatus>> {
         admin::unsupported("peek")
     }
 
@@ -103,7 +116,7 @@ impl Store for Unavailable {
         crate::metrics::UNAVAILABLE.error(crate::metrics::ErrorKind::Other);
         Pending::Ready(Err(StoreError::Unavailable(self.0.clone())))
     }
-    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::RuleStatus>> {
+    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::status::RuleStatus>> {
         Answer::Ready(Err(StoreError::Unavailable(self.0.clone())))
     }
     fn reset(&self, _targets: &Targets<'_>) -> Answer<()> {

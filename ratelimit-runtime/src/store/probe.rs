@@ -3,7 +3,8 @@
 //! the store's own words). Decisions never wait for it.
 
 use super::tls;
-use crate::{io, StoreError};
+use crate::error::StoreError;
+use crate::io;
 use std::future::Future;
 use std::time::{Duration, Instant};
 

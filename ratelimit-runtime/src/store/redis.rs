@@ -3,8 +3,12 @@
 use super::admin::{read_statuses, shapes, Answer, Targets};
 use super::tls::TlsConfig;
 use super::{Call, Pending, Store};
+use crate::algorithm::Algorithm;
+use crate::decision::Decision;
+use crate::error::StoreError;
+use crate::io;
 use crate::metrics::{self, ErrorKind, StoreMetrics};
-use crate::{io, Algorithm, Decision, RuleStatus, StoreError};
+use crate::status::RuleStatus;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, ErrorKind as ErrorKind_, ServerErrorKind};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,9 +128,10 @@ impl RedisStore {
     }
 }
 
-/// The script's mode: decide, or give back what a decision with the same member admitted.
+/// What a run of the decision script does: decide, give back what a decision with the same member
+/// admitted, or read without writing.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
+pub(crate) enum ScriptOp {
     Decide,
     /// Used by the cluster store.
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
@@ -140,13 +145,13 @@ pub(crate) fn command(
     call: &Call<'_>,
     indices: impl Iterator<Item = usize> + Clone,
     member: &[u8],
-    mode: Mode,
+    mode: ScriptOp,
 ) -> (Cmd, &'static Script) {
     let all_sliding = indices.clone().all(|i| call.limits[i].algorithm == Algorithm::SlidingWindow);
     let all_o1 = indices.clone().all(|i| call.limits[i].algorithm != Algorithm::SlidingWindow);
     let script = match mode {
-        Mode::Decide if all_sliding => &SLIDING,
-        Mode::Decide if all_o1 => &O1,
+        ScriptOp::Decide if all_sliding => &SLIDING,
+        ScriptOp::Decide if all_o1 => &O1,
         _ => &GENERAL,
     };
     // Sized once: growing the command's buffers argument by argument cost more than building it.
@@ -171,9 +176,9 @@ pub(crate) fn command(
     let sliding = std::ptr::eq(script, &SLIDING);
     if !sliding {
         cmd.arg(match mode {
-            Mode::Decide => "d",
-            Mode::Release => "r",
-            Mode::Peek => "p",
+            ScriptOp::Decide => "d",
+            ScriptOp::Release => "r",
+            ScriptOp::Peek => "p",
         });
     }
     for i in indices {
@@ -252,7 +257,7 @@ async fn query_script<T: redis::FromRedisValue>(
 pub(crate) fn peek_command(targets: &Targets<'_>, indices: &[usize]) -> (Cmd, &'static Script) {
     let subjects: Vec<&[u8]> = targets.subjects.iter().map(|s| s.unwrap_or(&[])).collect();
     let call = Call { limits: targets.limits, subjects: &subjects, cost: 0, now_us: targets.now_us };
-    command(&call, indices.iter().copied(), &[], Mode::Peek)
+    command(&call, indices.iter().copied(), &[], ScriptOp::Peek)
 }
 
 /// `DEL` of the targets' keys for the limits `indices`.
@@ -354,7 +359,7 @@ pub(crate) fn redact(url: &str) -> String {
 
 impl Store for RedisStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        let cmd = command(call, 0..call.limits.len(), &unique_member(), Mode::Decide);
+        let cmd = command(call, 0..call.limits.len(), &unique_member(), ScriptOp::Decide);
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         let m = &metrics::REDIS;

@@ -17,11 +17,13 @@
 
 use super::admin::{read_statuses, shapes, Answer, Targets};
 use super::redis::{
-    command, del_command, eval, eval_raw, load_scripts, peek_command, redact, redis_error, unique_member, Mode,
+    command, del_command, eval, eval_raw, load_scripts, peek_command, redact, redis_error, unique_member, ScriptOp,
 };
 use super::{Call, Pending, Store};
+use crate::error::StoreError;
+use crate::io;
 use crate::metrics;
-use crate::{io, RuleStatus, StoreError};
+use crate::status::RuleStatus;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{
     AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo,
@@ -491,7 +493,7 @@ impl ConnectionLike for Watched {
 
 impl Store for SentinelStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        let cmd = Arc::new(command(call, 0..call.limits.len(), &unique_member(), Mode::Decide));
+        let cmd = Arc::new(command(call, 0..call.limits.len(), &unique_member(), ScriptOp::Decide));
         let decided = self.run(move |mut conn| {
             let cmd = cmd.clone();
             async move {

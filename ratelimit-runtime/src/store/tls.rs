@@ -1,14 +1,14 @@
 //! TLS for `rediss://` (one server and cluster seeds): rustls with the `ring` provider, the
 //! platform's roots plus a private CA, and an optional client certificate (mutual TLS).
 
-use crate::StoreError;
+use crate::error::StoreError;
 use std::path::PathBuf;
 
 /// Certificates for `rediss://` connections. Without any, the server is verified against the
 /// platform's roots. Plain `redis://` URLs ignore them.
 ///
 /// ```
-/// use ratelimit_runtime::TlsConfig;
+/// use ratelimit_runtime::store::TlsConfig;
 /// let tls = TlsConfig::new().ca_cert("/etc/redis/ca.pem").client_cert("/etc/redis/client.pem", "/etc/redis/client.key");
 /// assert!(!tls.is_empty());
 /// ```

@@ -7,9 +7,10 @@
 
 use super::{lock, room, sliding, step_rule, Cells, Log, MemoryStore, State, Values, SHARDS};
 use crate::algorithm::step;
+use crate::algorithm::Algorithm;
+use crate::decision::Decision;
 use crate::limit::Limit;
 use crate::store::Call;
-use crate::{Algorithm, Decision};
 use std::time::Duration;
 
 /// Keys up to this many bytes (hash, limit id, subject) are built on the stack; longer ones go
@@ -192,8 +193,9 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::limit::{Limit, LimitSpec};
+    use crate::limit_type::LimitType;
     use crate::mode::Mode;
-    use crate::{LimitType, Rule};
+    use crate::rule::Rule;
     use std::sync::Arc;
 
     /// A small deterministic generator (no dependency): xorshift.

@@ -1,0 +1,77 @@
+//! The limiter's decisions as `tracing` events (a test of the limiter through its metrics,
+//! kept beside them; in its own file so that the metrics module stays below the limiter).
+
+use crate::limit_type::LimitType;
+use crate::limiter::Limiter;
+use crate::rule::Rule;
+use crate::store::memory::MemoryStore;
+use crate::subject::Subject;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+/// Keeps every event's fields as `name=value` text.
+#[derive(Default)]
+struct Capture(Mutex<Vec<String>>);
+
+struct Fields(String);
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={:?} ", field.name(), value));
+    }
+}
+
+impl Subscriber for &'static Capture {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        self.0.lock().unwrap().push(fields.0);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+fn events(log_subjects: bool) -> Vec<String> {
+    let capture: &'static Capture = Box::leak(Box::default());
+    tracing::subscriber::with_default(capture, || {
+        let limiter = Limiter::builder("metrics::unit")
+            .limit(LimitType::Ip, [Rule::new(Duration::from_secs(60), 1).unwrap()])
+            .store(Arc::new(MemoryStore::new()))
+            .log_subjects(log_subjects)
+            .build()
+            .unwrap();
+        let ip = [Subject::ip("192.0.2.44".parse().unwrap())];
+        assert!(limiter.check_blocking(&ip, 1).is_ok());
+        assert!(limiter.check_blocking(&ip, 1).is_err());
+    });
+    let events = capture.0.lock().unwrap().clone();
+    events
+}
+
+#[test]
+fn one_debug_event_per_decision_without_subject_by_default() {
+    let events = events(false);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(events[0].contains("limiter=\"metrics::unit\"") || events[0].contains("limiter=metrics::unit"));
+    assert!(events[0].contains("outcome=\"allowed\"") || events[0].contains("outcome=allowed"), "{events:?}");
+    assert!(events[1].contains("denied"), "{events:?}");
+    assert!(events[0].contains("latency_us="), "{events:?}");
+    assert!(events.iter().all(|e| !e.contains("192.0.2.44")), "{events:?}");
+}
+
+#[test]
+fn subjects_are_logged_only_when_asked() {
+    let events = events(true);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(events.iter().all(|e| e.contains("192.0.2.44")), "{events:?}");
+}
