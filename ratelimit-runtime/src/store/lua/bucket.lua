@@ -22,7 +22,7 @@ if s and #s == 16 then
 end
 if cost > cap then
   -- Never fits (the caller refuses such a cost before asking), and was never admitted.
-  left, wait = -1, w
+  left, wait, rst, till = -1, w, 0, now
 else
   -- cost * T = cI + cF / count
   local cI, cF = q, rq
