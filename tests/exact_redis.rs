@@ -4,6 +4,8 @@
 
 mod support;
 
+use proptest::prelude::*;
+use proptest::test_runner::{RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use ratelimit::{Algorithm, LimitType, Limiter, RateLimited, RedisStore, Rule, StoreHandle, Subject};
 use std::sync::Arc;
 use std::time::Duration;
@@ -246,4 +248,443 @@ async fn peek_remaining_is_what_passes() {
             }
         }
     }
+}
+
+// ---------- the definitions, plainly, and the scripts held to them ----------
+
+/// One rule under its algorithm's definition, in exact integers (products as u128), kept apart
+/// from the scripts' arithmetic: only whether a call of cost c passes at t, and what an
+/// admission records. Retry-after, remaining and reset follow from those two by their
+/// definitions (searches over a monotone predicate), not by formulas.
+#[derive(Clone, Debug)]
+struct RuleModel {
+    alg: Algorithm,
+    w: u64,
+    n: u64,
+    cap: u64,
+    state: State,
+}
+
+#[derive(Clone, Debug)]
+enum State {
+    /// SlidingWindow: (admitted at, units).
+    Log(Vec<(u64, u64)>),
+    /// FixedWindow and SlidingWindowCounter: the count of window `idx` and of the one before.
+    Windows { idx: u64, cur: u64, prev: u64 },
+    /// TokenBucket: tokens × W at `at`; tokens refill at N per W up to the burst.
+    Tokens { tokens_w: u128, at: u64 },
+    /// LeakyBucket: level × W at `at`; the level drains at N per W.
+    Level { level_w: u128, at: u64 },
+    /// Gcra: the theoretical arrival time × N.
+    Tat(Option<u128>),
+}
+
+/// Past any wait a rule can ask for (366 days < 2^45 µs).
+const FOREVER: u64 = 1 << 46;
+
+impl RuleModel {
+    fn new(alg: Algorithm, rule: Rule, burst: Option<u64>) -> RuleModel {
+        let (w, n) = (u64::try_from(rule.window().as_micros()).unwrap(), rule.count());
+        let cap = if alg.supports_burst() { burst.unwrap_or(n) } else { n };
+        let state = match alg {
+            Algorithm::SlidingWindow => State::Log(Vec::new()),
+            Algorithm::TokenBucket => State::Tokens { tokens_w: u128::from(cap) * u128::from(w), at: 0 },
+            Algorithm::LeakyBucket => State::Level { level_w: 0, at: 0 },
+            Algorithm::Gcra => State::Tat(None),
+            _ => State::Windows { idx: 0, cur: 0, prev: 0 },
+        };
+        RuleModel { alg, w, n, cap, state }
+    }
+
+    /// (count of the window t falls in, count of the window before it).
+    fn windows_at(&self, t: u64) -> (u64, u64) {
+        let State::Windows { idx, cur, prev } = self.state else { unreachable!() };
+        let i = t / self.w;
+        if i == idx {
+            (cur, prev)
+        } else if i == idx + 1 {
+            (0, cur)
+        } else {
+            (0, 0)
+        }
+    }
+
+    fn passes(&self, t: u64, c: u64) -> bool {
+        let (w, n, b, c128) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap), u128::from(c));
+        match &self.state {
+            State::Log(log) => {
+                let used: u64 = log.iter().filter(|(s, _)| t - s < self.w).map(|(_, u)| u).sum();
+                used + c <= self.n
+            }
+            State::Windows { .. } if self.alg == Algorithm::FixedWindow => self.windows_at(t).0 + c <= self.n,
+            State::Windows { .. } => {
+                let (cur, prev) = self.windows_at(t);
+                let e = u128::from(t % self.w);
+                u128::from(prev) * (w - e) + (u128::from(cur) + c128) * w <= n * w
+            }
+            State::Tokens { tokens_w, at } => {
+                let tokens_w = (tokens_w + u128::from(t - at) * n).min(b * w);
+                tokens_w >= c128 * w
+            }
+            State::Level { level_w, at } => {
+                let level_w = level_w.saturating_sub(u128::from(t - at) * n);
+                level_w + c128 * w <= b * w
+            }
+            State::Tat(tat) => {
+                let now = u128::from(t) * n;
+                let tat = tat.unwrap_or(now).max(now);
+                tat + c128 * w - now <= b * w
+            }
+        }
+    }
+
+    fn record(&mut self, t: u64, c: u64) {
+        let (w, n, b, c128) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap), u128::from(c));
+        let i = t / self.w;
+        let (cur, prev) = if matches!(self.state, State::Windows { .. }) { self.windows_at(t) } else { (0, 0) };
+        match &mut self.state {
+            State::Log(log) => log.push((t, c)),
+            State::Windows { idx, cur: c0, prev: p0 } => (*idx, *c0, *p0) = (i, cur + c, prev),
+            State::Tokens { tokens_w, at } => {
+                *tokens_w = (*tokens_w + u128::from(t - *at) * n).min(b * w) - c128 * w;
+                *at = t;
+            }
+            State::Level { level_w, at } => {
+                *level_w = level_w.saturating_sub(u128::from(t - *at) * n) + c128 * w;
+                *at = t;
+            }
+            State::Tat(tat) => {
+                let now = u128::from(t) * n;
+                *tat = Some(tat.unwrap_or(now).max(now) + c128 * w);
+            }
+        }
+    }
+
+    /// How many cost-1 calls would pass at t (the most units one call could take).
+    fn room(&self, t: u64) -> u64 {
+        // The largest j <= cap with passes(t, j): passes is monotone in the cost.
+        let (mut lo, mut hi) = (0, self.cap);
+        if !self.passes(t, 0) {
+            return 0;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.passes(t, mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    }
+
+    /// The least d > 0 after which a call of cost c passes.
+    fn retry(&self, t: u64, c: u64) -> u64 {
+        least(1, |d| self.passes(t + d, c))
+    }
+
+    /// The least d >= 0 after which the rule's quota is whole.
+    fn reset(&self, t: u64) -> u64 {
+        least(0, |d| self.room(t + d) == self.cap)
+    }
+}
+
+/// The least d >= from (below FOREVER) with `ok(d)`, for a predicate that stays true once true.
+fn least(from: u64, ok: impl Fn(u64) -> bool) -> u64 {
+    let (mut lo, mut hi) = (from, FOREVER);
+    assert!(ok(hi), "never");
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+/// The brute force the searches stand on, for small numbers: least waits and rooms counted one
+/// by one agree with them.
+#[test]
+fn the_model_searches_agree_with_counting() {
+    for alg in Algorithm::ALL {
+        for (ms, count, burst) in [(1, 3, None), (2, 7, Some(2)), (3, 2, Some(5)), (1, 1, None)] {
+            let rule = Rule::from_millis(ms, count).unwrap();
+            let mut m = RuleModel::new(alg, rule, burst.filter(|_| alg.supports_burst()));
+            let mut t = T0;
+            for step in 0..60u64 {
+                t += step % 5 * 137;
+                let c = 1 + step % m.cap.min(2);
+                if m.passes(t, c) {
+                    m.record(t, c);
+                } else {
+                    let d = (1..).find(|d| m.passes(t + d, c)).unwrap();
+                    assert_eq!(m.retry(t, c), d, "{alg:?} step {step}");
+                }
+                let room = (0..=m.cap).take_while(|&j| m.passes(t, j)).last().unwrap_or(0);
+                assert_eq!(m.room(t), room, "{alg:?} step {step}");
+                let reset = (0..).find(|&d| m.room(t + d) == m.cap).unwrap();
+                assert_eq!(m.reset(t), reset, "{alg:?} step {step}");
+            }
+        }
+    }
+}
+
+/// A call's expected answer for limits of `models` (limit order, each limit's rules longest
+/// window first), recording it when admitted: the refusing rule with the longest wait (first on
+/// ties), or the tightest rule (least remaining, first on ties) and its reset. `None`: a cost
+/// that can never fit (refused before any store is asked; nothing recorded).
+fn expect(models: &mut [Vec<RuleModel>], t: u64, c: u64) -> Option<Expected> {
+    if models.iter().flatten().any(|m| c > m.cap) {
+        return None;
+    }
+    let mut refusal: Option<(usize, usize, u64)> = None;
+    for (g, limit) in models.iter().enumerate() {
+        for (r, m) in limit.iter().enumerate() {
+            if !m.passes(t, c) {
+                let d = m.retry(t, c);
+                if refusal.is_none_or(|(_, _, best)| d > best) {
+                    refusal = Some((g, r, d));
+                }
+            }
+        }
+    }
+    if let Some((g, r, d)) = refusal {
+        return Some(Expected { limit: g, rule: r, allowed: false, retry_us: d, remaining: 0, reset_us: d });
+    }
+    models.iter_mut().flatten().for_each(|m| m.record(t, c));
+    let mut best: Option<(usize, usize, u64)> = None;
+    for (g, limit) in models.iter().enumerate() {
+        for (r, m) in limit.iter().enumerate() {
+            let room = m.room(t);
+            if best.is_none_or(|(_, _, least)| room < least) {
+                best = Some((g, r, room));
+            }
+        }
+    }
+    let (g, r, room) = best.expect("a rule");
+    Some(Expected { limit: g, rule: r, allowed: true, retry_us: 0, remaining: room, reset_us: models[g][r].reset(t) })
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Expected {
+    limit: usize,
+    rule: usize,
+    allowed: bool,
+    retry_us: u64,
+    remaining: u64,
+    reset_us: u64,
+}
+
+/// One limit of a stack: its type (distinct per limit: it names the limit in the answers), its
+/// algorithm, rules (longest window first, as the limiter orders them) and burst.
+#[derive(Clone, Debug)]
+struct LimitSpec {
+    limit_type: LimitType,
+    alg: Algorithm,
+    rules: Vec<Rule>,
+    burst: Option<u64>,
+}
+
+fn build(store: &StoreHandle, name: &str, limits: &[LimitSpec]) -> Limiter {
+    let mut b = Limiter::builder(name);
+    for l in limits {
+        b = b.limit_with(l.limit_type, l.rules.iter().copied(), l.alg, ratelimit::DEFAULT_PREFIX);
+        if let Some(n) = l.burst {
+            b = b.burst(n);
+        }
+    }
+    b.store(store.clone()).deny_cache(false).build().unwrap()
+}
+
+fn subjects(limits: &[LimitSpec]) -> Vec<Subject<'static>> {
+    limits
+        .iter()
+        .map(|l| match l.limit_type {
+            LimitType::Global => Subject::global(),
+            LimitType::Ip => Subject::ip("192.0.2.1".parse().unwrap()),
+            LimitType::User => Subject::bytes(&b"user"[..]),
+            _ => Subject::bytes(&b"key"[..]),
+        })
+        .collect()
+}
+
+/// Runs one call through the limiter and the models; Err says how they differ.
+async fn compare(
+    l: &Limiter,
+    limits: &[LimitSpec],
+    models: &mut [Vec<RuleModel>],
+    subjects: &[Subject<'_>],
+    t: u64,
+    c: u64,
+) -> Result<Option<Expected>, String> {
+    let got = l.check_at(subjects, c, Some(t)).await;
+    let want = expect(models, t, c);
+    let Some(want) = want else {
+        return match got {
+            Err(_) => Ok(None),
+            Ok(_) => Err(format!("cost {c} at {t}: admitted, though it can never fit")),
+        };
+    };
+    let rule_of = |limit_type: LimitType, rule: Option<Rule>| {
+        let g = limits.iter().position(|s| s.limit_type == limit_type);
+        let r = g.and_then(|g| limits[g].rules.iter().position(|&x| Some(x) == rule));
+        (g, r)
+    };
+    let have = match &got {
+        Ok(p) => {
+            let q = p.quota().ok_or("no quota")?;
+            let (g, r) = rule_of(q.policy.limit_type, Some(q.policy.rule));
+            (g, r, true, 0, q.remaining, u64::try_from(q.reset.as_micros()).unwrap())
+        }
+        Err(e) => {
+            let d = u64::try_from(e.retry_after().as_micros()).unwrap();
+            let (g, r) = rule_of(e.limit_type(), e.rule());
+            (g, r, false, d, 0, d)
+        }
+    };
+    let expected = (Some(want.limit), Some(want.rule), want.allowed, want.retry_us, want.remaining, want.reset_us);
+    if have == expected {
+        Ok(Some(want))
+    } else {
+        Err(format!(
+            "cost {c} at T0+{}: store (limit, rule, allowed, retry, remaining, reset) = {have:?}, definition {expected:?}",
+            t - T0
+        ))
+    }
+}
+
+/// A step of a schedule: how far time moves before the call, and its cost.
+#[derive(Clone, Debug)]
+struct Step {
+    /// 0: the same µs (simultaneous calls); 1: 1 µs; 2, 3: k emission intervals of the first
+    /// rule (rounded down, up); 4: a random span within its window; 5: its whole window; 6: the
+    /// last refusal's retry-after; 7: 1 µs less than it.
+    kind: u8,
+    k: u64,
+    /// 0: cost 0; 1, 2: that cost; 3: the least capacity (at most 50 with a sliding log); 4: the
+    /// least capacity + 1; 5: random up to 3's.
+    cost: u8,
+    random: u64,
+}
+
+fn limits_strategy() -> impl Strategy<Value = Vec<LimitSpec>> {
+    let window_ms = prop_oneof![
+        Just(1u64),
+        Just(1000),
+        Just(7000),
+        Just(60_000),
+        Just(3_600_000),
+        Just(86_400_000),
+        Just(30 * 86_400_000),
+        1..=30 * 86_400_000u64,
+    ];
+    let count = prop_oneof![
+        Just(1u64),
+        Just(2),
+        Just(3),
+        Just(7),
+        Just(1000),
+        Just(1_000_000),
+        Just(1_000_000_000),
+        1..=1_000_000_000u64,
+    ];
+    let burst = prop_oneof![Just(None), Just(Some(1u64)), Just(Some(2)), (1..=1_000_000_000u64).prop_map(Some)];
+    let alg = prop::sample::select(Algorithm::ALL.to_vec());
+    let limit = (alg, prop::collection::vec((window_ms, count), 1..=2), burst);
+    prop::collection::vec(limit, 1..=3).prop_map(|limits| {
+        let types = [LimitType::Ip, LimitType::User, LimitType::Key, LimitType::Global];
+        limits
+            .into_iter()
+            .zip(types)
+            .map(|((alg, mut rules, burst), limit_type)| {
+                rules.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+                rules.dedup_by_key(|r| r.0);
+                let rules: Vec<Rule> = rules.into_iter().map(|(ms, n)| Rule::from_millis(ms, n).unwrap()).collect();
+                // A burst only where it means something, and only as long as a full bucket
+                // drains within the longest window allowed.
+                let burst = burst.filter(|&b| {
+                    alg.supports_burst()
+                        && rules.iter().all(|r| {
+                            u128::from(b) * r.window().as_micros() / u128::from(r.count())
+                                <= ratelimit::MAX_WINDOW.as_micros()
+                        })
+                });
+                LimitSpec { limit_type, alg, rules, burst }
+            })
+            .collect()
+    })
+}
+
+fn steps_strategy() -> impl Strategy<Value = Vec<Step>> {
+    let step =
+        (0u8..8, 1u64..=3, 0u8..6, any::<u64>()).prop_map(|(kind, k, cost, random)| Step { kind, k, cost, random });
+    prop::collection::vec(step, 1..=40)
+}
+
+/// Cases per property (RATELIMIT_PROPTEST_CASES raises it) and the fixed seed CI runs.
+fn runner(default_cases: u32) -> TestRunner {
+    let cases = std::env::var("RATELIMIT_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default_cases);
+    let config = ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() };
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[0x20; 32]))
+}
+
+/// Random and boundary schedules through stacked limits of every algorithm (windows 1 ms to
+/// 30 days, counts 1 to 10^9, bursts 1, 2, default or random, costs 0 to the capacity + 1,
+/// simultaneous calls, calls at exact multiples of the emission interval and at retry-after
+/// and 1 µs before it): the store answers as the definitions, call by call.
+#[test]
+fn stacked_limits_decide_as_the_definitions() {
+    let server = RedisServer::start();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let store = rt.block_on(async { redis_store(&server) });
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let calls = std::sync::atomic::AtomicU64::new(0);
+    runner(64)
+        .run(&(limits_strategy(), steps_strategy()), |(limits, steps)| {
+            let name = format!("exact::prop::{}", case.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            rt.block_on(async {
+                let _guard = rt.enter();
+                let l = build(&store, &name, &limits);
+                let subjects = subjects(&limits);
+                let mut models: Vec<Vec<RuleModel>> = limits
+                    .iter()
+                    .map(|s| s.rules.iter().map(|&r| RuleModel::new(s.alg, r, s.burst)).collect())
+                    .collect();
+                let least_cap = models.iter().flatten().map(|m| m.cap).min().unwrap();
+                // The sliding log holds a member per unit: costs that fit stay small there.
+                let sliding = limits.iter().any(|s| s.alg == Algorithm::SlidingWindow);
+                let fitting = if sliding { least_cap.min(50) } else { least_cap };
+                let (w0, n0) = (models[0][0].w, models[0][0].n);
+                let (mut t, mut last_retry) = (T0, 0u64);
+                for (i, s) in steps.iter().enumerate() {
+                    t += match s.kind {
+                        0 => 0,
+                        1 => 1,
+                        2 => s.k * w0 / n0,
+                        3 => (s.k * w0).div_ceil(n0),
+                        4 => s.random % w0 + 1,
+                        5 => w0,
+                        6 => last_retry,
+                        _ => last_retry.saturating_sub(1),
+                    };
+                    let c = match s.cost {
+                        0 => 0,
+                        1 => 1,
+                        2 => 2,
+                        3 => fitting,
+                        4 => least_cap + 1,
+                        _ => 1 + s.random % fitting,
+                    };
+                    calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let got = compare(&l, &limits, &mut models, &subjects, t, c).await;
+                    let e = got.map_err(|e| TestCaseError::fail(format!("{name} call {i}: {e}")))?;
+                    last_retry = e.filter(|e| !e.allowed).map_or(0, |e| e.retry_us);
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+    println!("{} cases, {} calls", case.into_inner(), calls.into_inner());
 }
