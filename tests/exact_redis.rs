@@ -688,3 +688,77 @@ fn stacked_limits_decide_as_the_definitions() {
         .unwrap();
     println!("{} cases, {} calls", case.into_inner(), calls.into_inner());
 }
+
+/// Gcra, counts 1 to 1000 x windows 1 s, 10 s, 1 min, 1 h x burst 1, 2 and default: on each
+/// idle key, calls at and around the exact boundaries (the bucket filled exactly, the instant
+/// room arrives and 1 µs before, the instant it is empty again and 1 µs before), each answer
+/// compared with the definition. The configurations run side by side on one multiplexed
+/// connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcra_sweep_agrees_with_the_definition() {
+    let server = RedisServer::start();
+    let store = redis_store(&server);
+    let mut configs = Vec::new();
+    for window_ms in [1000, 10_000, 60_000, 3_600_000] {
+        for count in 1..=1000u64 {
+            for burst in [Some(1), Some(2), None] {
+                configs.push((window_ms, count, burst));
+            }
+        }
+    }
+    let started = std::time::Instant::now();
+    let configs = Arc::new(configs);
+    let lanes = 48;
+    let mut tasks = tokio::task::JoinSet::new();
+    for lane in 0..lanes {
+        let (configs, store) = (configs.clone(), store.clone());
+        tasks.spawn(async move {
+            let mut calls = 0u64;
+            for &(window_ms, count, burst) in configs.iter().skip(lane).step_by(lanes) {
+                let limits = [LimitSpec {
+                    limit_type: LimitType::Global,
+                    alg: Algorithm::Gcra,
+                    rules: vec![Rule::from_millis(window_ms, count).unwrap()],
+                    burst,
+                }];
+                let name = format!("exact::sweep::{window_ms}::{count}::{burst:?}");
+                let l = build(&store, &name, &limits);
+                let mut models = vec![vec![RuleModel::new(Algorithm::Gcra, limits[0].rules[0], burst)]];
+                let cap = models[0][0].cap;
+                let g = [Subject::global()];
+                let mut run = async |t: u64, c: u64| {
+                    calls += 1;
+                    compare(&l, &limits, &mut models, &g, t, c)
+                        .await
+                        .map_err(|e| format!("{name}: {e}"))
+                        .map(|e| e.expect("a cost that fits"))
+                };
+                // Filled exactly: min(2, burst), then the rest of the burst, at once.
+                let two = cap.min(2);
+                run(T0, two).await?;
+                if cap > two {
+                    run(T0, cap - two).await?;
+                }
+                // Full: one unit fits after `d`, not 1 µs before; then the bucket is full again.
+                let d = run(T0, 1).await?.retry_us;
+                if d > 1 {
+                    run(T0 + d - 1, 1).await?;
+                }
+                let reset = run(T0 + d, 1).await?.reset_us;
+                let d2 = run(T0 + d, two).await?.retry_us;
+                run(T0 + d + d2 - 1, two).await?;
+                run(T0 + d + d2, two).await?;
+                // Empty again at exactly its reset: the whole burst fits then, not 1 µs before.
+                let t = T0 + d + d2 + reset;
+                run(t - 1, cap).await?;
+                run(t, cap).await?;
+            }
+            Ok::<u64, String>(calls)
+        });
+    }
+    let mut calls = 0;
+    while let Some(done) = tasks.join_next().await {
+        calls += done.unwrap().unwrap_or_else(|e| panic!("{e}"));
+    }
+    println!("Gcra sweep: {} configurations, {calls} calls in {:?}", configs.len(), started.elapsed());
+}
