@@ -279,7 +279,10 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
             }
             let until_us = matters_until(alg, &fields, &rules);
             let expires_ms: u64 = redis::cmd("PEXPIRETIME").arg(&key).query(&mut con).unwrap();
-            assert!(expires_ms * 1000 >= until_us, "{alg:?} call {i}: expires at {expires_ms}ms, matters until {until_us}µs");
+            assert!(
+                expires_ms * 1000 >= until_us,
+                "{alg:?} call {i}: expires at {expires_ms}ms, matters until {until_us}µs"
+            );
             assert!(
                 expires_ms <= until_us.div_ceil(1000) + grid_ms,
                 "{alg:?} call {i}: expires at {expires_ms}ms, matters until {until_us}µs (grid {grid_ms}ms)"

@@ -641,7 +641,7 @@ fn stacked_limits_decide_as_the_definitions() {
     let store = rt.block_on(async { redis_store(&server) });
     let case = std::sync::atomic::AtomicU64::new(0);
     let calls = std::sync::atomic::AtomicU64::new(0);
-    runner(64)
+    runner(256)
         .run(&(limits_strategy(), steps_strategy()), |(limits, steps)| {
             let name = format!("exact::prop::{}", case.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
             rt.block_on(async {
