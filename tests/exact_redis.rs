@@ -464,7 +464,15 @@ fn expect(models: &mut [Vec<RuleModel>], t: u64, c: u64) -> Option<Expected> {
         }
     }
     let (g, r, room) = best.expect("a rule");
-    Some(Expected { limit: g, rule: r, allowed: true, retry_us: 0, remaining: room, reset_us: models[g][r].reset(t) })
+    // An admission's reset, for the sliding and the fixed window, is when the call's units
+    // leave (its window's end), even for a call of cost 0.
+    let m = &models[g][r];
+    let reset_us = match m.alg {
+        Algorithm::SlidingWindow => m.w,
+        Algorithm::FixedWindow => m.w - t % m.w,
+        _ => m.reset(t),
+    };
+    Some(Expected { limit: g, rule: r, allowed: true, retry_us: 0, remaining: room, reset_us })
 }
 
 #[derive(Debug, PartialEq, Eq)]

@@ -26,8 +26,9 @@ else
   -- A cost over the count never fits (the caller refuses it before asking).
   wait = w - e
   if cost > count then wait = w end
-  rst = 0
-  if cur + cost > 0 then rst = w - e end
+  -- The reset: the window's end (a peek of an empty window: 0).
+  rst = w - e
+  if peek and cur == 0 then rst = 0 end
   till = now - e + w
   if left >= 0 and not peek then state = struct.pack('<dd', idx, cur + cost) end
 end

@@ -28,13 +28,7 @@ for r = 1, n do
       allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
     end
   elseif allowed == 1 and (remaining < 0 or count - used - cost < remaining) then
-    -- The tightest rule so far. Its quota is whole again when this call's units leave it (a
-    -- call of cost 0 has none: when the newest unit in the window leaves it).
-    local rst = w
-    if cost == 0 then
-      rst = 0
-      if used > 0 then rst = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2] + w - now end
-    end
-    at_g, at_r, remaining, reset = g, r, count - used - cost, rst
+    -- The tightest rule so far. Its quota is whole again when this call's units leave it.
+    at_g, at_r, remaining, reset = g, r, count - used - cost, w
   end
 end
