@@ -1,6 +1,8 @@
 //! Every algorithm of spec §6 on a real `redis-server`: the script and its in-memory twin decide
 //! alike call for call, each algorithm shows its defining property, and the O(1) ones stay small.
 
+#[path = "support/definition.rs"]
+mod definition;
 mod support;
 
 use ratelimit::{Algorithm, LimitType, Limiter, MemoryStore, RateLimited, RedisStore, Rule, StoreHandle, Subject};
@@ -57,7 +59,8 @@ impl Rng {
     }
 }
 
-/// The same pseudo-random (time, cost) sequence through Redis and memory gives equal decisions.
+/// The same pseudo-random (time, cost) sequence through Redis and memory gives equal decisions,
+/// those of the algorithm's definition.
 #[tokio::test]
 async fn every_algorithm_decides_alike_in_redis_and_memory() {
     let server = RedisServer::start();
@@ -70,14 +73,29 @@ async fn every_algorithm_decides_alike_in_redis_and_memory() {
             let name = format!("diff::{alg:?}::{burst:?}");
             let remote = limiter(&name, redis_store(&server), alg, &rules, burst);
             let local = limiter(&name, Arc::new(MemoryStore::new()), alg, &rules, burst);
+            let spec = [definition::LimitSpec { limit_type: LimitType::Global, alg, rules: rules.to_vec(), burst }];
+            let mut models = vec![rules.iter().map(|&r| definition::RuleModel::new(alg, r, burst)).collect::<Vec<_>>()];
             let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
             let (mut now, mut allowed) = (T0, 0);
             for i in 0..300 {
                 now += rng.below(9 * S);
                 let cost = [1, 1, 1, 2, 0, 3][rng.below(6) as usize];
-                let a = summarize(remote.check_at(&[Subject::global()], cost, Some(now)).await);
-                let b = summarize(local.check_at(&[Subject::global()], cost, Some(now)).await);
-                assert_eq!(a, b, "{alg:?} burst {burst:?}, call {i} at +{}µs cost {cost}", now - T0);
+                let g = [Subject::global()];
+                // Redis against the definition, then memory against it.
+                let want = match definition::compare(&remote, &spec, &mut models, &g, now, cost).await {
+                    Ok(Some(want)) => want,
+                    other => panic!("{alg:?} burst {burst:?}, call {i} at +{}µs cost {cost}: {other:?}", now - T0),
+                };
+                let reset = if want.allowed { Duration::from_micros(want.reset_us) } else { Duration::ZERO };
+                let a =
+                    (want.allowed, Some(rules[want.rule]), Duration::from_micros(want.retry_us), want.remaining, reset);
+                let b = summarize(local.check_at(&g, cost, Some(now)).await);
+                assert_eq!(
+                    a,
+                    b,
+                    "{alg:?} burst {burst:?}, call {i} at +{}µs cost {cost}: definition / memory",
+                    now - T0
+                );
                 allowed += usize::from(a.0);
             }
             assert!(allowed > 30 && allowed < 270, "{alg:?}: both outcomes exercised ({allowed} allowed)");
