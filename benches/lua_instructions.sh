@@ -24,14 +24,28 @@ vg=$!
 trap 'kill $vg 2>/dev/null; wait $vg 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
 
-# decide.lua with its `--@name` lines replaced by lua/name.lua, as store/redis.rs assembles it.
+# The scripts with their `--@name` lines replaced by lua/name.lua (fragments may hold markers of
+# their own), as store/redis.rs assembles them.
 store=ratelimit-runtime/src/store
-awk -v dir="$store/lua" '{ l = $0; gsub(/^[ \t]+|[ \t]+$/, "", l) }
-  l ~ /^--@[a-z_]+$/ { f = dir "/" substr(l, 4) ".lua"; while ((getline x < f) > 0) print x; close(f); next }
-  { print }' "$store/decide.lua" >"$dir/general.lua"
-awk -v dir="$store/lua" '{ l = $0; gsub(/^[ \t]+|[ \t]+$/, "", l) }
-  l ~ /^--@[a-z_]+$/ { f = dir "/" substr(l, 4) ".lua"; while ((getline x < f) > 0) print x; close(f); next }
-  { print }' "$store/decide_sw.lua" >"$dir/sliding.lua"
+assemble() { # template output
+  python3 - "$store" "$1" "$2" <<'PY'
+import re, sys
+store, template, output = sys.argv[1:]
+def splice(path, out):
+    for line in open(path):
+        marker = re.fullmatch(r"--@([a-z_0-9]+)", line.strip())
+        if marker:
+            splice(f"{store}/lua/{marker.group(1)}.lua", out)
+        else:
+            out.append(line.rstrip("\n") + "\n")
+out = []
+splice(f"{store}/{template}", out)
+open(output, "w").write("".join(out))
+PY
+}
+assemble decide.lua "$dir/general.lua"
+assemble decide_sw.lua "$dir/sliding.lua"
+assemble decide_o1.lua "$dir/o1.lua"
 # The seed script, as benches/src/redis_load.rs holds it.
 sed -n '/^const SEED_SCRIPT: &str = r"$/,/^";$/p' benches/src/redis_load.rs | sed '1d;$d' >"$dir/seed.lua"
 
@@ -53,7 +67,7 @@ measure "seed script (reference), 1 rule" "$dir/seed.lua" 1 'seed:{__rand_int__}
 measure "sw: sliding script (decide_sw.lua)" "$dir/sliding.lua" 1 'k:{__rand_int__}:sw' 0 1 0123456789abcdef 1 60000000 1000000000
 measure "reference GCRA script" benches/src/gcra_reference.lua 1 'ref:{__rand_int__}' 1000000000 1000000000 60 1
 for alg in fw swc tb lb gcra; do
-  args=(1 "k:{__rand_int__}:$alg" 0 1 0123456789abcdef d "$alg" 1 0 60000000 1000000000)
-  measure "$alg: general script (decide.lua)" "$dir/general.lua" "${args[@]}"
-  measure "$alg: lean script (decide_o1.lua)" "$store/decide_o1.lua" "${args[@]}"
+  measure "$alg: general script (decide.lua)" "$dir/general.lua" 1 "k:{__rand_int__}:$alg" 0 1 0123456789abcdef d "$alg" 1 0 60000000 1000000000
+  # decide_o1.lua takes neither the member nor the mode.
+  measure "$alg: lean script (decide_o1.lua)" "$dir/o1.lua" 1 "k:{__rand_int__}:$alg" 0 1 "$alg" 1 0 60000000 1000000000
 done

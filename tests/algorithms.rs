@@ -1,6 +1,8 @@
 //! Every algorithm of spec §6 on a real `redis-server`: the script and its in-memory twin decide
 //! alike call for call, each algorithm shows its defining property, and the O(1) ones stay small.
 
+#[path = "support/definition.rs"]
+mod definition;
 mod support;
 
 use ratelimit::{
@@ -64,7 +66,8 @@ impl Rng {
     }
 }
 
-/// The same pseudo-random (time, cost) sequence through Redis and memory gives equal decisions.
+/// The same pseudo-random (time, cost) sequence through Redis and memory gives equal decisions,
+/// those of the algorithm's definition.
 #[tokio::test]
 async fn every_algorithm_decides_alike_in_redis_and_memory() {
     let server = RedisServer::start();
@@ -77,14 +80,29 @@ async fn every_algorithm_decides_alike_in_redis_and_memory() {
             let name = format!("diff::{alg:?}::{burst:?}");
             let remote = limiter(&name, redis_store(&server), alg, &rules, burst);
             let local = limiter(&name, Arc::new(MemoryStore::new()), alg, &rules, burst);
+            let spec = [definition::LimitSpec { limit_type: LimitType::Global, alg, rules: rules.to_vec(), burst }];
+            let mut models = vec![rules.iter().map(|&r| definition::RuleModel::new(alg, r, burst)).collect::<Vec<_>>()];
             let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
             let (mut now, mut allowed) = (T0, 0);
             for i in 0..300 {
                 now += rng.below(9 * S);
                 let cost = [1, 1, 1, 2, 0, 3][rng.below(6) as usize];
-                let a = summarize(remote.check_at(&[Subject::global()], cost, Some(now)).await);
-                let b = summarize(local.check_at(&[Subject::global()], cost, Some(now)).await);
-                assert_eq!(a, b, "{alg:?} burst {burst:?}, call {i} at +{}µs cost {cost}", now - T0);
+                let g = [Subject::global()];
+                // Redis against the definition, then memory against it.
+                let want = match definition::compare(&remote, &spec, &mut models, &g, now, cost).await {
+                    Ok(Some(want)) => want,
+                    other => panic!("{alg:?} burst {burst:?}, call {i} at +{}µs cost {cost}: {other:?}", now - T0),
+                };
+                let reset = if want.allowed { Duration::from_micros(want.reset_us) } else { Duration::ZERO };
+                let a =
+                    (want.allowed, Some(rules[want.rule]), Duration::from_micros(want.retry_us), want.remaining, reset);
+                let b = summarize(local.check_at(&g, cost, Some(now)).await);
+                assert_eq!(
+                    a,
+                    b,
+                    "{alg:?} burst {burst:?}, call {i} at +{}µs cost {cost}: definition / memory",
+                    now - T0
+                );
                 allowed += usize::from(a.0);
             }
             assert!(allowed > 30 && allowed < 270, "{alg:?}: both outcomes exercised ({allowed} allowed)");
@@ -284,23 +302,19 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
             } else {
                 lean.check(&[Subject::global()], cost).await
             };
-            let key = format!(
-                "{}{{ttl::{alg:?}|global|}}:{}:2sx40-500msx15",
-                ratelimit::store::DEFAULT_PREFIX,
-                alg_code(alg)
-            );
-            let fields: std::collections::HashMap<String, f64> = con.hgetall(&key).unwrap();
+            let key = format!("{}{{ttl::{alg:?}|global|}}:{}:2sx40-500msx15", ratelimit::store::DEFAULT_PREFIX, alg_code(alg));
+            let fields: std::collections::HashMap<String, Vec<u8>> = con.hgetall(&key).unwrap();
             if fields.is_empty() {
                 continue; // nothing admitted yet
             }
             let until_us = matters_until(alg, &fields, &rules);
-            let expires_ms: i64 = redis::cmd("PEXPIRETIME").arg(&key).query(&mut con).unwrap();
+            let expires_ms: u64 = redis::cmd("PEXPIRETIME").arg(&key).query(&mut con).unwrap();
             assert!(
-                expires_ms as f64 * 1000.0 + 1.0 >= until_us,
+                expires_ms * 1000 >= until_us,
                 "{alg:?} call {i}: expires at {expires_ms}ms, matters until {until_us}µs"
             );
             assert!(
-                (expires_ms as f64) <= (until_us / 1000.0).ceil() + grid_ms as f64 + 2.0,
+                expires_ms <= until_us.div_ceil(1000) + grid_ms,
                 "{alg:?} call {i}: expires at {expires_ms}ms, matters until {until_us}µs (grid {grid_ms}ms)"
             );
         }
@@ -332,18 +346,21 @@ fn alg_code(alg: Algorithm) -> &'static str {
     }
 }
 
-/// When the state in `fields` stops mattering (µs): after it, an absent key decides alike.
-fn matters_until(alg: Algorithm, fields: &std::collections::HashMap<String, f64>, rules: &[Rule]) -> f64 {
-    let mut until = 0f64;
+/// When the state in `fields` stops mattering (µs): after it, an absent key decides alike. Rule
+/// r's state is the field named r, its integers packed as little-endian doubles: (window index,
+/// count) for FixedWindow, (index, count, previous count) for SlidingWindowCounter, and for the
+/// buckets (e, f), the instant e + f / count when the bucket is empty.
+fn matters_until(alg: Algorithm, fields: &std::collections::HashMap<String, Vec<u8>>, rules: &[Rule]) -> u64 {
+    let mut until = 0;
     for (r, rule) in rules.iter().enumerate() {
-        let f = |name: &str| fields.get(&format!("{}{name}", r + 1)).copied().expect("a field of every rule");
-        let (w, count) = (rule.window().as_micros() as f64, rule.count() as f64);
+        let packed = fields.get(&(r + 1).to_string()).expect("a field per rule");
+        let v: Vec<u64> =
+            packed.chunks_exact(8).map(|d| f64::from_le_bytes(d.try_into().expect("8 bytes")) as u64).collect();
+        let w = rule.window().as_micros() as u64;
         let t = match alg {
-            Algorithm::FixedWindow => (f("i") + 1.0) * w,
-            Algorithm::SlidingWindowCounter => (f("i") + 2.0) * w,
-            Algorithm::TokenBucket => f("s") + ((count - f("t")) * w / count).ceil(),
-            Algorithm::LeakyBucket => f("s") + (f("l") * w / count).ceil(),
-            _ => f("a"),
+            Algorithm::FixedWindow => (v[0] + 1) * w,
+            Algorithm::SlidingWindowCounter => (v[0] + 2) * w,
+            _ => v[0] + u64::from(v[1] > 0),
         };
         until = until.max(t);
     }

@@ -24,10 +24,15 @@ const REFERENCE_SCRIPT: &str = include_str!("gcra_reference.lua");
 /// The library's general decision script, assembled from its sources as the library does: the
 /// "before" of the lean O(1) script, run with the arguments the library would send.
 const GENERAL_TEMPLATE: &str = include_str!("../../ratelimit-runtime/src/store/decide.lua");
-const FRAGMENTS: [(&str, &str); 3] = [
+const FRAGMENTS: [(&str, &str); 8] = [
     ("--@preamble", include_str!("../../ratelimit-runtime/src/store/lua/preamble.lua")),
+    ("--@exact", include_str!("../../ratelimit-runtime/src/store/lua/exact.lua")),
     ("--@sliding_check", include_str!("../../ratelimit-runtime/src/store/lua/sliding_check.lua")),
     ("--@sliding_commit", include_str!("../../ratelimit-runtime/src/store/lua/sliding_commit.lua")),
+    ("--@o1_limit", include_str!("../../ratelimit-runtime/src/store/lua/o1_limit.lua")),
+    ("--@bucket", include_str!("../../ratelimit-runtime/src/store/lua/bucket.lua")),
+    ("--@fixed_window", include_str!("../../ratelimit-runtime/src/store/lua/fixed_window.lua")),
+    ("--@window_counter", include_str!("../../ratelimit-runtime/src/store/lua/window_counter.lua")),
 ];
 
 const HUGE: u64 = 1_000_000_000;
@@ -152,16 +157,20 @@ async fn context(server: &RedisServer) -> Arc<Ctx> {
 }
 
 fn general_script() -> String {
-    let mut code = String::new();
-    for line in GENERAL_TEMPLATE.lines() {
-        match FRAGMENTS.iter().find(|(marker, _)| line.trim() == *marker) {
-            Some((_, fragment)) => code.push_str(fragment),
-            None => {
-                code.push_str(line);
-                code.push('\n');
+    // Fragments may hold markers of their own.
+    fn splice(template: &str, code: &mut String) {
+        for line in template.lines() {
+            match FRAGMENTS.iter().find(|(marker, _)| line.trim() == *marker) {
+                Some((_, fragment)) => splice(fragment, code),
+                None => {
+                    code.push_str(line);
+                    code.push('\n');
+                }
             }
         }
     }
+    let mut code = String::new();
+    splice(GENERAL_TEMPLATE, &mut code);
     code
 }
 

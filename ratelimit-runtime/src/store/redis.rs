@@ -22,12 +22,32 @@ pub(crate) struct Script {
     assembled: OnceLock<(String, String)>,
 }
 
-/// The fragments both scripts share: each `--@name` line of a template becomes lua/name.lua.
-const FRAGMENTS: [(&str, &str); 3] = [
+/// The fragments the scripts share: each `--@name` line of a template (or of a fragment) becomes
+/// lua/name.lua.
+const FRAGMENTS: [(&str, &str); 8] = [
     ("--@preamble", include_str!("lua/preamble.lua")),
+    ("--@exact", include_str!("lua/exact.lua")),
     ("--@sliding_check", include_str!("lua/sliding_check.lua")),
     ("--@sliding_commit", include_str!("lua/sliding_commit.lua")),
+    ("--@o1_limit", include_str!("lua/o1_limit.lua")),
+    ("--@bucket", include_str!("lua/bucket.lua")),
+    ("--@fixed_window", include_str!("lua/fixed_window.lua")),
+    ("--@window_counter", include_str!("lua/window_counter.lua")),
 ];
+
+/// Appends `template` to `code` with its markers replaced, line by line: only a line that is
+/// exactly a marker is replaced (the comments that mention markers are left alone).
+fn splice(template: &str, code: &mut String) {
+    for line in template.lines() {
+        match FRAGMENTS.iter().find(|(marker, _)| line.trim() == *marker) {
+            Some((_, fragment)) => splice(fragment, code),
+            None => {
+                code.push_str(line);
+                code.push('\n');
+            }
+        }
+    }
+}
 
 impl Script {
     const fn new(template: &'static str) -> Script {
@@ -36,18 +56,8 @@ impl Script {
 
     fn assembled(&self) -> &(String, String) {
         self.assembled.get_or_init(|| {
-            // Line by line: only a line that is exactly a marker is replaced (the comments that
-            // mention markers are left alone).
-            let mut code = String::with_capacity(self.template.len() * 2);
-            for line in self.template.lines() {
-                match FRAGMENTS.iter().find(|(marker, _)| line.trim() == *marker) {
-                    Some((_, fragment)) => code.push_str(fragment),
-                    None => {
-                        code.push_str(line);
-                        code.push('\n');
-                    }
-                }
-            }
+            let mut code = String::with_capacity(self.template.len() * 4);
+            splice(self.template, &mut code);
             let sha = redis::Script::new(&code).get_hash().to_owned();
             (code, sha)
         })
@@ -170,11 +180,15 @@ pub(crate) fn command(
     for i in indices.clone() {
         cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
     }
-    cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(member);
-    // decide_sw.lua takes neither the mode nor each limit's algorithm and burst (script_args[0]
-    // and [2]): every argument costs the server about 1 000 instructions to receive.
+    cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost);
+    // Every argument costs the server about 1 000 instructions to receive: decide_sw.lua takes
+    // neither the mode nor each limit's algorithm and burst (script_args[0] and [2]), and
+    // decide_o1.lua neither the member nor the mode.
     let sliding = std::ptr::eq(script, &SLIDING);
-    if !sliding {
+    if !std::ptr::eq(script, &O1) {
+        cmd.arg(member);
+    }
+    if !sliding && !std::ptr::eq(script, &O1) {
         cmd.arg(match mode {
             ScriptOp::Decide => "d",
             ScriptOp::Release => "r",
@@ -427,7 +441,8 @@ mod tests {
             assert_eq!(script.sha().len(), 40);
         }
         assert_ne!(super::GENERAL.sha(), super::SLIDING.sha());
-        assert!(!super::O1.code().contains("--@"), "the O(1) script has no fragments");
+        assert!(!super::O1.code().lines().any(|l| l.trim_start().starts_with("--@")), "a marker left in decide_o1");
+        assert!(super::O1.code().contains("local function muldiv"));
         assert_ne!(super::O1.sha(), super::GENERAL.sha());
     }
 

@@ -1,0 +1,68 @@
+-- One rule of TokenBucket, LeakyBucket or Gcra (spliced where `--@bucket` stands): the three
+-- are one admission rule. The bucket drains at count / w; a call passes iff level + cost <= cap.
+-- Its state is E, the instant the bucket is empty (GCRA's theoretical arrival time; a token
+-- bucket's tokens are cap - level), an exact fraction e + f / count (integers, 0 <= f < count),
+-- stored as struct.pack('<dd', e, f). With T = w / count = q + rq / count and D = max(E, now) - now:
+-- a call passes iff D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
+-- E = now + D + cost * T. Spans are kept relative to now as (µs, numerator over count); an
+-- admitted one is at most cap * T, which the limit's bounds keep under 2^45 µs.
+-- In scope: w, count, cap, now, cost, release, peek, the stored state s (a 16-byte string, or false).
+-- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
+-- reset: when the bucket is empty again), till (when the new state stops mattering), held (when
+-- the stored one did, or false), state (the new one, packed; false: nothing to write).
+local rq = w % count
+local q = (w - rq) / count
+local e, f, dI, dF = 0, 0, 0, 0
+held, state = false, false
+if s and #s == 16 then
+  e, f = struct.unpack('<dd', s)
+  held = e
+  if f > 0 then held = e + 1 end
+  if e >= now then dI, dF = e - now, f end
+end
+if cost > cap then
+  -- Never fits (the caller refuses such a cost before asking), and was never admitted.
+  left, wait, rst, till = -1, w, 0, now
+else
+  -- cost * T = cI + cF / count
+  local cI, cF = q, rq
+  if cost ~= 1 then
+    cI, cF = muldiv(cost, rq, count)
+    cI = cI + cost * q
+  end
+  if release then
+    -- Give back what this call added: E - cost * T.
+    if held then
+      e, f = e - cI, f - cF
+      if f < 0 then e, f = e - 1, f + count end
+      state = struct.pack('<dd', e, f)
+    end
+  else
+    -- D' = D + cost * T = nI + nF / count
+    local nI, nF = dI + cI, dF + cF
+    if nF >= count then nI, nF = nI + 1, nF - count end
+    rst = nI
+    if nF > 0 then rst = nI + 1 end
+    till = now + rst
+    left = -1
+    -- D' <= cap * T needs nI <= cap * (q + 1): past that (the clock went back) it is refused
+    -- without the product, whose quotient then stays below 2^53.
+    if nI <= cap * (q + 1) then
+      -- u = ceil(D' / T) = ceil((nI * count + nF) / w): the units in the bucket after the call.
+      local u, ur = muldiv(count, nI, w)
+      ur = ur + nF
+      local extra = ur % w
+      u = u + (ur - extra) / w
+      if extra > 0 then u = u + 1 end
+      left = cap - u
+    end
+    if left < 0 then
+      -- It passes once D' - cap * T has drained: wait = ceil(D' - cap * T) > 0.
+      local bI, bF = muldiv(cap, rq, count)
+      wait = nI - bI - cap * q
+      if nF > bF then wait = wait + 1 end
+    elseif not peek then
+      state = struct.pack('<dd', now + nI, nF)
+    end
+  end
+end

@@ -1,0 +1,34 @@
+-- One FixedWindow rule (spliced where `--@fixed_window` stands): windows start at multiples of w
+-- since the epoch; a call passes iff the window's count + cost <= count. State: the index of the
+-- window counted and its count, struct.pack('<dd', i, c).
+-- In scope: w, count, now, cost, release, peek, the stored state s (a 16-byte string, or false).
+-- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
+-- reset), till (when the new state stops mattering), held (when the stored one did, or false),
+-- state (the new one, packed; false: nothing to write).
+local e = now % w
+local idx = (now - e) / w
+local cur, same = 0, false
+held, state = false, false
+if s and #s == 16 then
+  local i, c = struct.unpack('<dd', s)
+  held = (i + 1) * w
+  if i == idx then cur, same = c, true end
+end
+if release then
+  -- The call's units count only in the window it was admitted in.
+  if same then
+    cur = cur - cost
+    if cur < 0 then cur = 0 end
+    state = struct.pack('<dd', idx, cur)
+  end
+else
+  left = count - cur - cost
+  -- A cost over the count never fits (the caller refuses it before asking).
+  wait = w - e
+  if cost > count then wait = w end
+  -- The reset: the window's end (a peek of an empty window: 0).
+  rst = w - e
+  if peek and cur == 0 then rst = 0 end
+  till = now - e + w
+  if left >= 0 and not peek then state = struct.pack('<dd', idx, cur + cost) end
+end

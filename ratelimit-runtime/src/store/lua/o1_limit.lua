@@ -1,0 +1,91 @@
+-- One limit of an O(1) algorithm (fw, swc, tb, lb, gcra) over its HASH (spliced where
+-- `--@o1_limit` stands): reads its rules' states, runs each rule's algorithm, and leaves what
+-- the call would write. Rule r's state is the field named r (1-based, longest window first),
+-- its integers packed as little-endian doubles by the algorithm's fragment. Measured in
+-- instructions of redis-server, a number given to redis.call costs the server a printf (about
+-- 4 000 instructions for a time in µs), a field more in HMGET/HSET about 2 500, and each C
+-- function call from Lua about as much as 50 VM instructions: packed states are read and
+-- written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is `%`,
+-- max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
+-- In scope: key, g, pos (at the limit's algorithm argument), now, cost, release, peek, statuses
+-- and the decision's locals. Leaves pos after the limit's arguments and, in decide mode, set
+-- (HSET's arguments, key first) and expiry (the key's new expiry in ms, or false: unchanged).
+local alg = ARGV[pos]
+local n = 1
+if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
+local burst = ARGV[pos + 2]
+if burst == '0' then burst = false else burst = burst + 0 end
+pos = pos + 3
+local bucket, swc = alg == 'gcra' or alg == 'tb' or alg == 'lb', alg == 'swc'
+if not (bucket or swc or alg == 'fw') then
+  return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg))
+end
+local v
+if n == 1 then
+  v = redis.call('HGET', key, '1')
+else
+  local fields = {}
+  for r = 1, n do fields[r] = r .. '' end
+  v = redis.call('HMGET', key, unpack(fields))
+end
+-- The expiry lies on a grid of 1/64 of the longest window (ms): a busy key refreshes it about
+-- 64 times per window, not on every call. `was`: when the stored state stops mattering (false
+-- if a rule has none); `newest`: when the new state does.
+local grid = ARGV[pos] / 64000
+grid = grid - grid % 1
+if grid < 1 then grid = 1 end
+local set, was, newest = nil, 0, now
+for r = 1, n do
+  local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
+  pos = pos + 2
+  local cap = burst or count
+  local s = v
+  if n > 1 then s = v[r] end
+  local left, wait, rst, till, held, state
+  if bucket then
+    --@bucket
+  elseif swc then
+    --@window_counter
+  else
+    --@fixed_window
+  end
+  if not held then was = false elseif was and held > was then was = held end
+  if peek then
+    if left < 0 then left = 0 end
+    statuses[#statuses + 1] = left
+    statuses[#statuses + 1] = rst
+  else
+    if not release then
+      if left < 0 then
+        -- The refusing rule with the longest wait is reported: waiting it is enough for all.
+        if allowed == 1 or wait > retry then allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait end
+      elseif allowed == 1 and (remaining < 0 or left < remaining) then
+        -- The tightest rule so far.
+        at_g, at_r, remaining, reset = g, r, left, rst
+      end
+      if till > newest then newest = till end
+    end
+    if state then
+      if n == 1 then
+        set = {key, '1', state}
+      else
+        if not set then set = {key} end
+        local m = #set
+        set[m + 1], set[m + 2] = r .. '', state
+      end
+    end
+  end
+end
+local expiry = false
+if not (peek or release) then
+  -- The grid line after the instant (ms, rounded up) the new state stops mattering; unchanged
+  -- when the stored state's line is no earlier (a release only lowers the stored state).
+  local ms = newest + 999
+  ms = (ms - ms % 1000) / 1000
+  expiry = ms - ms % grid + grid
+  if was then
+    ms = was + 999
+    ms = (ms - ms % 1000) / 1000
+    if expiry <= ms - ms % grid + grid then expiry = false end
+  end
+end

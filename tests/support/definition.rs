@@ -1,0 +1,289 @@
+//! The algorithms' definitions, plainly, in exact integers: the reference the stores are held
+//! to (tests/exact_redis.rs, tests/algorithms.rs), and how a call is compared with it.
+#![allow(dead_code)]
+
+use ratelimit::store::StoreHandle;
+use ratelimit::{Algorithm, LimitType, Limiter, Rule, Subject};
+
+/// One rule under its algorithm's definition, in exact integers (products as u128), kept apart
+/// from the scripts' arithmetic: only whether a call of cost c passes at t, and what an
+/// admission records. Retry-after, remaining and reset follow from those two by their
+/// definitions (searches over a monotone predicate), not by formulas.
+#[derive(Clone, Debug)]
+pub struct RuleModel {
+    pub alg: Algorithm,
+    pub w: u64,
+    pub n: u64,
+    pub cap: u64,
+    pub state: State,
+}
+
+#[derive(Clone, Debug)]
+pub enum State {
+    /// SlidingWindow: (admitted at, units).
+    Log(Vec<(u64, u64)>),
+    /// FixedWindow and SlidingWindowCounter: the count of window `idx` and of the one before.
+    Windows { idx: u64, cur: u64, prev: u64 },
+    /// TokenBucket: tokens × W at `at`; tokens refill at N per W up to the burst.
+    Tokens { tokens_w: u128, at: u64 },
+    /// LeakyBucket: level × W at `at`; the level drains at N per W.
+    Level { level_w: u128, at: u64 },
+    /// Gcra: the theoretical arrival time × N.
+    Tat(Option<u128>),
+}
+
+/// Past any wait a rule can ask for (366 days < 2^45 µs).
+pub const FOREVER: u64 = 1 << 46;
+
+impl RuleModel {
+    pub fn new(alg: Algorithm, rule: Rule, burst: Option<u64>) -> RuleModel {
+        let (w, n) = (u64::try_from(rule.window().as_micros()).unwrap(), rule.count());
+        let cap = if alg.supports_burst() { burst.unwrap_or(n) } else { n };
+        let state = match alg {
+            Algorithm::SlidingWindow => State::Log(Vec::new()),
+            Algorithm::TokenBucket => State::Tokens { tokens_w: u128::from(cap) * u128::from(w), at: 0 },
+            Algorithm::LeakyBucket => State::Level { level_w: 0, at: 0 },
+            Algorithm::Gcra => State::Tat(None),
+            _ => State::Windows { idx: 0, cur: 0, prev: 0 },
+        };
+        RuleModel { alg, w, n, cap, state }
+    }
+
+    /// (count of the window t falls in, count of the window before it).
+    fn windows_at(&self, t: u64) -> (u64, u64) {
+        let State::Windows { idx, cur, prev } = self.state else { unreachable!() };
+        let i = t / self.w;
+        if i == idx {
+            (cur, prev)
+        } else if i == idx + 1 {
+            (0, cur)
+        } else {
+            (0, 0)
+        }
+    }
+
+    pub fn passes(&self, t: u64, c: u64) -> bool {
+        let (w, n, b, c128) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap), u128::from(c));
+        match &self.state {
+            State::Log(log) => {
+                let used: u64 = log.iter().filter(|(s, _)| t - s < self.w).map(|(_, u)| u).sum();
+                used + c <= self.n
+            }
+            State::Windows { .. } if self.alg == Algorithm::FixedWindow => self.windows_at(t).0 + c <= self.n,
+            State::Windows { .. } => {
+                let (cur, prev) = self.windows_at(t);
+                let e = u128::from(t % self.w);
+                u128::from(prev) * (w - e) + (u128::from(cur) + c128) * w <= n * w
+            }
+            State::Tokens { tokens_w, at } => {
+                let tokens_w = (tokens_w + u128::from(t - at) * n).min(b * w);
+                tokens_w >= c128 * w
+            }
+            State::Level { level_w, at } => {
+                let level_w = level_w.saturating_sub(u128::from(t - at) * n);
+                level_w + c128 * w <= b * w
+            }
+            State::Tat(tat) => {
+                let now = u128::from(t) * n;
+                let tat = tat.unwrap_or(now).max(now);
+                tat + c128 * w - now <= b * w
+            }
+        }
+    }
+
+    pub fn record(&mut self, t: u64, c: u64) {
+        let (w, n, b, c128) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap), u128::from(c));
+        let i = t / self.w;
+        let (cur, prev) = if matches!(self.state, State::Windows { .. }) { self.windows_at(t) } else { (0, 0) };
+        match &mut self.state {
+            State::Log(log) => log.push((t, c)),
+            State::Windows { idx, cur: c0, prev: p0 } => (*idx, *c0, *p0) = (i, cur + c, prev),
+            State::Tokens { tokens_w, at } => {
+                *tokens_w = (*tokens_w + u128::from(t - *at) * n).min(b * w) - c128 * w;
+                *at = t;
+            }
+            State::Level { level_w, at } => {
+                *level_w = level_w.saturating_sub(u128::from(t - *at) * n) + c128 * w;
+                *at = t;
+            }
+            State::Tat(tat) => {
+                let now = u128::from(t) * n;
+                *tat = Some(tat.unwrap_or(now).max(now) + c128 * w);
+            }
+        }
+    }
+
+    /// How many cost-1 calls would pass at t (the most units one call could take).
+    pub fn room(&self, t: u64) -> u64 {
+        // The largest j <= cap with passes(t, j): passes is monotone in the cost.
+        let (mut lo, mut hi) = (0, self.cap);
+        if !self.passes(t, 0) {
+            return 0;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.passes(t, mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    }
+
+    /// The least d > 0 after which a call of cost c passes.
+    pub fn retry(&self, t: u64, c: u64) -> u64 {
+        least(1, |d| self.passes(t + d, c))
+    }
+
+    /// The least d >= 0 after which the rule's quota is whole.
+    pub fn reset(&self, t: u64) -> u64 {
+        least(0, |d| self.room(t + d) == self.cap)
+    }
+}
+
+/// The least d >= from (below FOREVER) with `ok(d)`, for a predicate that stays true once true.
+pub fn least(from: u64, ok: impl Fn(u64) -> bool) -> u64 {
+    let (mut lo, mut hi) = (from, FOREVER);
+    assert!(ok(hi), "never");
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+/// A call's expected answer for limits of `models` (limit order, each limit's rules longest
+/// window first), recording it when admitted: the refusing rule with the longest wait (first on
+/// ties), or the tightest rule (least remaining, first on ties) and its reset. `None`: a cost
+/// that can never fit (refused before any store is asked; nothing recorded).
+pub fn expect(models: &mut [Vec<RuleModel>], t: u64, c: u64) -> Option<Expected> {
+    if models.iter().flatten().any(|m| c > m.cap) {
+        return None;
+    }
+    let mut refusal: Option<(usize, usize, u64)> = None;
+    for (g, limit) in models.iter().enumerate() {
+        for (r, m) in limit.iter().enumerate() {
+            if !m.passes(t, c) {
+                let d = m.retry(t, c);
+                if refusal.is_none_or(|(_, _, best)| d > best) {
+                    refusal = Some((g, r, d));
+                }
+            }
+        }
+    }
+    if let Some((g, r, d)) = refusal {
+        return Some(Expected { limit: g, rule: r, allowed: false, retry_us: d, remaining: 0, reset_us: d });
+    }
+    models.iter_mut().flatten().for_each(|m| m.record(t, c));
+    let mut best: Option<(usize, usize, u64)> = None;
+    for (g, limit) in models.iter().enumerate() {
+        for (r, m) in limit.iter().enumerate() {
+            let room = m.room(t);
+            if best.is_none_or(|(_, _, least)| room < least) {
+                best = Some((g, r, room));
+            }
+        }
+    }
+    let (g, r, room) = best.expect("a rule");
+    // An admission's reset, for the sliding and the fixed window, is when the call's units
+    // leave (its window's end), even for a call of cost 0.
+    let m = &models[g][r];
+    let reset_us = match m.alg {
+        Algorithm::SlidingWindow => m.w,
+        Algorithm::FixedWindow => m.w - t % m.w,
+        _ => m.reset(t),
+    };
+    Some(Expected { limit: g, rule: r, allowed: true, retry_us: 0, remaining: room, reset_us })
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct Expected {
+    pub limit: usize,
+    pub rule: usize,
+    pub allowed: bool,
+    pub retry_us: u64,
+    pub remaining: u64,
+    pub reset_us: u64,
+}
+
+/// One limit of a stack: its type (distinct per limit: it names the limit in the answers), its
+/// algorithm, rules (longest window first, as the limiter orders them) and burst.
+#[derive(Clone, Debug)]
+pub struct LimitSpec {
+    pub limit_type: LimitType,
+    pub alg: Algorithm,
+    pub rules: Vec<Rule>,
+    pub burst: Option<u64>,
+}
+
+pub fn build(store: &StoreHandle, name: &str, limits: &[LimitSpec]) -> Limiter {
+    let mut b = Limiter::builder(name);
+    for l in limits {
+        b = b.limit_with(l.limit_type, l.rules.iter().copied(), l.alg, ratelimit::store::DEFAULT_PREFIX);
+        if let Some(n) = l.burst {
+            b = b.burst(n);
+        }
+    }
+    b.store(store.clone()).deny_cache(false).build().unwrap()
+}
+
+pub fn subjects(limits: &[LimitSpec]) -> Vec<Subject<'static>> {
+    limits
+        .iter()
+        .map(|l| match l.limit_type {
+            LimitType::Global => Subject::global(),
+            LimitType::Ip => Subject::ip("192.0.2.1".parse().unwrap()),
+            LimitType::User => Subject::bytes(&b"user"[..]),
+            _ => Subject::bytes(&b"key"[..]),
+        })
+        .collect()
+}
+
+/// Runs one call through the limiter and the models; Err says how they differ.
+pub async fn compare(
+    l: &Limiter,
+    limits: &[LimitSpec],
+    models: &mut [Vec<RuleModel>],
+    subjects: &[Subject<'_>],
+    t: u64,
+    c: u64,
+) -> Result<Option<Expected>, String> {
+    let got = l.check_at(subjects, c, Some(t)).await;
+    let want = expect(models, t, c);
+    let Some(want) = want else {
+        return match got {
+            Err(_) => Ok(None),
+            Ok(_) => Err(format!("cost {c} at {t}: admitted, though it can never fit")),
+        };
+    };
+    let rule_of = |limit_type: LimitType, rule: Option<Rule>| {
+        let g = limits.iter().position(|s| s.limit_type == limit_type);
+        let r = g.and_then(|g| limits[g].rules.iter().position(|&x| Some(x) == rule));
+        (g, r)
+    };
+    let have = match &got {
+        Ok(p) => {
+            let q = p.quota().ok_or("no quota")?;
+            let (g, r) = rule_of(q.policy.limit_type, Some(q.policy.rule));
+            (g, r, true, 0, q.remaining, u64::try_from(q.reset.as_micros()).unwrap())
+        }
+        Err(e) => {
+            let d = u64::try_from(e.retry_after().as_micros()).unwrap();
+            let (g, r) = rule_of(e.limit_type(), e.rule());
+            (g, r, false, d, 0, d)
+        }
+    };
+    let expected = (Some(want.limit), Some(want.rule), want.allowed, want.retry_us, want.remaining, want.reset_us);
+    if have == expected {
+        Ok(Some(want))
+    } else {
+        Err(format!(
+            "cost {c} at {t}: store (limit, rule, allowed, retry, remaining, reset) = {have:?}, definition {expected:?}"
+        ))
+    }
+}
