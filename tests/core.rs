@@ -172,16 +172,16 @@ async fn retry_after_is_exact(store: StoreHandle) {
     let limiter =
         Limiter::builder("core::retry").limit(LimitType::Global, [rule(1000, 2)]).store(store).build().unwrap();
     let g = [Subject::global()];
-    assert!(limiter.check_at(&g, 1, Some(T0)).await.is_ok());
-    assert!(limiter.check_at(&g, 1, Some(T0 + 100_000)).await.is_ok());
-    let err = limiter.check_at(&g, 1, Some(T0 + 200_000)).await.unwrap_err();
+    assert!(limiter.check_at(&g, 1, support::at(T0)).await.is_ok());
+    assert!(limiter.check_at(&g, 1, support::at(T0 + 100_000)).await.is_ok());
+    let err = limiter.check_at(&g, 1, support::at(T0 + 200_000)).await.unwrap_err();
     // The oldest call (at T0) leaves the 1s window at T0 + 1s: 800ms after the denied call.
     assert_eq!(err.retry_after(), Duration::from_millis(800));
     let at = T0 + 200_000 + 800_000;
-    assert!(limiter.check_at(&g, 1, Some(at - 1)).await.is_err(), "one µs early is still denied");
-    assert!(limiter.check_at(&g, 1, Some(at)).await.is_ok(), "waiting retry_after admits the call");
+    assert!(limiter.check_at(&g, 1, support::at(at - 1)).await.is_err(), "one µs early is still denied");
+    assert!(limiter.check_at(&g, 1, support::at(at)).await.is_ok(), "waiting retry_after admits the call");
     // A cost-2 call needs both the T0+100ms and the new call to leave.
-    let err = limiter.check_at(&g, 2, Some(at)).await.unwrap_err();
+    let err = limiter.check_at(&g, 2, support::at(at)).await.unwrap_err();
     assert_eq!(err.retry_after(), Duration::from_millis(1000));
 }
 
@@ -274,7 +274,7 @@ async fn redis_log_stays_bounded_by_the_limit() {
     let (mut admitted, mut largest) = (0, 0);
     // 200 windows of demand at twice the limit.
     for i in 0..2000u64 {
-        admitted += usize::from(limiter.check_at(&[Subject::global()], 1, Some(T0 + i * 100_000)).await.is_ok());
+        admitted += usize::from(limiter.check_at(&[Subject::global()], 1, support::at(T0 + i * 100_000)).await.is_ok());
         let key = &keys(&server)[0];
         largest = largest.max(con.zcard::<_, usize>(key).unwrap());
     }
@@ -338,7 +338,7 @@ async fn redis_and_memory_decide_alike() {
             .limit(LimitType::Global, [rule(2000, 8)])
             .store(store)
             // The stores' own answers (the refusal cache: tests/deny_cache.rs).
-            .deny_cache(false)
+            .refusal_cache(false)
             .build()
             .unwrap()
     };
@@ -356,8 +356,8 @@ async fn redis_and_memory_decide_alike() {
         now += next(120_000);
         let cost = [1, 1, 1, 2, 0, 3][next(6) as usize];
         let subjects = [ip(["10.0.0.1", "10.0.0.2", "10.0.0.3"][next(3) as usize]), Subject::global()];
-        let a = summarize(remote.check_at(&subjects, cost, Some(now)).await);
-        let b = summarize(local.check_at(&subjects, cost, Some(now)).await);
+        let a = summarize(remote.check_at(&subjects, cost, support::at(now)).await);
+        let b = summarize(local.check_at(&subjects, cost, support::at(now)).await);
         assert_eq!(a, b, "at {now}");
         allowed += usize::from(a.0);
     }

@@ -1,9 +1,12 @@
-//! Peek and reset (spec §12): read a subject's quota without consuming it, and forget a
-//! subject's counts (failed logins after a successful one).
+//! Peek and reset: read a subject's quota without consuming it, and forget a subject's counts
+//! (failed logins after a successful one). Both act on the limits in force (as a decision
+//! does), and finish a remote store's answer as decisions do: awaited, or blocked on.
 
+use crate::decide::LimitSet;
 use crate::status::RuleStatus;
 use crate::store::{Answer, Targets};
 use crate::{io, Limiter, StoreError, Subject};
+use std::time::SystemTime;
 
 impl Limiter {
     /// Each rule's remaining quota and reset for `subjects` (one per limit, as for
@@ -29,13 +32,13 @@ impl Limiter {
     /// assert_eq!(logins.peek_blocking(&alice).unwrap()[0].remaining, 4, "peeking consumes nothing");
     /// ```
     pub async fn peek(&self, subjects: &[Subject<'_>]) -> Result<Vec<RuleStatus>, StoreError> {
-        self.peek_at(subjects, None).await
+        resolve(self.peek_answer(subjects, None)).await
     }
 
-    /// As [`peek`](Self::peek), with the time pinned (µs since the Unix epoch) instead of the
-    /// store's clock, as [`check_at`](Self::check_at).
-    pub async fn peek_at(&self, subjects: &[Subject<'_>], now_us: Option<u64>) -> Result<Vec<RuleStatus>, StoreError> {
-        resolve(self.peek_answer(subjects, now_us)).await
+    /// As [`peek`](Self::peek), at the time `at` instead of the store's clock, as
+    /// [`check_at`](Self::check_at).
+    pub async fn peek_at(&self, subjects: &[Subject<'_>], at: SystemTime) -> Result<Vec<RuleStatus>, StoreError> {
+        resolve(self.peek_answer(subjects, Some(crate::limiter::epoch_us(at)))).await
     }
 
     /// As [`peek`](Self::peek), blocking the thread.
@@ -83,12 +86,11 @@ impl Limiter {
         // login, not its IP), and the cache keys whole calls.
         self.forget_all_refusals();
         let Some(snapshot) = self.snapshot() else {
-            return self.with_targets(subjects, None, |store, targets| store.reset(targets));
+            return self.ask(self.own(), subjects, None, |store, targets| store.reset(targets));
         };
         // Under the overrides file: the keys of the rules in force, enforced and shadow.
-        let [enforced, shadow] = snapshot.parts();
-        let first = self.with_part(enforced, subjects, None, |store, targets| store.reset(targets));
-        let second = self.with_part(shadow, subjects, None, |store, targets| store.reset(targets));
+        let first = self.ask(&snapshot.enforced, subjects, None, |store, targets| store.reset(targets));
+        let second = self.ask(&snapshot.shadow, subjects, None, |store, targets| store.reset(targets));
         match (first, second) {
             (Answer::Ready(Err(e)), _) => Answer::Ready(Err(e)),
             (Answer::Ready(Ok(())), second) => second,
@@ -102,51 +104,37 @@ impl Limiter {
         }
     }
 
-    /// The peek of the limits in force: under the overrides file, its enforced limits (the
-    /// statuses name each limit by its place among the limiter's limits, as without it).
+    /// The peek of the enforced limits in force (the statuses name each limit by its place
+    /// among the limiter's limits, under the overrides file as without it).
     fn peek_answer(&self, subjects: &[Subject<'_>], now_us: Option<u64>) -> Answer<Vec<RuleStatus>> {
-        let Some(snapshot) = self.snapshot() else {
-            return self.with_targets(subjects, now_us, |store, targets| store.peek(targets));
-        };
-        let [enforced, _] = snapshot.parts();
-        let index = enforced.1.to_vec();
+        let snapshot = self.snapshot();
+        let set = snapshot.as_ref().map_or(self.own(), |s| &s.enforced);
+        let index = set.index.clone();
         let renumber = move |mut statuses: Vec<RuleStatus>| {
-            for s in &mut statuses {
-                s.limit = index.get(s.limit).copied().unwrap_or(s.limit);
+            if let Some(index) = &index {
+                for s in &mut statuses {
+                    s.limit = index.get(s.limit).copied().unwrap_or(s.limit);
+                }
             }
             statuses
         };
-        match self.with_part(enforced, subjects, now_us, |store, targets| store.peek(targets)) {
+        match self.ask(set, subjects, now_us, |store, targets| store.peek(targets)) {
             Answer::Ready(r) => Answer::Ready(r.map(renumber)),
             Answer::Remote(fut) => Answer::Remote(Box::pin(async move { fut.await.map(renumber) })),
         }
     }
 
-    /// As [`with_targets`](Self::with_targets), for one part of the limits in force: `limits`,
-    /// whose subjects sit at `index` among the limiter's.
-    fn with_part<T>(
+    /// Asks the store about the subjects of `set`'s limits: each limit's key bytes, `None`
+    /// where the subject is missing.
+    fn ask<T>(
         &self,
-        (limits, index): (&[crate::limit::Limit], &[usize]),
+        set: &LimitSet,
         subjects: &[Subject<'_>],
         now_us: Option<u64>,
         ask: impl FnOnce(&dyn crate::Store, &Targets<'_>) -> Answer<T>,
     ) -> Answer<T> {
-        let keys: Vec<Option<&[u8]>> = index.iter().map(|&i| subjects.get(i).and_then(Subject::key_bytes)).collect();
-        ask(self.store().as_ref(), &Targets { limits, subjects: &keys, now_us })
-    }
-
-    /// Asks the store with the targets of `subjects`: each limit's key bytes, `None` where the
-    /// subject is missing.
-    fn with_targets<T>(
-        &self,
-        subjects: &[Subject<'_>],
-        now_us: Option<u64>,
-        ask: impl FnOnce(&dyn crate::Store, &Targets<'_>) -> Answer<T>,
-    ) -> Answer<T> {
-        let limits = self.limits();
-        let keys: Vec<Option<&[u8]>> =
-            (0..limits.len()).map(|i| subjects.get(i).and_then(Subject::key_bytes)).collect();
-        ask(self.store().as_ref(), &Targets { limits, subjects: &keys, now_us })
+        let keys = set.targets(subjects);
+        ask(self.store().as_ref(), &Targets { limits: &set.limits, subjects: &keys, now_us })
     }
 }
 

@@ -28,8 +28,8 @@ mod cidr;
 mod clock;
 pub mod config;
 pub mod context;
+mod decide;
 mod decision;
-mod deny_cache;
 mod error;
 #[cfg(feature = "axum")]
 mod http_response;
@@ -42,6 +42,7 @@ mod metrics;
 mod mode;
 mod overrides;
 mod policy;
+mod refusal_cache;
 mod registry;
 mod rule;
 mod snapshot;

@@ -1,10 +1,10 @@
 //! Stores: where the counts live. The algorithm (the script and its in-memory twin) decides; the
 //! store only holds state and runs the decision atomically.
 
-pub(crate) mod admin;
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
 pub(crate) mod memory;
+pub(crate) mod peek_reset;
 pub(crate) mod probe;
 pub(crate) mod redis;
 pub(crate) mod sentinel;
@@ -12,7 +12,7 @@ pub(crate) mod tls;
 
 use crate::limit::Limit;
 use crate::{Decision, StoreError};
-pub use admin::{Answer, RemoteAnswer, Targets};
+pub use peek_reset::{Answer, RemoteAnswer, Targets};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -53,12 +53,12 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// Each rule's remaining quota and reset for the targets' subjects, recording nothing
     /// (one round trip; per slot on a cluster). In limit order, rules in rule order.
     fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::RuleStatus>> {
-        admin::unsupported("peek")
+        peek_reset::unsupported("peek")
     }
 
     /// Forgets the targets' subjects' counts (one round trip; per slot on a cluster).
     fn reset(&self, _targets: &Targets<'_>) -> Answer<()> {
-        admin::unsupported("reset")
+        peek_reset::unsupported("reset")
     }
 
     /// A short description for logs: `memory`, `redis://127.0.0.1:6379`.
@@ -96,18 +96,25 @@ pub type StoreHandle = Arc<dyn Store>;
 
 /// A store that could not be built (for example a malformed `REDIS_URL`): every call fails with
 /// the reason, so the failure policy applies instead of a silent fallback to memory.
-pub(crate) struct Unavailable(pub(crate) String);
+pub(crate) struct Unavailable(pub(crate) StoreError);
+
+impl Unavailable {
+    fn error(&self) -> StoreError {
+        self.0.clone()
+    }
+}
 
 impl Store for Unavailable {
     fn decide(&self, _call: &Call<'_>) -> Pending {
-        crate::metrics::UNAVAILABLE.error(crate::metrics::ErrorKind::Other);
-        Pending::Ready(Err(StoreError::Unavailable(self.0.clone())))
+        let error = self.error();
+        crate::metrics::UNAVAILABLE.error(crate::metrics::ErrorKind::of(&error));
+        Pending::Ready(Err(error))
     }
     fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::RuleStatus>> {
-        Answer::Ready(Err(StoreError::Unavailable(self.0.clone())))
+        Answer::Ready(Err(self.error()))
     }
     fn reset(&self, _targets: &Targets<'_>) -> Answer<()> {
-        Answer::Ready(Err(StoreError::Unavailable(self.0.clone())))
+        Answer::Ready(Err(self.error()))
     }
     fn describe(&self) -> String {
         format!("unavailable ({})", self.0)

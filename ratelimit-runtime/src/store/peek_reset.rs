@@ -71,5 +71,5 @@ pub(crate) fn read_statuses(shapes: &Shapes, flat: &[i64], out: &mut Vec<RuleSta
 
 /// What a store without peek or reset answers.
 pub(crate) fn unsupported<T>(what: &str) -> Answer<T> {
-    Answer::Ready(Err(StoreError::Unavailable(format!("this store cannot {what}"))))
+    Answer::Ready(Err(StoreError::misconfigured(format!("this store cannot {what}"))))
 }
