@@ -478,3 +478,21 @@ async fn redis_stopped_answers_within_the_timeout() {
     until_recovered(&open, Duration::from_secs(10)).await;
     until_recovered(&closed, Duration::from_secs(10)).await;
 }
+
+/// A limiter that cannot be built refuses every call as misconfigured, naming itself: a server
+/// error (500, no `Retry-After`), never a store outage (503).
+#[cfg(feature = "axum")]
+#[test]
+fn a_misconfigured_limiter_is_a_500_naming_it() {
+    use ratelimit::__private::{check_blocking, StaticLimiter};
+    static INVALID: StaticLimiter = StaticLimiter::new(|| Limiter::builder("core_test::invalid").build());
+    let e = check_blocking(&INVALID, &[Subject::global()], 1).unwrap_err();
+    assert_eq!(e.cause(), Cause::Misconfigured);
+    assert_eq!(e.limiter(), "core_test::invalid");
+    assert_eq!(e.status(), 500);
+    assert!(e.headers().get("retry-after").is_none());
+    assert_eq!(e.json_body(), r#"{"error":"rate_limiter_misconfigured","limiter":"core_test::invalid"}"#);
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<ratelimit::StoreError>());
+    assert!(matches!(source, Some(ratelimit::StoreError::Misconfigured { .. })), "{source:?}");
+    assert!(e.to_string().contains("core_test::invalid"), "{e}");
+}

@@ -12,7 +12,9 @@ mod support;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use prometheus::Scrape;
-use ratelimit::{Cause, FailurePolicy, LimitType, Limiter, MemoryStore, RedisStore, Rule, StoreHandle, Subject};
+use ratelimit::{
+    Cause, FailurePolicy, LimitType, Limiter, MemoryStore, RedisStore, Rule, StoreError, StoreHandle, Subject,
+};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use support::RedisServer;
@@ -158,9 +160,22 @@ async fn redis_decisions_latency_and_errors() {
     let s2 = s2b;
     assert_nothing_leaks(&["s3cret-pw", "hunter2-pw", "203.0.113.99"]);
 
+    // A hung Redis (SIGSTOP): the call gives up at the timeout; the error is a `Timeout`, and
+    // its metric's kind comes from that variant.
+    redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("").exec(&mut admin).expect("no password");
+    closed.check(&[Subject::global()], 1).await.expect("room");
+    redis.pause();
+    let e = closed.check(&[Subject::global()], 1).await.expect_err("fail closed");
+    redis.resume();
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<StoreError>());
+    assert!(matches!(source, Some(StoreError::Timeout { .. })), "{source:?}");
+    let s2c = scrape();
+    let kind = |s: &Scrape, k: &str| s.count(ERRORS, &[("store", "redis"), ("kind", k)]);
+    assert_eq!((kind(&s2c, "timeout") - kind(&s2, "timeout"), all(&s2c) - all(&s2)), (1.0, 1.0));
+    let s2 = s2c;
+
     // Redis killed: the fail-open limiter lets calls through, the fail-closed one refuses them;
     // each failed call is one store error (connection refused, or the timeout).
-    redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("").exec(&mut admin).expect("no password");
     redis.kill();
     // Another IP: the first one's refusal stands in the local cache whatever the store does.
     let other_ip = [Subject::ip("203.0.113.100".parse().unwrap())];
@@ -173,7 +188,7 @@ async fn redis_decisions_latency_and_errors() {
     }
     let s3 = scrape();
     assert_eq!(decisions(&s3, "metrics_test::redis_open", "failed_open"), 3.0);
-    assert_eq!(decisions(&s3, "metrics_test::redis_closed", "failed_closed"), 2.0);
+    assert_eq!(decisions(&s3, "metrics_test::redis_closed", "failed_closed"), 3.0, "the hung call, then two");
     assert_eq!(decisions(&s3, "metrics_test::redis_open", "allowed"), 4.0, "unchanged");
     let delta = |kind: &str| {
         s3.count(ERRORS, &[("store", "redis"), ("kind", kind)])
