@@ -391,6 +391,39 @@ fn redis_blocking_check_needs_no_runtime() {
     assert_eq!(results, [true, true, true, false, false]);
 }
 
+/// A blocking call decided by the limits in force (a shadow limit beside an enforced one: the
+/// path an overrides file takes) on a Redis that answers late, within the timeout: it waits for
+/// the answer like any call, and is never refused as "store unavailable" for it.
+#[test]
+fn redis_blocking_check_in_force_waits_for_a_slow_store() {
+    let server = RedisServer::start();
+    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(3)).unwrap());
+    let limiter = Limiter::builder("core::blocking_in_force")
+        .limit(LimitType::Key, [rule(60_000, 3)])
+        .limit(LimitType::Global, [rule(60_000, 1)])
+        .mode(ratelimit::Mode::Shadow)
+        .on_error(FailurePolicy::Deny)
+        .store(store)
+        .build()
+        .unwrap();
+    let key = [Subject::bytes(&b"report"[..]), Subject::global()];
+    assert!(limiter.check_blocking(&key, 1).is_ok(), "connected");
+    server.pause();
+    let slow = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            server.resume();
+        });
+        let started = std::time::Instant::now();
+        let decided = limiter.check_blocking(&key, 1);
+        (decided.map(|p| p.quota().map(|q| q.remaining)), started.elapsed())
+    });
+    assert_eq!(slow.0.map_err(|e| e.cause()), Ok(Some(1)), "decided by the store, not refused");
+    assert!(slow.1 >= Duration::from_millis(250), "it waited for the store: {:?}", slow.1);
+    let refused = limiter.check_blocking(&key, 1).and_then(|_| limiter.check_blocking(&key, 1)).unwrap_err();
+    assert_eq!(refused.cause(), Cause::Exceeded, "the enforced limit still decides");
+}
+
 // ---------- failures ----------
 
 fn failing_limiter(server: &RedisServer, policy: FailurePolicy, timeout: Duration) -> Limiter {

@@ -174,6 +174,30 @@ async fn redis_decisions_latency_and_errors() {
     assert_eq!((kind(&s2c, "timeout") - kind(&s2, "timeout"), all(&s2c) - all(&s2)), (1.0, 1.0));
     let s2 = s2c;
 
+    // The limiter's log replaced by a string: the script fails (`WRONGTYPE`), a `Script` error.
+    let keys: Vec<Vec<u8>> =
+        redis::cmd("KEYS").arg("*metrics_test::redis_closed*").query(&mut admin).expect("the limiter's keys");
+    assert_eq!(keys.len(), 1, "one log");
+    let saved: Vec<u8> = redis::cmd("DUMP").arg(&keys[0]).query(&mut admin).expect("dump");
+    redis::cmd("SET").arg(&keys[0]).arg("not a log").exec(&mut admin).expect("set");
+    let e = closed.check(&[Subject::global()], 1).await.expect_err("fail closed");
+    redis::cmd("RESTORE").arg(&keys[0]).arg(0).arg(saved).arg("REPLACE").exec(&mut admin).expect("restore");
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<StoreError>());
+    assert!(matches!(source, Some(StoreError::Script { .. })), "{source:?}");
+    let s2d = scrape();
+    assert_eq!((kind(&s2d, "script") - kind(&s2, "script"), all(&s2d) - all(&s2)), (1.0, 1.0));
+
+    // Nothing listens on the port: a `Connection` error.
+    let closed_port = format!("redis://127.0.0.1:{}/", support::free_port());
+    let nowhere: StoreHandle = Arc::new(RedisStore::open(&closed_port, timeout).expect("store"));
+    let nowhere = limiter("metrics_test::closed_port", LimitType::Global, 100, nowhere, FailurePolicy::Deny);
+    let e = nowhere.check(&[Subject::global()], 1).await.expect_err("fail closed");
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<StoreError>());
+    assert!(matches!(source, Some(StoreError::Connection { .. })), "{source:?}");
+    let s2e = scrape();
+    assert_eq!((kind(&s2e, "connection") - kind(&s2d, "connection"), all(&s2e) - all(&s2d)), (1.0, 1.0));
+    let s2 = s2e;
+
     // Redis killed: the fail-open limiter lets calls through, the fail-closed one refuses them;
     // each failed call is one store error (connection refused, or the timeout).
     redis.kill();
@@ -188,7 +212,7 @@ async fn redis_decisions_latency_and_errors() {
     }
     let s3 = scrape();
     assert_eq!(decisions(&s3, "metrics_test::redis_open", "failed_open"), 3.0);
-    assert_eq!(decisions(&s3, "metrics_test::redis_closed", "failed_closed"), 3.0, "the hung call, then two");
+    assert_eq!(decisions(&s3, "metrics_test::redis_closed", "failed_closed"), 4.0, "hung, script, then two");
     assert_eq!(decisions(&s3, "metrics_test::redis_open", "allowed"), 4.0, "unchanged");
     let delta = |kind: &str| {
         s3.count(ERRORS, &[("store", "redis"), ("kind", kind)])

@@ -305,9 +305,12 @@ pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
         || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
         || matches!(kind, ErrorKind_::AuthenticationFailed | ErrorKind_::Server(ServerErrorKind::NoPerm));
     let timeout = e.is_timeout();
+    // A server error of a code the client does not know (`WRONGTYPE`, `OOM`, `BUSY`) is the
+    // server refusing to run the script.
     let script = matches!(
         kind,
         ErrorKind_::Server(ServerErrorKind::NoScript | ServerErrorKind::ResponseError | ServerErrorKind::ExecAbort)
+            | ErrorKind_::Extension
             | ErrorKind_::UnexpectedReturnType
             | ErrorKind_::Parse
     );
