@@ -58,16 +58,19 @@ impl LimitSet {
     }
 
     /// The rule a store's decision names (the tightest, or the one that refused).
+    #[inline]
     pub(crate) fn policy_of(&self, limit: usize, rule: usize) -> Option<Policy> {
         let limit = self.limits.get(limit)?;
         self.policies.get(limit.policy_offset() + rule).copied()
     }
 
+    #[inline]
     fn limit_type(&self, limit: usize) -> LimitType {
         self.limits.get(limit).map_or(LimitType::Global, |l| l.limit_type)
     }
 
     /// The quota an allowed decision leaves.
+    #[inline]
     pub(crate) fn quota(&self, d: &Decision) -> Option<Quota> {
         let policy = self.policy_of(d.limit, d.rule)?;
         Some(Quota { policy, remaining: d.remaining, reset: d.reset, policies: self.policies.clone() })
@@ -97,7 +100,7 @@ struct Keys<'s> {
 
 impl<'s> Keys<'s> {
     /// The keys of `set`'s subjects, or the index of the first limit whose subject is missing.
-    #[inline]
+    #[inline(always)]
     fn of(set: &LimitSet, subjects: &'s [Subject<'_>]) -> Result<Keys<'s>, usize> {
         let len = set.limits.len();
         let mut keys = Keys { inline: [&[]; 4], spilled: Vec::new(), len };
@@ -121,18 +124,13 @@ impl<'s> Keys<'s> {
     }
 }
 
-/// A finished decision: the permit or refusal, and what metrics count it as.
-pub(crate) struct Decided<'l> {
-    pub(crate) result: Result<Permit<'l>, RateLimited>,
-    pub(crate) outcome: Outcome,
-}
-
-/// Where a decision stands: finished, or waiting for a store's answer.
-pub(crate) enum Step<'l, 's, 'a> {
-    Done(Decided<'l>),
+/// Where a decision stands: finished (see [`Deciding::decided`]), or waiting for a store's
+/// answer. Small, so that steps cost no copies.
+pub(crate) enum Step {
+    Done,
     /// Finish the future (await it, or block on it) and give its answer to
     /// [`Deciding::answer`].
-    Store(RemoteDecision, Deciding<'l, 's, 'a>),
+    Store(RemoteDecision),
 }
 
 /// Which limits the store is deciding.
@@ -157,23 +155,25 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     /// The enforced limits' decision, once allowed.
     allowed: Option<Decision>,
     outcome: Outcome,
+    /// The refusal, if the call is refused (else the call is permitted with `allowed`).
+    refused: Option<RateLimited>,
 }
 
 impl Limiter {
-    /// The one decision path: decides a call of `cost` units for `subjects` (one per limit) at
-    /// the store's time, or at `pinned` µs since the epoch. Returns the decision, or the store
-    /// step it waits for (see the module's documentation).
-    #[inline]
+    /// The one decision path: starts deciding a call of `cost` units for `subjects` (one per
+    /// limit) at the store's time, or at `pinned` µs since the epoch. Returns the decision under
+    /// way and its first step: done, or the store call it waits for (see the module's
+    /// documentation).
+    #[inline(always)]
     pub(crate) fn decide<'l, 's, 'a>(
         &'l self,
         subjects: &'s [Subject<'a>],
         cost: u64,
         pinned: Option<u64>,
-    ) -> Step<'l, 's, 'a> {
-        let snapshot = self.snapshot();
-        let d = Deciding {
+    ) -> Deciding<'l, 's, 'a> {
+        Deciding {
             limiter: self,
-            snapshot,
+            snapshot: self.snapshot(),
             subjects,
             cost,
             pinned,
@@ -181,18 +181,23 @@ impl Limiter {
             phase: Phase::Enforced,
             allowed: None,
             outcome: Outcome::Allowed,
-        };
-        if let Some(s) = &d.snapshot {
-            if s.is_exempt(subjects) {
-                return d.done(Ok(None), Outcome::Exempt);
-            }
+            refused: None,
         }
-        d.enforce()
     }
 }
 
 impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
+    /// The first step: exemptions, then the enforced limits.
+    #[inline(always)]
+    pub(crate) fn start(&mut self) -> Step {
+        if self.snapshot.as_ref().is_some_and(|s| s.is_exempt(self.subjects)) {
+            return self.done(None, Outcome::Exempt);
+        }
+        self.enforce()
+    }
+
     /// The set the current phase decides.
+    #[inline]
     fn set(&self) -> &LimitSet {
         match (&self.snapshot, self.phase) {
             (None, _) => self.limiter.own(),
@@ -202,8 +207,8 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     }
 
     /// The enforced limits: the refusal cache, then the store.
-    #[inline]
-    fn enforce(mut self) -> Step<'l, 's, 'a> {
+    #[inline(always)]
+    fn enforce(&mut self) -> Step {
         if self.set().limits.is_empty() {
             return self.shadow();
         }
@@ -216,18 +221,18 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             Ok(keys) => keys,
             Err(i) => {
                 let missing = self.refusal(set.limit_type(i), None, Duration::ZERO, Cause::SubjectMissing, None);
-                return self.done(Err(missing), Outcome::SubjectMissing);
+                return self.done(Some(missing), Outcome::SubjectMissing);
             }
         };
         if let Some(now) = self.cache_at {
             if let Some(refused) = self.cached_refusal(&keys, now) {
-                return self.done(Err(refused), Outcome::Denied);
+                return self.done(Some(refused), Outcome::Denied);
             }
         }
         let call = Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned };
         match store.decide(&call) {
             Pending::Ready(answer) => self.answer(answer),
-            Pending::Remote(fut) => Step::Store(fut, self),
+            Pending::Remote(fut) => Step::Store(fut),
         }
     }
 
@@ -246,7 +251,8 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     }
 
     /// Continues the decision with the store's answer to the step it waited for.
-    pub(crate) fn answer(self, answer: Result<Decision, StoreError>) -> Step<'l, 's, 'a> {
+    #[inline(always)]
+    pub(crate) fn answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
         match self.phase {
             Phase::Enforced => self.enforced_answer(answer),
             Phase::Shadow => {
@@ -256,7 +262,8 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         }
     }
 
-    fn enforced_answer(mut self, answer: Result<Decision, StoreError>) -> Step<'l, 's, 'a> {
+    #[inline(always)]
+    fn enforced_answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
         let set = self.set();
         match answer {
             Ok(d) if d.allowed => {
@@ -278,7 +285,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                     Cause::Exceeded,
                     None,
                 );
-                self.done(Err(refused), Outcome::Denied)
+                self.done(Some(refused), Outcome::Denied)
             }
             Err(e) => match self.limiter.failure_policy() {
                 FailurePolicy::Allow => {
@@ -293,7 +300,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                         _ => Cause::StoreUnavailable,
                     };
                     let refused = self.refusal(set.limit_type(0), None, Duration::from_secs(1), cause, Some(e));
-                    self.done(Err(refused), Outcome::FailedClosed)
+                    self.done(Some(refused), Outcome::FailedClosed)
                 }
             },
         }
@@ -311,7 +318,8 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     }
 
     /// The shadow limits, if any: decided and counted, never refusing.
-    fn shadow(mut self) -> Step<'l, 's, 'a> {
+    #[inline(always)]
+    fn shadow(&mut self) -> Step {
         let Some(snapshot) = self.snapshot.as_ref().filter(|s| !s.shadow.limits.is_empty()) else {
             return self.finish();
         };
@@ -325,7 +333,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         self.phase = Phase::Shadow;
         match pending {
             Pending::Ready(answer) => self.answer(answer),
-            Pending::Remote(fut) => Step::Store(fut, self),
+            Pending::Remote(fut) => Step::Store(fut),
         }
     }
 
@@ -342,14 +350,31 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     }
 
     /// Every step passed: the permit.
-    fn finish(self) -> Step<'l, 's, 'a> {
-        let (allowed, outcome) = (self.allowed, self.outcome);
-        self.done(Ok(allowed), outcome)
+    #[inline]
+    fn finish(&mut self) -> Step {
+        Step::Done
     }
 
-    fn done(self, result: Result<Option<Decision>, RateLimited>, outcome: Outcome) -> Step<'l, 's, 'a> {
-        let result = result.map(|decision| Permit::new(self.limiter, decision, self.snapshot));
-        Step::Done(Decided { result, outcome })
+    #[inline]
+    fn done(&mut self, refused: Option<RateLimited>, outcome: Outcome) -> Step {
+        self.refused = refused;
+        self.outcome = outcome;
+        Step::Done
+    }
+
+    /// What metrics count the finished decision as (after [`Step::Done`]).
+    #[inline]
+    pub(crate) fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// The finished decision (after [`Step::Done`]): the permit, or the refusal.
+    #[inline]
+    pub(crate) fn decided(self) -> Result<Permit<'l>, RateLimited> {
+        match self.refused {
+            Some(refused) => Err(refused),
+            None => Ok(Permit::new(self.limiter, self.allowed, self.snapshot)),
+        }
     }
 
     fn refusal(
@@ -365,6 +390,14 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             Some(s) => s.enforced.policies.clone(),
             None => self.limiter.own().policies.clone(),
         };
-        RateLimited { limiter: self.limiter.name_arc(), policy, policies, retry_after, cause, limit_type, source }
+        RateLimited {
+            limiter: self.limiter.name_arc(),
+            policy,
+            policies,
+            retry_after,
+            cause,
+            limit_type,
+            source: source.map(Box::new),
+        }
     }
 }

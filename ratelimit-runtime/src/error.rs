@@ -46,7 +46,8 @@ pub struct RateLimited {
     pub(crate) retry_after: Duration,
     pub(crate) cause: Cause,
     pub(crate) limit_type: LimitType,
-    pub(crate) source: Option<StoreError>,
+    /// Boxed: refusals travel on the hot path, and are kept small.
+    pub(crate) source: Option<Box<StoreError>>,
 }
 
 impl RateLimited {
@@ -123,7 +124,7 @@ impl fmt::Debug for RateLimited {
 
 impl std::error::Error for RateLimited {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as &(dyn std::error::Error + 'static))
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 

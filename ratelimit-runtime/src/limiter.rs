@@ -1,7 +1,7 @@
 //! `Limiter`: the function-level API the attribute expands to, usable by hand.
 
 use crate::config::{self, FailurePolicy};
-use crate::decide::{Decided, LimitSet, Step};
+use crate::decide::{LimitSet, Step};
 use crate::key::DEFAULT_PREFIX;
 use crate::limit::{Limit, LimitSpec, LimiterError};
 use crate::metrics::{self, LimiterMetrics};
@@ -203,6 +203,7 @@ pub struct Permit<'a> {
 }
 
 impl<'a> Permit<'a> {
+    #[inline]
     pub(crate) fn new(limiter: &'a Limiter, decision: Option<Decision>, snapshot: Option<Arc<Snapshot>>) -> Permit<'a> {
         Permit { limiter, decision, snapshot }
     }
@@ -307,14 +308,13 @@ impl Limiter {
         pinned: Option<u64>,
     ) -> Result<Permit<'_>, RateLimited> {
         let started = metrics::start_timer();
-        let mut step = self.decide(subjects, cost, pinned);
-        let decided = loop {
-            match step {
-                Step::Done(decided) => break decided,
-                Step::Store(fut, deciding) => step = deciding.answer(io::await_remote(fut).await),
-            }
-        };
-        self.report(decided, started, subjects)
+        let mut deciding = self.decide(subjects, cost, pinned);
+        let mut step = deciding.start();
+        while let Step::Store(fut) = step {
+            step = deciding.answer(io::await_remote(fut).await);
+        }
+        self.inner.metrics.report(deciding.outcome(), started, subjects);
+        deciding.decided()
     }
 
     /// As [`check`](Self::check), blocking the thread: for plain `fn`s. Needs no async runtime
@@ -343,26 +343,13 @@ impl Limiter {
         pinned: Option<u64>,
     ) -> Result<Permit<'_>, RateLimited> {
         let started = metrics::start_timer();
-        let mut step = self.decide(subjects, cost, pinned);
-        let decided = loop {
-            match step {
-                Step::Done(decided) => break decided,
-                Step::Store(fut, deciding) => step = deciding.answer(io::block_on(fut)),
-            }
-        };
-        self.report(decided, started, subjects)
-    }
-
-    /// Counts a finished decision in metrics (and the debug log) and returns it.
-    #[inline]
-    fn report<'l>(
-        &'l self,
-        decided: Decided<'l>,
-        started: Option<std::time::Instant>,
-        subjects: &[Subject<'_>],
-    ) -> Result<Permit<'l>, RateLimited> {
-        self.inner.metrics.report(decided.outcome, started, subjects);
-        decided.result
+        let mut deciding = self.decide(subjects, cost, pinned);
+        let mut step = deciding.start();
+        while let Step::Store(fut) = step {
+            step = deciding.answer(io::block_on(fut));
+        }
+        self.inner.metrics.report(deciding.outcome(), started, subjects);
+        deciding.decided()
     }
 
     pub(crate) fn store(&self) -> &StoreHandle {
@@ -373,6 +360,7 @@ impl Limiter {
     }
 
     /// Whether the local refusal cache answers for this limiter on `store`.
+    #[inline]
     pub(crate) fn refusal_cache_on(&self, store: &StoreHandle) -> bool {
         match self.inner.refusal_cache {
             Some(on) => on,

@@ -103,7 +103,10 @@ fn misconfigured(limiter: &LazyLimiter, e: &LimiterError) -> RateLimited {
         retry_after: std::time::Duration::ZERO,
         cause: crate::Cause::Misconfigured,
         limit_type: LimitType::Global,
-        source: Some(crate::StoreError::misconfigured_by(format!("the limiter {name} is invalid"), e.clone())),
+        source: Some(Box::new(crate::StoreError::misconfigured_by(
+            format!("the limiter {name} is invalid"),
+            e.clone(),
+        ))),
     }
 }
 
