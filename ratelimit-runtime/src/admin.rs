@@ -5,7 +5,7 @@
 use crate::decide::LimitSet;
 use crate::status::RuleStatus;
 use crate::store::{Answer, Targets};
-use crate::{io, Limiter, StoreError, Subject};
+use crate::{Limiter, StoreError, Subject};
 use std::time::SystemTime;
 
 impl Limiter {
@@ -32,18 +32,18 @@ impl Limiter {
     /// assert_eq!(logins.peek_blocking(&alice).unwrap()[0].remaining, 4, "peeking consumes nothing");
     /// ```
     pub async fn peek(&self, subjects: &[Subject<'_>]) -> Result<Vec<RuleStatus>, StoreError> {
-        resolve(self.peek_answer(subjects, None)).await
+        self.peek_answer(subjects, None).finish().await
     }
 
     /// As [`peek`](Self::peek), at the time `at` instead of the store's clock, as
     /// [`check_at`](Self::check_at).
     pub async fn peek_at(&self, subjects: &[Subject<'_>], at: SystemTime) -> Result<Vec<RuleStatus>, StoreError> {
-        resolve(self.peek_answer(subjects, Some(crate::limiter::epoch_us(at)))).await
+        self.peek_answer(subjects, Some(crate::limiter::epoch_us(at))).finish().await
     }
 
     /// As [`peek`](Self::peek), blocking the thread.
     pub fn peek_blocking(&self, subjects: &[Subject<'_>]) -> Result<Vec<RuleStatus>, StoreError> {
-        resolve_blocking(self.peek_answer(subjects, None))
+        self.peek_answer(subjects, None).finish_blocking()
     }
 
     /// Forgets the counts of `subjects` (one per limit, as for [`check`](Self::check)): the
@@ -71,13 +71,12 @@ impl Limiter {
     /// assert!(failures.check_blocking(&alice, 1).is_ok());
     /// ```
     pub async fn reset(&self, subjects: &[Subject<'_>]) -> Result<(), StoreError> {
-        let answer = self.reset_answer(subjects);
-        resolve(answer).await
+        self.reset_answer(subjects).finish().await
     }
 
     /// As [`reset`](Self::reset), blocking the thread.
     pub fn reset_blocking(&self, subjects: &[Subject<'_>]) -> Result<(), StoreError> {
-        resolve_blocking(self.reset_answer(subjects))
+        self.reset_answer(subjects).finish_blocking()
     }
 
     fn reset_answer(&self, subjects: &[Subject<'_>]) -> Answer<()> {
@@ -135,19 +134,5 @@ impl Limiter {
     ) -> Answer<T> {
         let keys = set.targets(subjects);
         ask(self.store().as_ref(), &Targets { limits: &set.limits, subjects: &keys, now_us })
-    }
-}
-
-async fn resolve<T: Send + 'static>(answer: Answer<T>) -> Result<T, StoreError> {
-    match answer {
-        Answer::Ready(r) => r,
-        Answer::Remote(fut) => io::await_remote(fut).await,
-    }
-}
-
-fn resolve_blocking<T: Send + 'static>(answer: Answer<T>) -> Result<T, StoreError> {
-    match answer {
-        Answer::Ready(r) => r,
-        Answer::Remote(fut) => io::block_on(fut),
     }
 }

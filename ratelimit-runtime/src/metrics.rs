@@ -1,4 +1,4 @@
-//! Metrics (spec §10), through the `metrics` crate facade: the application installs the
+//! Metrics, through the `metrics` crate facade: the application installs the
 //! recorder. Beside the stores in the layering: stores report their calls here, the limiter
 //! its decisions. Labels never hold a subject, so series are bounded by the number of limiters.
 //!

@@ -1,4 +1,4 @@
-//! The local refusal cache (spec §12): when the store refuses a call with retry-after `r`, the
+//! The local refusal cache: when the store refuses a call with retry-after `r`, the
 //! same limiter refuses the same subjects at the same or a higher cost in this process until `r`
 //! has passed, without a store call.
 //!

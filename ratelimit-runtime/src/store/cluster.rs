@@ -9,11 +9,12 @@
 //! subject sees the unit and may be denied by it. A release that itself fails (the node died in
 //! between) leaves the unit counted until its window passes: an over-count, never an under-count.
 
-use super::peek_reset::{read_statuses, shapes, Answer, Shapes, Targets};
+use super::peek_reset::{read_statuses, shapes, Shapes, Targets};
 use super::redis::{
     command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Mode, Script,
 };
 use super::tls::{is_tls_url, TlsConfig};
+use super::Answer;
 use super::{Call, Pending, Store};
 use crate::key::cluster_slot;
 use crate::metrics;

@@ -12,22 +12,48 @@ pub(crate) mod tls;
 
 use crate::limit::Limit;
 use crate::{Decision, StoreError};
-pub use peek_reset::{Answer, RemoteAnswer, Targets};
+pub use peek_reset::Targets;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-/// A decision still travelling to a remote store. It owns everything it needs (`'static`) so it
-/// can run on the library's I/O runtime whatever runtime, if any, the caller has.
-pub type RemoteDecision = Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send + 'static>>;
+/// An answer still travelling from a remote store. It owns everything it needs (`'static`) so
+/// it can run on the library's I/O runtime whatever runtime, if any, the caller has.
+pub type RemoteAnswer<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
 
-/// What [`Store::decide`] answers: at once (in memory), or a future for the I/O runtime.
-pub enum Pending {
-    /// Already decided.
-    Ready(Result<Decision, StoreError>),
-    /// To be run on the I/O runtime (with the store's timeout applied inside).
-    Remote(RemoteDecision),
+/// What a store answers ([`Store::decide`], [`Store::peek`], [`Store::reset`]): at once (in
+/// memory), or a future for the I/O runtime (with the store's timeout applied inside), which
+/// async callers await and blocking callers block on.
+pub enum Answer<T> {
+    /// Already answered.
+    Ready(Result<T, StoreError>),
+    /// To be run on the I/O runtime.
+    Remote(RemoteAnswer<T>),
 }
+
+impl<T: Send + 'static> Answer<T> {
+    /// The answer, awaited (from any async runtime).
+    pub(crate) async fn finish(self) -> Result<T, StoreError> {
+        match self {
+            Answer::Ready(r) => r,
+            Answer::Remote(fut) => crate::io::await_remote(fut).await,
+        }
+    }
+
+    /// The answer, blocking the thread until it comes.
+    pub(crate) fn finish_blocking(self) -> Result<T, StoreError> {
+        match self {
+            Answer::Ready(r) => r,
+            Answer::Remote(fut) => crate::io::block_on(fut),
+        }
+    }
+}
+
+/// A decision still travelling to a remote store.
+pub type RemoteDecision = RemoteAnswer<Decision>;
+
+/// What [`Store::decide`] answers.
+pub type Pending = Answer<Decision>;
 
 /// One call to decide: every limit of the call with its subject, and the cost.
 pub struct Call<'a> {

@@ -1,7 +1,8 @@
 //! One Redis server: every decision is one `EVALSHA` of the decision script.
 
-use super::peek_reset::{read_statuses, shapes, Answer, Targets};
+use super::peek_reset::{read_statuses, shapes, Targets};
 use super::tls::TlsConfig;
+use super::Answer;
 use super::{Call, Pending, Store};
 use crate::metrics;
 use crate::{io, Algorithm, Decision, RuleStatus, StoreError};

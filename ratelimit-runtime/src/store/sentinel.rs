@@ -15,10 +15,11 @@
 //! fails within the store timeout and the failure policy applies; lookups are then made at most
 //! every [`RETRY_PAUSE`], however many calls arrive.
 
-use super::peek_reset::{read_statuses, shapes, Answer, Targets};
+use super::peek_reset::{read_statuses, shapes, Targets};
 use super::redis::{
     command, del_command, eval, eval_raw, load_scripts, peek_command, redact, redis_error, unique_member, Mode,
 };
+use super::Answer;
 use super::{Call, Pending, Store};
 use crate::metrics;
 use crate::{io, RuleStatus, StoreError};
