@@ -23,7 +23,8 @@ pub enum FailurePolicy {
     /// become an outage of the service).
     #[default]
     Allow,
-    /// Refuse the call with a `RateLimited` whose cause is `StoreUnavailable`.
+    /// Refuse the call with a `RateLimited` whose cause is `StoreUnavailable` (`Misconfigured` when
+    /// the store cannot work as configured, e.g. a malformed URL).
     Deny,
 }
 
