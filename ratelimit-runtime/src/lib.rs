@@ -60,7 +60,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::reload;
 pub use config::{describe_store, init, Config, ConfigError, FailurePolicy, DEFAULT_TIMEOUT};
 pub use decision::Decision;
-pub use error::{Cause, RateLimited, StoreError};
+pub use error::{Cause, ErrorSource, RateLimited, StoreError};
 pub use key::{check_prefix, cluster_slot, PrefixError, DEFAULT_PREFIX, MAX_PREFIX_LEN};
 pub use limit::LimiterError;
 pub use limit_type::LimitType;
