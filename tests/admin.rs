@@ -389,12 +389,12 @@ async fn peek_reads_alike_in_redis_and_memory() {
             for i in 0..150 {
                 now += below(9 * S);
                 let cost = [1, 1, 2, 0, 3][below(5) as usize];
-                let a = remote.check_at(&g, cost, Some(now)).await.is_ok();
-                let b = local.check_at(&g, cost, Some(now)).await.is_ok();
+                let a = remote.check_at(&g, cost, support::at(now)).await.is_ok();
+                let b = local.check_at(&g, cost, support::at(now)).await.is_ok();
                 assert_eq!(a, b, "{alg:?} {burst:?} call {i}");
                 let later = now + below(3 * S);
-                let p = remote.peek_at(&g, Some(later)).await.unwrap();
-                let q = local.peek_at(&g, Some(later)).await.unwrap();
+                let p = remote.peek_at(&g, support::at(later)).await.unwrap();
+                let q = local.peek_at(&g, support::at(later)).await.unwrap();
                 assert_eq!(p, q, "{alg:?} {burst:?} peek after call {i}");
             }
         }

@@ -41,7 +41,7 @@ fn limiter(name: &str, store: StoreHandle, alg: Algorithm, rules: &[Rule], burst
     }
     // These tests compare the stores' own answers: the local refusal cache (on by default for
     // Redis) is tested in tests/deny_cache.rs.
-    b.store(store).deny_cache(false).build().unwrap()
+    b.store(store).refusal_cache(false).build().unwrap()
 }
 
 type Summary = (bool, Option<Rule>, Duration, u64, Duration);
@@ -96,7 +96,7 @@ async fn every_algorithm_decides_alike_in_redis_and_memory() {
                 let reset = if want.allowed { Duration::from_micros(want.reset_us) } else { Duration::ZERO };
                 let a =
                     (want.allowed, Some(rules[want.rule]), Duration::from_micros(want.retry_us), want.remaining, reset);
-                let b = summarize(local.check_at(&g, cost, Some(now)).await);
+                let b = summarize(local.check_at(&g, cost, support::at(now)).await);
                 assert_eq!(
                     a,
                     b,
@@ -120,7 +120,7 @@ async fn mixed_algorithms_decide_in_one_call() {
             .limit_with(LimitType::Global, [rule(30_000, 10)], Algorithm::SlidingWindow, "rl:")
             .limit_with(LimitType::Key, [rule(5_000, 3)], Algorithm::Gcra, "rl:")
             .store(store)
-            .deny_cache(false)
+            .refusal_cache(false)
             .build()
             .unwrap()
     };
@@ -132,8 +132,8 @@ async fn mixed_algorithms_decide_in_one_call() {
         let ip = Subject::ip(["10.0.0.1", "10.0.0.2"][rng.below(2) as usize].parse().unwrap());
         let key = Subject::bytes(["a", "b", "c"][rng.below(3) as usize].as_bytes());
         let subjects = [ip, Subject::global(), key];
-        let a = summarize(remote.check_at(&subjects, 1, Some(now)).await);
-        let b = summarize(local.check_at(&subjects, 1, Some(now)).await);
+        let a = summarize(remote.check_at(&subjects, 1, support::at(now)).await);
+        let b = summarize(local.check_at(&subjects, 1, support::at(now)).await);
         assert_eq!(a, b, "call {i}");
     }
 }
@@ -143,7 +143,7 @@ async fn mixed_algorithms_decide_in_one_call() {
 async fn calls(l: &Limiter, at: u64, n: usize) -> usize {
     let mut ok = 0;
     for _ in 0..n {
-        ok += usize::from(l.check_at(&[Subject::global()], 1, Some(at)).await.is_ok());
+        ok += usize::from(l.check_at(&[Subject::global()], 1, support::at(at)).await.is_ok());
     }
     ok
 }
@@ -155,7 +155,7 @@ async fn fixed_window_allows_twice_the_count_across_a_boundary() {
     let boundary = (T0 / (10 * S) + 1) * 10 * S;
     assert_eq!(calls(&l, boundary - MS, 8).await, 5);
     assert_eq!(calls(&l, boundary, 8).await, 5, "a new window: 10 calls within 1ms (documented 2x burst)");
-    let err = l.check_at(&[Subject::global()], 1, Some(boundary + S)).await.unwrap_err();
+    let err = l.check_at(&[Subject::global()], 1, support::at(boundary + S)).await.unwrap_err();
     assert_eq!(err.retry_after(), Duration::from_secs(9), "retry at the next window");
 }
 
@@ -168,7 +168,7 @@ async fn sliding_window_counter_stays_within_its_error_bound() {
     let mut admitted = Vec::new();
     let mut t = T0;
     while t < T0 + 30 * S {
-        if l.check_at(&[Subject::global()], 1, Some(t)).await.is_ok() {
+        if l.check_at(&[Subject::global()], 1, support::at(t)).await.is_ok() {
             admitted.push(t);
         }
         t += 10 * MS;
@@ -190,7 +190,7 @@ async fn token_bucket_refills_at_its_rate_and_caps_at_capacity() {
     // 10 per second, capacity 20.
     let l = limiter("prop::tb", redis_store(&server), Algorithm::TokenBucket, &[rule(1000, 10)], Some(20));
     assert_eq!(calls(&l, T0, 25).await, 20, "a full bucket holds the burst");
-    let err = l.check_at(&[Subject::global()], 1, Some(T0)).await.unwrap_err();
+    let err = l.check_at(&[Subject::global()], 1, support::at(T0)).await.unwrap_err();
     assert_eq!(err.retry_after(), Duration::from_millis(100), "one token per 100ms");
     assert_eq!(calls(&l, T0 + 250 * MS, 5).await, 2, "2.5 tokens after 250ms");
     assert_eq!(calls(&l, T0 + 60 * S, 30).await, 20, "an idle minute refills to capacity, not beyond");
@@ -202,7 +202,7 @@ async fn leaky_bucket_drains_at_its_leak_rate() {
     let l = limiter("prop::lb", redis_store(&server), Algorithm::LeakyBucket, &[rule(1000, 10)], None);
     assert_eq!(calls(&l, T0, 15).await, 10, "the funnel holds its capacity");
     assert_eq!(calls(&l, T0 + 300 * MS, 5).await, 3, "300ms leaks 3 units");
-    let err = l.check_at(&[Subject::global()], 1, Some(T0 + 300 * MS)).await.unwrap_err();
+    let err = l.check_at(&[Subject::global()], 1, support::at(T0 + 300 * MS)).await.unwrap_err();
     assert_eq!(err.retry_after(), Duration::from_millis(100));
 }
 
@@ -211,7 +211,7 @@ async fn gcra_spaces_calls_by_the_emission_interval() {
     let server = RedisServer::start();
     let l = limiter("prop::gcra", redis_store(&server), Algorithm::Gcra, &[rule(1000, 10)], None);
     assert_eq!(calls(&l, T0, 12).await, 10, "burst tolerance = count");
-    let err = l.check_at(&[Subject::global()], 1, Some(T0)).await.unwrap_err();
+    let err = l.check_at(&[Subject::global()], 1, support::at(T0)).await.unwrap_err();
     assert_eq!(err.retry_after(), Duration::from_millis(100), "emission interval 1s/10");
     assert_eq!(calls(&l, T0 + 100 * MS, 3).await, 1);
     // Without burst (burst = 1) calls must be a full interval apart.
@@ -230,7 +230,7 @@ async fn o1_algorithms_use_constant_memory() {
     for alg in ALL {
         let l = limiter(&format!("mem::{alg:?}"), redis_store(&server), alg, &[rule(60_000, 10_000)], None);
         for i in 0..100 {
-            l.check_at(&[Subject::global()], 100, Some(T0 + i * MS)).await.unwrap();
+            l.check_at(&[Subject::global()], 100, support::at(T0 + i * MS)).await.unwrap();
         }
         let keys: Vec<String> = con.keys(format!("*mem::{alg:?}*")).unwrap();
         assert_eq!(keys.len(), 1);
@@ -290,7 +290,7 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
                 ratelimit::store::DEFAULT_PREFIX,
             )
             .store(redis_store(&server))
-            .deny_cache(false)
+            .refusal_cache(false)
             .build()
             .unwrap();
         let user = Subject::bytes(&b"u"[..]);
@@ -383,7 +383,7 @@ fn o1_stack(name: &str, store: StoreHandle, sliding: bool) -> Limiter {
         b = b.limit_with(LimitType::User, [rule(4_000, 3)], Algorithm::SlidingWindow, "o1sw:");
     }
     // Exact retry-afters are compared: without the refusal cache (tested in tests/deny_cache.rs).
-    b.store(store).deny_cache(false).build().unwrap()
+    b.store(store).refusal_cache(false).build().unwrap()
 }
 
 /// The same pseudo-random calls (time, cost, subjects, and which limiter) through `remote[i]`
@@ -400,8 +400,8 @@ async fn compare_random_calls(remote: &[&Limiter], local: &[&Limiter], n: usize,
         let user = Subject::bytes(["u1", "u2"][rng.below(2) as usize].as_bytes());
         let subjects = [ip.clone(), key, Subject::global(), user.clone(), ip, user];
         let take = 5 + usize::from(which == 1);
-        let a = summarize(remote[which].check_at(&subjects[..take], cost, Some(now)).await);
-        let b = summarize(local[which].check_at(&subjects[..take], cost, Some(now)).await);
+        let a = summarize(remote[which].check_at(&subjects[..take], cost, support::at(now)).await);
+        let b = summarize(local[which].check_at(&subjects[..take], cost, support::at(now)).await);
         assert_eq!(a, b, "call {i} at +{}µs cost {cost} through limiter {which}", now - T0);
         allowed += usize::from(a.0);
     }

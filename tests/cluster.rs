@@ -120,7 +120,10 @@ async fn cluster_release_restores_o1_algorithms() {
     let call = |user: String| {
         let limiter = limiter.clone();
         async move {
-            limiter.check_at(&[ip("198.51.100.9"), Subject::bytes(user.into_bytes())], 1, Some(T)).await.map(|_| ())
+            limiter
+                .check_at(&[ip("198.51.100.9"), Subject::bytes(user.into_bytes())], 1, support::at(T))
+                .await
+                .map(|_| ())
         }
     };
     assert!(call(name.clone()).await.is_ok(), "token 1 of 3, the user's one call");

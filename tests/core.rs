@@ -172,16 +172,16 @@ async fn retry_after_is_exact(store: StoreHandle) {
     let limiter =
         Limiter::builder("core::retry").limit(LimitType::Global, [rule(1000, 2)]).store(store).build().unwrap();
     let g = [Subject::global()];
-    assert!(limiter.check_at(&g, 1, Some(T0)).await.is_ok());
-    assert!(limiter.check_at(&g, 1, Some(T0 + 100_000)).await.is_ok());
-    let err = limiter.check_at(&g, 1, Some(T0 + 200_000)).await.unwrap_err();
+    assert!(limiter.check_at(&g, 1, support::at(T0)).await.is_ok());
+    assert!(limiter.check_at(&g, 1, support::at(T0 + 100_000)).await.is_ok());
+    let err = limiter.check_at(&g, 1, support::at(T0 + 200_000)).await.unwrap_err();
     // The oldest call (at T0) leaves the 1s window at T0 + 1s: 800ms after the denied call.
     assert_eq!(err.retry_after(), Duration::from_millis(800));
     let at = T0 + 200_000 + 800_000;
-    assert!(limiter.check_at(&g, 1, Some(at - 1)).await.is_err(), "one µs early is still denied");
-    assert!(limiter.check_at(&g, 1, Some(at)).await.is_ok(), "waiting retry_after admits the call");
+    assert!(limiter.check_at(&g, 1, support::at(at - 1)).await.is_err(), "one µs early is still denied");
+    assert!(limiter.check_at(&g, 1, support::at(at)).await.is_ok(), "waiting retry_after admits the call");
     // A cost-2 call needs both the T0+100ms and the new call to leave.
-    let err = limiter.check_at(&g, 2, Some(at)).await.unwrap_err();
+    let err = limiter.check_at(&g, 2, support::at(at)).await.unwrap_err();
     assert_eq!(err.retry_after(), Duration::from_millis(1000));
 }
 
@@ -274,7 +274,7 @@ async fn redis_log_stays_bounded_by_the_limit() {
     let (mut admitted, mut largest) = (0, 0);
     // 200 windows of demand at twice the limit.
     for i in 0..2000u64 {
-        admitted += usize::from(limiter.check_at(&[Subject::global()], 1, Some(T0 + i * 100_000)).await.is_ok());
+        admitted += usize::from(limiter.check_at(&[Subject::global()], 1, support::at(T0 + i * 100_000)).await.is_ok());
         let key = &keys(&server)[0];
         largest = largest.max(con.zcard::<_, usize>(key).unwrap());
     }
@@ -338,7 +338,7 @@ async fn redis_and_memory_decide_alike() {
             .limit(LimitType::Global, [rule(2000, 8)])
             .store(store)
             // The stores' own answers (the refusal cache: tests/deny_cache.rs).
-            .deny_cache(false)
+            .refusal_cache(false)
             .build()
             .unwrap()
     };
@@ -356,8 +356,8 @@ async fn redis_and_memory_decide_alike() {
         now += next(120_000);
         let cost = [1, 1, 1, 2, 0, 3][next(6) as usize];
         let subjects = [ip(["10.0.0.1", "10.0.0.2", "10.0.0.3"][next(3) as usize]), Subject::global()];
-        let a = summarize(remote.check_at(&subjects, cost, Some(now)).await);
-        let b = summarize(local.check_at(&subjects, cost, Some(now)).await);
+        let a = summarize(remote.check_at(&subjects, cost, support::at(now)).await);
+        let b = summarize(local.check_at(&subjects, cost, support::at(now)).await);
         assert_eq!(a, b, "at {now}");
         allowed += usize::from(a.0);
     }
@@ -389,6 +389,39 @@ fn redis_blocking_check_needs_no_runtime() {
     let key = [Subject::bytes(&b"report"[..])];
     let results: Vec<bool> = (0..5).map(|_| limiter.check_blocking(&key, 1).is_ok()).collect();
     assert_eq!(results, [true, true, true, false, false]);
+}
+
+/// A blocking call decided by the limits in force (a shadow limit beside an enforced one: the
+/// path an overrides file takes) on a Redis that answers late, within the timeout: it waits for
+/// the answer like any call, and is never refused as "store unavailable" for it.
+#[test]
+fn redis_blocking_check_in_force_waits_for_a_slow_store() {
+    let server = RedisServer::start();
+    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(3)).unwrap());
+    let limiter = Limiter::builder("core::blocking_in_force")
+        .limit(LimitType::Key, [rule(60_000, 3)])
+        .limit(LimitType::Global, [rule(60_000, 1)])
+        .mode(ratelimit::Mode::Shadow)
+        .on_error(FailurePolicy::Deny)
+        .store(store)
+        .build()
+        .unwrap();
+    let key = [Subject::bytes(&b"report"[..]), Subject::global()];
+    assert!(limiter.check_blocking(&key, 1).is_ok(), "connected");
+    server.pause();
+    let slow = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            server.resume();
+        });
+        let started = std::time::Instant::now();
+        let decided = limiter.check_blocking(&key, 1);
+        (decided.map(|p| p.quota().map(|q| q.remaining)), started.elapsed())
+    });
+    assert_eq!(slow.0.map_err(|e| e.cause()), Ok(Some(1)), "decided by the store, not refused");
+    assert!(slow.1 >= Duration::from_millis(250), "it waited for the store: {:?}", slow.1);
+    let refused = limiter.check_blocking(&key, 1).and_then(|_| limiter.check_blocking(&key, 1)).unwrap_err();
+    assert_eq!(refused.cause(), Cause::Exceeded, "the enforced limit still decides");
 }
 
 // ---------- failures ----------
@@ -477,4 +510,22 @@ async fn redis_stopped_answers_within_the_timeout() {
     server.resume();
     until_recovered(&open, Duration::from_secs(10)).await;
     until_recovered(&closed, Duration::from_secs(10)).await;
+}
+
+/// A limiter that cannot be built refuses every call as misconfigured, naming itself: a server
+/// error (500, no `Retry-After`), never a store outage (503).
+#[cfg(feature = "axum")]
+#[test]
+fn a_misconfigured_limiter_is_a_500_naming_it() {
+    use ratelimit::__private::{check_blocking, StaticLimiter};
+    static INVALID: StaticLimiter = StaticLimiter::new(|| Limiter::builder("core_test::invalid").build());
+    let e = check_blocking(&INVALID, &[Subject::global()], 1).unwrap_err();
+    assert_eq!(e.cause(), Cause::Misconfigured);
+    assert_eq!(e.limiter(), "core_test::invalid");
+    assert_eq!(e.status(), 500);
+    assert!(e.headers().get("retry-after").is_none());
+    assert_eq!(e.json_body(), r#"{"error":"rate_limiter_misconfigured","limiter":"core_test::invalid"}"#);
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<ratelimit::store::StoreError>());
+    assert!(matches!(source, Some(ratelimit::store::StoreError::Misconfigured { .. })), "{source:?}");
+    assert!(e.to_string().contains("core_test::invalid"), "{e}");
 }

@@ -43,7 +43,7 @@ fn stacked(store: StoreHandle, alg: Algorithm, global_alg: Algorithm, cache: boo
         .limit_with(LimitType::User, [rule(10_000, 6), rule(1_000, 2)], alg, ratelimit::store::DEFAULT_PREFIX)
         .limit_with(LimitType::Global, [rule(4_000, 14)], global_alg, ratelimit::store::DEFAULT_PREFIX)
         .store(store)
-        .deny_cache(cache)
+        .refusal_cache(cache)
         .build()
         .unwrap()
 }
@@ -109,7 +109,7 @@ async fn run(
         };
         let (t, user, cost) = call;
         let subjects = [Subject::bytes(users[user]), Subject::global()];
-        let o = outcome(limiter.check_at(&subjects, cost, Some(t)).await);
+        let o = outcome(limiter.check_at(&subjects, cost, support::at(t)).await);
         edges[user] = match o {
             Outcome::Refused { retry_after, .. } => Some(t + retry_after.as_micros() as u64),
             Outcome::Allowed { .. } => None,
@@ -189,23 +189,23 @@ async fn a_cached_refusal_expires_at_its_retry_after() {
         .build()
         .unwrap();
     let alice = [Subject::bytes(&b"alice"[..])];
-    assert!(l.check_at(&alice, 1, Some(T0)).await.is_ok());
-    let first = l.check_at(&alice, 1, Some(T0 + 200 * MS)).await.unwrap_err();
+    assert!(l.check_at(&alice, 1, support::at(T0)).await.is_ok());
+    let first = l.check_at(&alice, 1, support::at(T0 + 200 * MS)).await.unwrap_err();
     assert_eq!(first.retry_after(), Duration::from_millis(800));
     reset_stats(&server);
-    let cached = l.check_at(&alice, 1, Some(T0 + 999_999)).await.unwrap_err();
+    let cached = l.check_at(&alice, 1, support::at(T0 + 999_999)).await.unwrap_err();
     assert_eq!(cached.retry_after(), Duration::from_micros(1), "the remaining retry-after");
     assert_eq!(cached.limit_type(), LimitType::User);
     assert_eq!(cached.rule(), Some(rule(1_000, 1)));
-    assert!(l.check_at(&alice, 5, Some(T0 + 500 * MS)).await.is_err(), "a higher cost is refused too");
+    assert!(l.check_at(&alice, 5, support::at(T0 + 500 * MS)).await.is_err(), "a higher cost is refused too");
     assert_eq!(evalsha_calls(&server), 0, "answered locally");
     // A call on the clock is not answered by a refusal cached at a pinned time.
     let _ = l.check(&alice, 1).await;
     assert_eq!(evalsha_calls(&server), 1);
-    assert!(l.check_at(&alice, 1, Some(T0 + 1_000 * MS)).await.is_ok(), "room again, at the store");
+    assert!(l.check_at(&alice, 1, support::at(T0 + 1_000 * MS)).await.is_ok(), "room again, at the store");
     assert_eq!(evalsha_calls(&server), 2);
     // Another subject is not affected by alice's refusal.
-    assert!(l.check_at(&[Subject::bytes(&b"bob"[..])], 1, Some(T0 + 1_000 * MS)).await.is_ok());
+    assert!(l.check_at(&[Subject::bytes(&b"bob"[..])], 1, support::at(T0 + 1_000 * MS)).await.is_ok());
 }
 
 /// 500 refused calls on the real clock cost a handful of `EVALSHA` with the cache (on by
@@ -228,7 +228,7 @@ fn hammering_a_refused_limit_costs_a_handful_of_store_calls() {
         let b =
             Limiter::builder("deny_cache::hammer").limit(LimitType::Ip, [rule(60_000, 1)]).store(redis_store(&server));
         match cache {
-            Some(on) => b.deny_cache(on),
+            Some(on) => b.refusal_cache(on),
             None => b,
         }
         .build()

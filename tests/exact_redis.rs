@@ -33,7 +33,7 @@ fn limiter(store: &StoreHandle, name: &str, alg: Algorithm, window_ms: u64, coun
     if let Some(n) = burst {
         b = b.burst(n);
     }
-    b.store(store.clone()).deny_cache(false).build().unwrap()
+    b.store(store.clone()).refusal_cache(false).build().unwrap()
 }
 
 /// What a call answered: admitted with (remaining, reset µs), or refused with retry-after µs.
@@ -54,12 +54,12 @@ fn answer(r: Result<ratelimit::Permit<'_>, RateLimited>) -> Answer {
 }
 
 async fn call(l: &Limiter, cost: u64, at: u64) -> Answer {
-    answer(l.check_at(&[Subject::global()], cost, Some(at)).await)
+    answer(l.check_at(&[Subject::global()], cost, support::at(at)).await)
 }
 
 /// (remaining, reset µs) of the limit's rule, read by a peek at `at`.
 async fn peek(l: &Limiter, at: u64) -> (u64, u128) {
-    let s = l.peek_at(&[Subject::global()], Some(at)).await.unwrap();
+    let s = l.peek_at(&[Subject::global()], support::at(at)).await.unwrap();
     (s[0].remaining, s[0].reset.as_micros())
 }
 
@@ -140,7 +140,7 @@ async fn gcra_120000_per_second_admits_what_the_definition_admits() {
             tat_n = start + window_us;
             expected.push(dt);
         }
-        if l.check_at(&[Subject::global()], 1, Some(T0 + dt)).await.is_ok() {
+        if l.check_at(&[Subject::global()], 1, support::at(T0 + dt)).await.is_ok() {
             admitted_at.push(dt);
         }
     }

@@ -13,7 +13,8 @@ mod support;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use prometheus::Scrape;
 use ratelimit::{
-    store::MemoryStore, store::RedisStore, store::StoreHandle, Cause, FailurePolicy, LimitType, Limiter, Rule, Subject,
+    store::MemoryStore, store::RedisStore, store::StoreError, store::StoreHandle, Cause, FailurePolicy, LimitType, Limiter,
+    Rule, Subject,
 };
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -160,9 +161,46 @@ async fn redis_decisions_latency_and_errors() {
     let s2 = s2b;
     assert_nothing_leaks(&["s3cret-pw", "hunter2-pw", "203.0.113.99"]);
 
+    // A hung Redis (SIGSTOP): the call gives up at the timeout; the error is a `Timeout`, and
+    // its metric's kind comes from that variant.
+    redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("").exec(&mut admin).expect("no password");
+    closed.check(&[Subject::global()], 1).await.expect("room");
+    redis.pause();
+    let e = closed.check(&[Subject::global()], 1).await.expect_err("fail closed");
+    redis.resume();
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<StoreError>());
+    assert!(matches!(source, Some(StoreError::Timeout { .. })), "{source:?}");
+    let s2c = scrape();
+    let kind = |s: &Scrape, k: &str| s.count(ERRORS, &[("store", "redis"), ("kind", k)]);
+    assert_eq!((kind(&s2c, "timeout") - kind(&s2, "timeout"), all(&s2c) - all(&s2)), (1.0, 1.0));
+    let s2 = s2c;
+
+    // The limiter's log replaced by a string: the script fails (`WRONGTYPE`), a `Script` error.
+    let keys: Vec<Vec<u8>> =
+        redis::cmd("KEYS").arg("*metrics_test::redis_closed*").query(&mut admin).expect("the limiter's keys");
+    assert_eq!(keys.len(), 1, "one log");
+    let saved: Vec<u8> = redis::cmd("DUMP").arg(&keys[0]).query(&mut admin).expect("dump");
+    redis::cmd("SET").arg(&keys[0]).arg("not a log").exec(&mut admin).expect("set");
+    let e = closed.check(&[Subject::global()], 1).await.expect_err("fail closed");
+    redis::cmd("RESTORE").arg(&keys[0]).arg(0).arg(saved).arg("REPLACE").exec(&mut admin).expect("restore");
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<StoreError>());
+    assert!(matches!(source, Some(StoreError::Script { .. })), "{source:?}");
+    let s2d = scrape();
+    assert_eq!((kind(&s2d, "script") - kind(&s2, "script"), all(&s2d) - all(&s2)), (1.0, 1.0));
+
+    // Nothing listens on the port: a `Connection` error.
+    let closed_port = format!("redis://127.0.0.1:{}/", support::free_port());
+    let nowhere: StoreHandle = Arc::new(RedisStore::open(&closed_port, timeout).expect("store"));
+    let nowhere = limiter("metrics_test::closed_port", LimitType::Global, 100, nowhere, FailurePolicy::Deny);
+    let e = nowhere.check(&[Subject::global()], 1).await.expect_err("fail closed");
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<StoreError>());
+    assert!(matches!(source, Some(StoreError::Connection { .. })), "{source:?}");
+    let s2e = scrape();
+    assert_eq!((kind(&s2e, "connection") - kind(&s2d, "connection"), all(&s2e) - all(&s2d)), (1.0, 1.0));
+    let s2 = s2e;
+
     // Redis killed: the fail-open limiter lets calls through, the fail-closed one refuses them;
     // each failed call is one store error (connection refused, or the timeout).
-    redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("").exec(&mut admin).expect("no password");
     redis.kill();
     // Another IP: the first one's refusal stands in the local cache whatever the store does.
     let other_ip = [Subject::ip("203.0.113.100".parse().unwrap())];
@@ -175,7 +213,7 @@ async fn redis_decisions_latency_and_errors() {
     }
     let s3 = scrape();
     assert_eq!(decisions(&s3, "metrics_test::redis_open", "failed_open"), 3.0);
-    assert_eq!(decisions(&s3, "metrics_test::redis_closed", "failed_closed"), 2.0);
+    assert_eq!(decisions(&s3, "metrics_test::redis_closed", "failed_closed"), 4.0, "hung, script, then two");
     assert_eq!(decisions(&s3, "metrics_test::redis_open", "allowed"), 4.0, "unchanged");
     let delta = |kind: &str| {
         s3.count(ERRORS, &[("store", "redis"), ("kind", kind)])

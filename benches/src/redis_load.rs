@@ -309,7 +309,7 @@ async fn memory_per_subject(server: &RedisServer) {
             .expect("limiter");
         let ip = Subject::ip(IpAddr::from([192, 0, 2, 1]));
         for i in 0..limit {
-            limiter.check_at(std::slice::from_ref(&ip), 1, Some(now + i)).await.expect("fill");
+            limiter.check_at(std::slice::from_ref(&ip), 1, crate::support::at(now + i)).await.expect("fill");
         }
         let key = format!("rate_limit:{{bench::mem{limit}|ip|192.0.2.1}}:sw:10mx{limit}");
         let ours: u64 = redis::cmd("MEMORY").arg("USAGE").arg(&key).query_async(&mut conn).await.expect("usage");
@@ -345,12 +345,12 @@ async fn growth(server: &RedisServer) {
                 .build()
                 .expect("limiter");
             let g = [Subject::global()];
-            limiter.check_at(&g, population, Some(start)).await.expect("fill");
+            limiter.check_at(&g, population, crate::support::at(start)).await.expect("fill");
             let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await.expect("reset");
             let mut samples = Vec::new();
             for i in 0..2000 {
                 let t = Instant::now();
-                limiter.check_at(&g, 1, Some(start + 1 + i)).await.expect("allowed");
+                limiter.check_at(&g, 1, crate::support::at(start + 1 + i)).await.expect("allowed");
                 samples.push(t.elapsed().as_secs_f64() * 1e6);
             }
             samples.sort_by(f64::total_cmp);

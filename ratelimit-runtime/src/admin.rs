@@ -1,12 +1,14 @@
-//! Peek and reset (spec §12): read a subject's quota without consuming it, and forget a
-//! subject's counts (failed logins after a successful one).
+//! Peek and reset: read a subject's quota without consuming it, and forget a subject's counts
+//! (failed logins after a successful one). Both act on the limits in force (as a decision
+//! does), and finish a remote store's answer as decisions do: awaited, or blocked on.
 
-use crate::error::StoreError;
-use crate::io;
-use crate::limiter::Limiter;
+use crate::decide::LimitSet;
 use crate::status::RuleStatus;
 use crate::store::{Answer, Targets};
+use crate::limiter::Limiter;
+use crate::error::StoreError;
 use crate::subject::Subject;
+use std::time::SystemTime;
 
 impl Limiter {
     /// Each rule's remaining quota and reset for `subjects` (one per limit, as for
@@ -32,18 +34,18 @@ impl Limiter {
     /// assert_eq!(logins.peek_blocking(&alice).unwrap()[0].remaining, 4, "peeking consumes nothing");
     /// ```
     pub async fn peek(&self, subjects: &[Subject<'_>]) -> Result<Vec<RuleStatus>, StoreError> {
-        self.peek_at(subjects, None).await
+        self.peek_answer(subjects, None).finish().await
     }
 
-    /// As [`peek`](Self::peek), with the time pinned (µs since the Unix epoch) instead of the
-    /// store's clock, as [`check_at`](Self::check_at).
-    pub async fn peek_at(&self, subjects: &[Subject<'_>], now_us: Option<u64>) -> Result<Vec<RuleStatus>, StoreError> {
-        resolve(self.peek_answer(subjects, now_us)).await
+    /// As [`peek`](Self::peek), at the time `at` instead of the store's clock, as
+    /// [`check_at`](Self::check_at).
+    pub async fn peek_at(&self, subjects: &[Subject<'_>], at: SystemTime) -> Result<Vec<RuleStatus>, StoreError> {
+        self.peek_answer(subjects, Some(crate::limiter::epoch_us(at))).finish().await
     }
 
     /// As [`peek`](Self::peek), blocking the thread.
     pub fn peek_blocking(&self, subjects: &[Subject<'_>]) -> Result<Vec<RuleStatus>, StoreError> {
-        resolve_blocking(self.peek_answer(subjects, None))
+        self.peek_answer(subjects, None).finish_blocking()
     }
 
     /// Forgets the counts of `subjects` (one per limit, as for [`check`](Self::check)): the
@@ -71,13 +73,12 @@ impl Limiter {
     /// assert!(failures.check_blocking(&alice, 1).is_ok());
     /// ```
     pub async fn reset(&self, subjects: &[Subject<'_>]) -> Result<(), StoreError> {
-        let answer = self.reset_answer(subjects);
-        resolve(answer).await
+        self.reset_answer(subjects).finish().await
     }
 
     /// As [`reset`](Self::reset), blocking the thread.
     pub fn reset_blocking(&self, subjects: &[Subject<'_>]) -> Result<(), StoreError> {
-        resolve_blocking(self.reset_answer(subjects))
+        self.reset_answer(subjects).finish_blocking()
     }
 
     fn reset_answer(&self, subjects: &[Subject<'_>]) -> Answer<()> {
@@ -86,12 +87,11 @@ impl Limiter {
         // login, not its IP), and the cache keys whole calls.
         self.forget_all_refusals();
         let Some(snapshot) = self.snapshot() else {
-            return self.with_targets(subjects, None, |store, targets| store.reset(targets));
+            return self.ask(self.own(), subjects, None, |store, targets| store.reset(targets));
         };
         // Under the overrides file: the keys of the rules in force, enforced and shadow.
-        let [enforced, shadow] = snapshot.parts();
-        let first = self.with_part(enforced, subjects, None, |store, targets| store.reset(targets));
-        let second = self.with_part(shadow, subjects, None, |store, targets| store.reset(targets));
+        let first = self.ask(&snapshot.enforced, subjects, None, |store, targets| store.reset(targets));
+        let second = self.ask(&snapshot.shadow, subjects, None, |store, targets| store.reset(targets));
         match (first, second) {
             (Answer::Ready(Err(e)), _) => Answer::Ready(Err(e)),
             (Answer::Ready(Ok(())), second) => second,
@@ -105,64 +105,36 @@ impl Limiter {
         }
     }
 
-    /// The peek of the limits in force: under the overrides file, its enforced limits (the
-    /// statuses name each limit by its place among the limiter's limits, as without it).
+    /// The peek of the enforced limits in force (the statuses name each limit by its place
+    /// among the limiter's limits, under the overrides file as without it).
     fn peek_answer(&self, subjects: &[Subject<'_>], now_us: Option<u64>) -> Answer<Vec<RuleStatus>> {
-        let Some(snapshot) = self.snapshot() else {
-            return self.with_targets(subjects, now_us, |store, targets| store.peek(targets));
-        };
-        let [enforced, _] = snapshot.parts();
-        let index = enforced.1.to_vec();
+        let snapshot = self.snapshot();
+        let set = snapshot.as_ref().map_or(self.own(), |s| &s.enforced);
+        let index = set.index.clone();
         let renumber = move |mut statuses: Vec<RuleStatus>| {
-            for s in &mut statuses {
-                s.limit = index.get(s.limit).copied().unwrap_or(s.limit);
+            if let Some(index) = &index {
+                for s in &mut statuses {
+                    s.limit = index.get(s.limit).copied().unwrap_or(s.limit);
+                }
             }
             statuses
         };
-        match self.with_part(enforced, subjects, now_us, |store, targets| store.peek(targets)) {
+        match self.ask(set, subjects, now_us, |store, targets| store.peek(targets)) {
             Answer::Ready(r) => Answer::Ready(r.map(renumber)),
             Answer::Remote(fut) => Answer::Remote(Box::pin(async move { fut.await.map(renumber) })),
         }
     }
 
-    /// As [`with_targets`](Self::with_targets), for one part of the limits in force: `limits`,
-    /// whose subjects sit at `index` among the limiter's.
-    fn with_part<T>(
+    /// Asks the store about the subjects of `set`'s limits: each limit's key bytes, `None`
+    /// where the subject is missing.
+    fn ask<T>(
         &self,
-        (limits, index): (&[crate::limit::Limit], &[usize]),
+        set: &LimitSet,
         subjects: &[Subject<'_>],
         now_us: Option<u64>,
         ask: impl FnOnce(&dyn crate::store::Store, &Targets<'_>) -> Answer<T>,
     ) -> Answer<T> {
-        let keys: Vec<Option<&[u8]>> = index.iter().map(|&i| subjects.get(i).and_then(Subject::key_bytes)).collect();
-        ask(self.store().as_ref(), &Targets { limits, subjects: &keys, now_us })
-    }
-
-    /// Asks the store with the targets of `subjects`: each limit's key bytes, `None` where the
-    /// subject is missing.
-    fn with_targets<T>(
-        &self,
-        subjects: &[Subject<'_>],
-        now_us: Option<u64>,
-        ask: impl FnOnce(&dyn crate::store::Store, &Targets<'_>) -> Answer<T>,
-    ) -> Answer<T> {
-        let limits = self.limits();
-        let keys: Vec<Option<&[u8]>> =
-            (0..limits.len()).map(|i| subjects.get(i).and_then(Subject::key_bytes)).collect();
-        ask(self.store().as_ref(), &Targets { limits, subjects: &keys, now_us })
-    }
-}
-
-async fn resolve<T: Send + 'static>(answer: Answer<T>) -> Result<T, StoreError> {
-    match answer {
-        Answer::Ready(r) => r,
-        Answer::Remote(fut) => io::await_remote(fut).await,
-    }
-}
-
-fn resolve_blocking<T: Send + 'static>(answer: Answer<T>) -> Result<T, StoreError> {
-    match answer {
-        Answer::Ready(r) => r,
-        Answer::Remote(fut) => io::block_on(fut),
+        let keys = set.targets(subjects);
+        ask(self.store().as_ref(), &Targets { limits: &set.limits, subjects: &keys, now_us })
     }
 }

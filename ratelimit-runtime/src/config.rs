@@ -24,7 +24,8 @@ pub enum FailurePolicy {
     /// become an outage of the service).
     #[default]
     Allow,
-    /// Refuse the call with a `RateLimited` whose cause is `StoreUnavailable`.
+    /// Refuse the call with a `RateLimited` whose cause is `StoreUnavailable` (`Misconfigured` when
+    /// the store cannot work as configured, e.g. a malformed URL).
     Deny,
 }
 
@@ -330,7 +331,7 @@ pub(crate) fn global() -> &'static Global {
         let deny_cache_size = config.as_ref().map_or(DEFAULT_DENY_CACHE_SIZE, |c| c.deny_cache_size);
         let store = config.and_then(|c| c.build_store()).unwrap_or_else(|e| {
             tracing::error!(error = %e, "ratelimit: cannot configure the store from the environment");
-            Arc::new(Unavailable(e.0))
+            Arc::new(Unavailable(StoreError::misconfigured(e.0)))
         });
         Global { store, on_error, deny_cache, deny_cache_size }
     })

@@ -1,4 +1,4 @@
-//! `RateLimited` (spec §5) and store errors.
+//! `RateLimited`, the error of a refused call, and `StoreError`, what went wrong in a store.
 
 use crate::limit_type::LimitType;
 use crate::policy::Policy;
@@ -18,6 +18,9 @@ pub enum Cause {
     StoreUnavailable,
     /// The identity the limit counts per (IP, user, key) was not available.
     SubjectMissing,
+    /// The limiter (or its store) is configured wrongly: no retry can succeed until the
+    /// configuration is fixed. The [`StoreError::Misconfigured`] source says what is wrong.
+    Misconfigured,
 }
 
 /// The error of a rate-limited call: which limiter and rule refused it, and when to retry.
@@ -44,7 +47,8 @@ pub struct RateLimited {
     pub(crate) retry_after: Duration,
     pub(crate) cause: Cause,
     pub(crate) limit_type: LimitType,
-    pub(crate) source: Option<StoreError>,
+    /// Boxed: refusals travel on the hot path, and are kept small.
+    pub(crate) source: Option<Box<StoreError>>,
 }
 
 impl RateLimited {
@@ -98,6 +102,7 @@ impl fmt::Display for RateLimited {
             (Cause::SubjectMissing, _) => {
                 write!(f, "({}: no {} to count the call for)", self.limit_type, self.limit_type)?
             }
+            (Cause::Misconfigured, _) => write!(f, "({}: misconfigured)", self.limit_type)?,
             (_, _) => write!(f, "({}: store unavailable)", self.limit_type)?,
         }
         f.write_str("; retry after ")?;
@@ -120,33 +125,121 @@ impl fmt::Debug for RateLimited {
 
 impl std::error::Error for RateLimited {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as &(dyn std::error::Error + 'static))
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 
-/// A store could not decide.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The error a store call ended with: the store's own error, when there is one.
+pub type ErrorSource = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A store could not decide: what happened, with the store's own error as
+/// [`source`](std::error::Error::source). Its text never holds a password.
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// No answer within the store's timeout.
-    Timeout(Duration),
-    /// The store answered with an error or could not be reached.
-    Redis(String),
-    /// The store could not be set up.
-    Unavailable(String),
-    /// The answer had an unexpected shape.
+    /// No answer within the store's timeout (or the client's own).
+    #[error("the rate-limit store did not answer in time{}", after.map(|d| format!(" ({d:?})")).unwrap_or_default())]
+    Timeout {
+        /// The time limit, when it was this library's.
+        after: Option<Duration>,
+        /// The client's error, when the client gave up.
+        #[source]
+        source: Option<ErrorSource>,
+    },
+    /// The store could not be reached, or the connection broke (refused, reset, no primary).
+    #[error("cannot reach the rate-limit store: {}", words(.context, .source))]
+    Connection {
+        /// Where, or what was tried.
+        context: String,
+        /// The client's error.
+        #[source]
+        source: Option<ErrorSource>,
+    },
+    /// The store refused the credentials (`NOAUTH`, `WRONGPASS`, a missing ACL permission).
+    #[error("the rate-limit store refused the credentials: {}", words(.context, .source))]
+    Auth {
+        /// Where, or what was tried.
+        context: String,
+        /// The client's error.
+        #[source]
+        source: Option<ErrorSource>,
+    },
+    /// The decision script failed on the server.
+    #[error("the rate-limit script failed: {}", words(.context, .source))]
+    Script {
+        /// Where, or what was tried.
+        context: String,
+        /// The server's error.
+        #[source]
+        source: Option<ErrorSource>,
+    },
+    /// The store answered something this library cannot read.
+    #[error("unexpected answer from the rate-limit store: {0}")]
     Protocol(String),
+    /// The limiter or the store is configured wrongly (an invalid limiter, a malformed URL, a
+    /// missing feature): no retry can succeed until the configuration is fixed.
+    #[error("misconfigured: {}", words(.context, .source))]
+    Misconfigured {
+        /// What is wrong, naming the limiter or the store.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: Option<ErrorSource>,
+    },
+    /// Anything else the store or its client reported.
+    #[error("rate-limit store error: {}", words(.context, .source))]
+    Other {
+        /// Where, or what was tried.
+        context: String,
+        /// The client's error.
+        #[source]
+        source: Option<ErrorSource>,
+    },
 }
 
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// `context: source`, or whichever of the two there is: logs print an error's own text only,
+/// so the store's words are part of it.
+fn words(context: &str, source: &Option<ErrorSource>) -> String {
+    match (context.is_empty(), source) {
+        (_, None) => context.to_owned(),
+        (true, Some(s)) => s.to_string(),
+        (false, Some(s)) => format!("{context}: {s}"),
+    }
+}
+
+impl StoreError {
+    /// A misconfiguration described by `context` alone.
+    pub(crate) fn misconfigured(context: impl Into<String>) -> StoreError {
+        StoreError::Misconfigured { context: context.into(), source: None }
+    }
+
+    /// A misconfiguration with the error that revealed it.
+    pub(crate) fn misconfigured_by(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> StoreError {
+        StoreError::Misconfigured { context: context.into(), source: Some(Arc::new(source)) }
+    }
+
+    /// A failure of the library's own machinery (its I/O runtime), not of the store.
+    pub(crate) fn other(context: impl Into<String>) -> StoreError {
+        StoreError::Other { context: context.into(), source: None }
+    }
+
+    /// The same error with `context` in front of its own (a host, a seed node).
+    pub(crate) fn within(self, outer: &str) -> StoreError {
+        let prefix =
+            |context: String| if context.is_empty() { outer.to_owned() } else { format!("{outer}: {context}") };
         match self {
-            StoreError::Timeout(d) => write!(f, "the rate-limit store did not answer within {d:?}"),
-            StoreError::Redis(e) => write!(f, "redis error: {e}"),
-            StoreError::Unavailable(e) => write!(f, "rate-limit store unavailable: {e}"),
-            StoreError::Protocol(e) => write!(f, "unexpected answer from the rate-limit store: {e}"),
+            StoreError::Connection { context, source } => StoreError::Connection { context: prefix(context), source },
+            StoreError::Auth { context, source } => StoreError::Auth { context: prefix(context), source },
+            StoreError::Script { context, source } => StoreError::Script { context: prefix(context), source },
+            StoreError::Misconfigured { context, source } => {
+                StoreError::Misconfigured { context: prefix(context), source }
+            }
+            StoreError::Other { context, source } => StoreError::Other { context: prefix(context), source },
+            StoreError::Protocol(what) => StoreError::Protocol(format!("{outer}: {what}")),
+            timeout @ StoreError::Timeout { .. } => timeout,
         }
     }
 }
-
-impl std::error::Error for StoreError {}

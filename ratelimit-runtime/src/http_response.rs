@@ -110,14 +110,20 @@ fn ratelimit_field(policy: &Policy, remaining: u64, reset: Duration) -> Option<H
 impl RateLimited {
     /// The HTTP status of this refusal: `429 Too Many Requests`; `503 Service Unavailable`
     /// when the store could not decide ([`Cause::StoreUnavailable`]); `500 Internal Server
-    /// Error` when the identity to count for was missing ([`Cause::SubjectMissing`]: the server
-    /// is misconfigured, e.g. no `ConnectInfo` or no user set, and retrying will not help).
+    /// Error` when the server is misconfigured and retrying will not help: the identity to count
+    /// for was missing ([`Cause::SubjectMissing`]: e.g. no `ConnectInfo` or no user set), or the
+    /// limiter itself is invalid ([`Cause::Misconfigured`]).
     pub fn status(&self) -> StatusCode {
         match self.cause {
             Cause::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Cause::SubjectMissing => StatusCode::INTERNAL_SERVER_ERROR,
-            Cause::Exceeded => StatusCode::TOO_MANY_REQUESTS,
+            Cause::SubjectMissing | Cause::Misconfigured => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::TOO_MANY_REQUESTS,
         }
+    }
+
+    /// Whether no retry can help: the server must be fixed (no `Retry-After`).
+    fn server_error(&self) -> bool {
+        matches!(self.cause, Cause::SubjectMissing | Cause::Misconfigured)
     }
 
     /// [`retry_after`](Self::retry_after) in whole seconds, rounded up: the `Retry-After` value.
@@ -145,8 +151,9 @@ impl RateLimited {
     /// ```
     pub fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::with_capacity(3);
-        // A missing identity is the server's problem: no time would make a retry succeed.
-        if self.cause != Cause::SubjectMissing {
+        // A missing identity or an invalid limiter is the server's problem: no time would make a
+        // retry succeed.
+        if !self.server_error() {
             headers.insert(RETRY_AFTER, HeaderValue::from(self.retry_after_secs()));
         }
         if let Some(v) = policy_field_cached(&self.policies) {
@@ -159,7 +166,8 @@ impl RateLimited {
     }
 
     /// The JSON body of the response: `{"error":"rate_limited","retry_after_ms":3200}`
-    /// (`{"error":"rate_limit_subject_missing"}` for a missing identity).
+    /// (`{"error":"rate_limit_subject_missing"}` for a missing identity,
+    /// `{"error":"rate_limiter_misconfigured","limiter":"<name>"}` for an invalid limiter).
     ///
     /// ```
     /// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore, Cause};
@@ -176,8 +184,15 @@ impl RateLimited {
     /// assert_eq!(missing.json_body(), r#"{"error":"rate_limit_subject_missing"}"#);
     /// ```
     pub fn json_body(&self) -> String {
-        if self.cause == Cause::SubjectMissing {
-            return r#"{"error":"rate_limit_subject_missing"}"#.to_owned();
+        match self.cause {
+            Cause::SubjectMissing => return r#"{"error":"rate_limit_subject_missing"}"#.to_owned(),
+            Cause::Misconfigured => {
+                let mut body = r#"{"error":"rate_limiter_misconfigured","limiter":"#.to_owned();
+                json_string(&mut body, &self.limiter);
+                body.push('}');
+                return body;
+            }
+            _ => {}
         }
         let ms = self.retry_after.as_micros().div_ceil(1000);
         format!(r#"{{"error":"rate_limited","retry_after_ms":{ms}}}"#)
@@ -185,7 +200,7 @@ impl RateLimited {
 }
 
 /// `429 Too Many Requests` (`503` when the store was unavailable, `500` when the identity was
-/// missing) with `Retry-After`,
+/// missing or the limiter is invalid) with `Retry-After`,
 /// `RateLimit-Policy`, `RateLimit` and a JSON body `{"error":"rate_limited","retry_after_ms":N}`.
 impl IntoResponse for RateLimited {
     fn into_response(self) -> Response {
@@ -196,6 +211,22 @@ impl IntoResponse for RateLimited {
         headers.extend(self.headers());
         response
     }
+}
+
+/// `text` as a JSON string.
+fn json_string(out: &mut String, text: &str) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 impl Headroom {

@@ -25,7 +25,7 @@ fn runtime() -> Result<&'static Runtime, StoreError> {
                 .map_err(|e| e.to_string())
         })
         .as_ref()
-        .map_err(|e| StoreError::Unavailable(format!("cannot start the I/O runtime: {e}")))
+        .map_err(|e| StoreError::other(format!("cannot start the I/O runtime: {e}")))
 }
 
 /// The handle of the I/O runtime.
@@ -38,7 +38,7 @@ pub(crate) async fn run<T: Send + 'static>(
     fut: impl Future<Output = Result<T, StoreError>> + Send + 'static,
 ) -> Result<T, StoreError> {
     let task = handle()?.spawn(fut);
-    task.await.map_err(|e| StoreError::Unavailable(format!("store task failed: {e}")))?
+    task.await.map_err(|e| StoreError::other(format!("store task failed: {e}")))?
 }
 
 /// Runs `fut` on the I/O runtime and blocks this thread until it is done.
@@ -49,7 +49,7 @@ pub(crate) fn block_on<T: Send + 'static>(
     handle()?.spawn(async move {
         let _ = tx.send(fut.await);
     });
-    rx.recv().map_err(|_| StoreError::Unavailable("store task failed".to_owned()))?
+    rx.recv().map_err(|_| StoreError::other("store task failed"))?
 }
 
 /// Runs `fut` with a time limit measured by the I/O runtime's timer, so that it works when
@@ -69,7 +69,7 @@ pub(crate) async fn timeout<T>(
             return Poll::Ready(r);
         }
         if sleep.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Err(StoreError::Timeout(limit)));
+            return Poll::Ready(Err(StoreError::Timeout { after: Some(limit), source: None }));
         }
         Poll::Pending
     })

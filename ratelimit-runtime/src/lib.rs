@@ -35,8 +35,8 @@ mod cidr;
 pub mod clock;
 pub mod config;
 pub mod context;
+mod decide;
 mod decision;
-mod deny_cache;
 mod error;
 #[cfg(feature = "axum")]
 mod http_response;
@@ -49,6 +49,7 @@ mod metrics;
 mod mode;
 mod overrides;
 mod policy;
+mod refusal_cache;
 mod registry;
 pub mod rule;
 mod snapshot;

@@ -1,4 +1,4 @@
-//! Metrics (spec §10), through the `metrics` crate facade: the application installs the
+//! Metrics, through the `metrics` crate facade: the application installs the
 //! recorder. Beside the stores in the layering: stores report their calls here, the limiter
 //! its decisions. Labels never hold a subject, so series are bounded by the number of limiters.
 //!
@@ -41,10 +41,8 @@ pub(crate) enum Outcome {
     /// A rule had no room (by the store, or by the local refusal cache).
     Denied,
     /// A shadow-mode limit would have refused; the call went through.
-    #[allow(dead_code)] // Reported by the shadow mode (being built in parallel).
     ShadowDenied,
     /// The subject is exempt: not counted, never refused.
-    #[allow(dead_code)] // Reported by exemptions (being built in parallel).
     Exempt,
     /// The store failed and the policy let the call through.
     FailedOpen,
@@ -111,15 +109,14 @@ impl ErrorKind {
         }
     }
 
-    /// The kind of a store error. `StoreError::Redis` carries only text: stores count those
-    /// where they still hold the client's error (see [`StoreMetrics::error`]), so this answers
-    /// `None` for them.
-    pub(crate) fn of(error: &StoreError) -> Option<ErrorKind> {
+    /// The kind of a store error: its variant, never its text.
+    pub(crate) fn of(error: &StoreError) -> ErrorKind {
         match error {
-            StoreError::Timeout(_) => Some(ErrorKind::Timeout),
-            StoreError::Protocol(_) => Some(ErrorKind::Script),
-            StoreError::Unavailable(_) => Some(ErrorKind::Other),
-            StoreError::Redis(_) => None,
+            StoreError::Timeout { .. } => ErrorKind::Timeout,
+            StoreError::Connection { .. } => ErrorKind::Connection,
+            StoreError::Auth { .. } => ErrorKind::Auth,
+            StoreError::Script { .. } | StoreError::Protocol(_) => ErrorKind::Script,
+            StoreError::Misconfigured { .. } | StoreError::Other { .. } => ErrorKind::Other,
         }
     }
 }
@@ -153,7 +150,6 @@ impl LimiterMetrics {
 
     /// Counts a refusal answered with no store call (besides its `decision(Outcome::Denied)`).
     #[inline]
-    #[allow(dead_code)] // Called by the local refusal cache (being built in parallel).
     pub(crate) fn local_denial(&self) {
         self.local_denials.increment(1);
     }
@@ -233,9 +229,9 @@ pub(crate) static REDIS: StoreMetrics = StoreMetrics::new("redis");
 /// A Redis Cluster.
 #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 pub(crate) static CLUSTER: StoreMetrics = StoreMetrics::new("cluster");
-/// A store that could not be built.
 /// Redis through Sentinel.
 pub(crate) static SENTINEL: StoreMetrics = StoreMetrics::new("sentinel");
+/// A store that could not be built.
 pub(crate) static UNAVAILABLE: StoreMetrics = StoreMetrics::new("unavailable");
 
 impl StoreMetrics {
@@ -262,8 +258,7 @@ impl StoreMetrics {
         self.handles().errors[kind as usize].increment(1);
     }
 
-    /// Runs one remote store call: records its duration, and counts its error unless it is a
-    /// `StoreError::Redis`, which the store counted with its precise kind.
+    /// Runs one remote store call: records its duration, and counts its error by its kind.
     pub(crate) async fn timed<T>(
         &self,
         call: impl std::future::Future<Output = Result<T, StoreError>>,
@@ -271,8 +266,8 @@ impl StoreMetrics {
         let started = Instant::now();
         let result = call.await;
         self.duration(started.elapsed());
-        if let Some(kind) = result.as_ref().err().and_then(ErrorKind::of) {
-            self.error(kind);
+        if let Err(e) = &result {
+            self.error(ErrorKind::of(e));
         }
         result
     }
@@ -290,20 +285,6 @@ impl StoreMetrics {
             n % MEMORY_SAMPLE == 1
         })
     }
-}
-
-/// Counts one decision of `limiter`, for callers without the limiter's handles (allocates its
-/// labels: prefer [`LimiterMetrics::decision`]).
-#[allow(dead_code)]
-pub(crate) fn decision(limiter: &str, outcome: Outcome) {
-    metrics::counter!(DECISIONS, "limiter" => limiter.to_owned(), "outcome" => outcome.label()).increment(1);
-}
-
-/// Counts a refusal answered by the local refusal cache, for callers without the limiter's
-/// handles (prefer [`LimiterMetrics::local_denial`]).
-#[allow(dead_code)]
-pub(crate) fn local_denial(limiter: &str) {
-    metrics::counter!(LOCAL_DENIALS, "limiter" => limiter.to_owned()).increment(1);
 }
 
 #[cfg(test)]

@@ -46,7 +46,7 @@ pub async fn check(
 ) -> Result<Permit<'static>, RateLimited> {
     match limiter.get() {
         Ok(l) => l.check(subjects, cost).await,
-        Err(e) => Err(misconfigured(e)),
+        Err(e) => Err(misconfigured(limiter, e)),
     }
 }
 
@@ -69,7 +69,7 @@ pub async fn until_ready(
 ) -> Result<Permit<'static>, RateLimited> {
     match limiter.get() {
         Ok(l) => l.until_ready(subjects, cost, std::time::Duration::from_millis(max_wait_ms)).await,
-        Err(e) => Err(misconfigured(e)),
+        Err(e) => Err(misconfigured(limiter, e)),
     }
 }
 
@@ -83,7 +83,7 @@ pub fn until_ready_blocking(
 ) -> Result<Permit<'static>, RateLimited> {
     match limiter.get() {
         Ok(l) => l.until_ready_blocking(subjects, cost, std::time::Duration::from_millis(max_wait_ms)),
-        Err(e) => Err(misconfigured(e)),
+        Err(e) => Err(misconfigured(limiter, e)),
     }
 }
 
@@ -96,22 +96,27 @@ pub fn check_blocking(
 ) -> Result<Permit<'static>, RateLimited> {
     match limiter.get() {
         Ok(l) => l.check_blocking(subjects, cost),
-        Err(e) => Err(misconfigured(e)),
+        Err(e) => Err(misconfigured(limiter, e)),
     }
 }
 
-/// The attribute validates everything the builder does, so this is unreachable in practice; it
-/// exists so that no input can make generated code panic.
-fn misconfigured(e: &LimiterError) -> RateLimited {
+/// The refusal of every call of a limiter that could not be built: a server error naming the
+/// limiter, never a store outage. (The attribute validates everything the builder does, so this
+/// is unreachable in practice; it exists so that no input can make generated code panic.)
+fn misconfigured(limiter: &LazyLimiter, e: &LimiterError) -> RateLimited {
     use std::sync::Arc;
+    let name = limiter.name().unwrap_or("<unnamed limiter>");
     RateLimited {
-        limiter: Arc::from("<invalid limiter>"),
+        limiter: Arc::from(name),
         policy: None,
         policies: Arc::from(Vec::new()),
         retry_after: std::time::Duration::ZERO,
-        cause: crate::Cause::StoreUnavailable,
+        cause: crate::error::Cause::Misconfigured,
         limit_type: LimitType::Global,
-        source: Some(crate::error::StoreError::Unavailable(e.to_string())),
+        source: Some(Box::new(crate::error::StoreError::misconfigured_by(
+            format!("the limiter {name} is invalid"),
+            e.clone(),
+        ))),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Waiting for room (spec §12): a refused call sleeps for the retry-after the store returned,
+//! Waiting for room: a refused call sleeps for the retry-after the store returned,
 //! plus a little jitter, and tries again, never sleeping past its `max_wait`.
 
 use crate::error::{Cause, RateLimited};

@@ -22,8 +22,10 @@
 //! ```
 //!
 //! `RateLimited` implements axum's `IntoResponse` (`429`, or `503` when the store is
-//! unavailable, with `Retry-After`, `RateLimit-Policy`, `RateLimit` and a JSON body), so a
-//! handler can return it directly or convert it into its own error type.
+//! unavailable, with `Retry-After`, `RateLimit-Policy`, `RateLimit` and a JSON body; `500`
+//! without `Retry-After` when the server is misconfigured: a missing identity, or an invalid
+//! limiter, named in the body), so a handler can return it directly or convert it into its own
+//! error type.
 
 mod client_ip;
 

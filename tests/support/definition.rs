@@ -229,7 +229,7 @@ pub fn build(store: &StoreHandle, name: &str, limits: &[LimitSpec]) -> Limiter {
             b = b.burst(n);
         }
     }
-    b.store(store.clone()).deny_cache(false).build().unwrap()
+    b.store(store.clone()).refusal_cache(false).build().unwrap()
 }
 
 pub fn subjects(limits: &[LimitSpec]) -> Vec<Subject<'static>> {
@@ -253,7 +253,7 @@ pub async fn compare(
     t: u64,
     c: u64,
 ) -> Result<Option<Expected>, String> {
-    let got = l.check_at(subjects, c, Some(t)).await;
+    let got = l.check_at(subjects, c, std::time::UNIX_EPOCH + std::time::Duration::from_micros(t)).await;
     let want = expect(models, t, c);
     let Some(want) = want else {
         return match got {

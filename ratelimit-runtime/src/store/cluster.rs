@@ -9,17 +9,18 @@
 //! subject sees the unit and may be denied by it. A release that itself fails (the node died in
 //! between) leaves the unit counted until its window passes: an over-count, never an under-count.
 
-use super::admin::{read_statuses, shapes, Answer, Shapes, Targets};
+use super::peek_reset::{read_statuses, shapes, Shapes, Targets};
 use super::redis::{
     command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Script, ScriptOp,
 };
 use super::tls::{is_tls_url, TlsConfig};
+use super::Answer;
 use super::{Call, Pending, Store};
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::io;
 use crate::key::cluster_slot;
-use crate::metrics::{self, StoreMetrics};
+use crate::metrics;
 use crate::status::RuleStatus;
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
@@ -46,7 +47,7 @@ impl ClusterStore {
     /// seeds.
     pub fn open_with_tls(urls: &[String], timeout: Duration, tls: &TlsConfig) -> Result<ClusterStore, StoreError> {
         if urls.is_empty() {
-            return Err(StoreError::Unavailable("no Redis Cluster seed node given".to_owned()));
+            return Err(StoreError::misconfigured("no Redis Cluster seed node given"));
         }
         let nodes = urls.iter().map(|u| redact(u)).collect::<Vec<_>>().join(",");
         let builder = ClusterClientBuilder::new(urls.to_vec());
@@ -60,7 +61,7 @@ impl ClusterStore {
             .min_retry_wait(10)
             .max_retry_wait(100)
             .build()
-            .map_err(|e| StoreError::Unavailable(format!("invalid Redis Cluster nodes {nodes:?}: {e}")))?;
+            .map_err(|e| StoreError::misconfigured_by(format!("invalid Redis Cluster nodes {nodes:?}"), e))?;
         // Created inside the I/O runtime so that the connections and their refreshes live there.
         let _guard = io::handle()?.enter();
         let conn = client.get_pending_async_connection_with_config(ClusterConfig::default());
@@ -94,7 +95,7 @@ fn with_tls(builder: ClusterClientBuilder, tls: &TlsConfig, _nodes: &str) -> Res
 
 #[cfg(not(feature = "tls"))]
 fn with_tls(_: ClusterClientBuilder, _: &TlsConfig, nodes: &str) -> Result<ClusterClientBuilder, StoreError> {
-    Err(StoreError::Unavailable(format!("{nodes}: rediss:// needs the `tls` feature of ratelimit (on by default)")))
+    Err(StoreError::misconfigured(format!("{nodes}: rediss:// needs the `tls` feature of ratelimit (on by default)")))
 }
 
 /// One slot's share of a call: its decide and release commands, and which limits it holds.
@@ -127,9 +128,7 @@ impl Store for ClusterStore {
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         let m = &metrics::CLUSTER;
-        Pending::Remote(Box::pin(
-            async move { m.timed(io::timeout(timeout, decide_by_slot(&mut conn, &parts, m))).await },
-        ))
+        Pending::Remote(Box::pin(async move { m.timed(io::timeout(timeout, decide_by_slot(&mut conn, &parts))).await }))
     }
 
     fn describe(&self) -> String {
@@ -152,7 +151,7 @@ impl Store for ClusterStore {
             io::timeout(timeout, async {
                 let mut out = Vec::new();
                 for (cmd, shapes) in &parts {
-                    let flat = eval_raw(&mut conn, cmd, &metrics::CLUSTER).await?;
+                    let flat = eval_raw(&mut conn, cmd).await?;
                     read_statuses(shapes, &flat, &mut out)?;
                 }
                 // Slot order is not limit order.
@@ -198,14 +197,10 @@ fn by_slot(targets: &Targets<'_>) -> Vec<Vec<usize>> {
     groups.into_iter().map(|(_, v)| v).collect()
 }
 
-async fn decide_by_slot(
-    conn: &mut ClusterConnection,
-    parts: &[SlotPart],
-    m: &StoreMetrics,
-) -> Result<Decision, StoreError> {
+async fn decide_by_slot(conn: &mut ClusterConnection, parts: &[SlotPart]) -> Result<Decision, StoreError> {
     let mut tightest: Option<Decision> = None;
     for (done, part) in parts.iter().enumerate() {
-        let outcome = eval(conn, &part.decide, m).await.map(|mut d| {
+        let outcome = eval(conn, &part.decide).await.map(|mut d| {
             // The script's indexes count within this slot's limits.
             d.limit = part.limits.get(d.limit).copied().unwrap_or(0);
             d
@@ -218,7 +213,7 @@ async fn decide_by_slot(
             }
             other => {
                 for earlier in &parts[..done] {
-                    if let Err(e) = eval(conn, &earlier.release, m).await {
+                    if let Err(e) = eval(conn, &earlier.release).await {
                         tracing::warn!(error = %e, "ratelimit: could not release a unit admitted on another cluster slot");
                     }
                 }

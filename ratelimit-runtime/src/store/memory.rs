@@ -4,7 +4,8 @@
 //! count and the exact retry-after are binary searches. Idle logs are swept as the shard is used,
 //! so memory is bounded by the subjects active within their longest window.
 
-use super::admin::{Answer, Targets};
+use super::peek_reset::Targets;
+use super::Answer;
 use super::{Call, Pending, Store};
 use crate::algorithm::step;
 use crate::algorithm::Algorithm;

@@ -1,14 +1,14 @@
 //! Stores: where the counts live. The algorithm (the script and its in-memory twin) decides; the
 //! store only holds state and runs the decision atomically.
 
-// `Call`, `Pending`, `Targets` and `Answer` are the library's own: `Store` is sealed, so no one
-// outside implements its methods or has a `Call` to pass them.
+// `Call`, `Answer` and `Targets` are the library's own: `Store` is sealed, so no one outside
+// implements its methods or has a `Call` to pass them.
 #![allow(private_interfaces)]
 
-pub(crate) mod admin;
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
 pub(crate) mod memory;
+pub(crate) mod peek_reset;
 pub(crate) mod probe;
 pub(crate) mod redis;
 pub(crate) mod sentinel;
@@ -17,11 +17,12 @@ pub(crate) mod tls;
 use crate::decision::Decision;
 pub use crate::error::StoreError;
 pub use crate::key::{PrefixError, DEFAULT_PREFIX, MAX_PREFIX_LEN};
+pub use crate::error::ErrorSource;
 use crate::limit::Limit;
-pub(crate) use admin::{Answer, Targets};
 #[cfg(feature = "cluster")]
 pub use cluster::ClusterStore;
 pub use memory::MemoryStore;
+pub(crate) use peek_reset::Targets;
 pub use redis::RedisStore;
 pub use sentinel::{SentinelSpec, SentinelStore};
 use std::future::Future;
@@ -29,17 +30,43 @@ use std::pin::Pin;
 use std::sync::Arc;
 pub use tls::TlsConfig;
 
-/// A decision still travelling to a remote store. It owns everything it needs (`'static`) so it
-/// can run on the library's I/O runtime whatever runtime, if any, the caller has.
-pub(crate) type RemoteDecision = Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send + 'static>>;
+/// An answer still travelling from a remote store. It owns everything it needs (`'static`) so
+/// it can run on the library's I/O runtime whatever runtime, if any, the caller has.
+pub(crate) type RemoteAnswer<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
 
-/// What [`Store::decide`] answers: at once (in memory), or a future for the I/O runtime.
-pub(crate) enum Pending {
-    /// Already decided.
-    Ready(Result<Decision, StoreError>),
-    /// To be run on the I/O runtime (with the store's timeout applied inside).
-    Remote(RemoteDecision),
+/// What a store answers ([`Store::decide`], [`Store::peek`], [`Store::reset`]): at once (in
+/// memory), or a future for the I/O runtime (with the store's timeout applied inside), which
+/// async callers await and blocking callers block on.
+pub(crate) enum Answer<T> {
+    /// Already answered.
+    Ready(Result<T, StoreError>),
+    /// To be run on the I/O runtime.
+    Remote(RemoteAnswer<T>),
 }
+
+impl<T: Send + 'static> Answer<T> {
+    /// The answer, awaited (from any async runtime).
+    pub(crate) async fn finish(self) -> Result<T, StoreError> {
+        match self {
+            Answer::Ready(r) => r,
+            Answer::Remote(fut) => crate::io::await_remote(fut).await,
+        }
+    }
+
+    /// The answer, blocking the thread until it comes.
+    pub(crate) fn finish_blocking(self) -> Result<T, StoreError> {
+        match self {
+            Answer::Ready(r) => r,
+            Answer::Remote(fut) => crate::io::block_on(fut),
+        }
+    }
+}
+
+/// A decision still travelling to a remote store.
+pub(crate) type RemoteDecision = RemoteAnswer<Decision>;
+
+/// What [`Store::decide`] answers.
+pub(crate) type Pending = Answer<Decision>;
 
 /// One call to decide: every limit of the call with its subject, and the cost.
 pub(crate) struct Call<'a> {
@@ -66,12 +93,12 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// Each rule's remaining quota and reset for the targets' subjects, recording nothing
     /// (one round trip; per slot on a cluster). In limit order, rules in rule order.
     fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::status::RuleStatus>> {
-        admin::unsupported("peek")
+        peek_reset::unsupported("peek")
     }
 
     /// Forgets the targets' subjects' counts (one round trip; per slot on a cluster).
     fn reset(&self, _targets: &Targets<'_>) -> Answer<()> {
-        admin::unsupported("reset")
+        peek_reset::unsupported("reset")
     }
 
     /// A short description for logs: `memory`, `redis://127.0.0.1:6379`.
@@ -109,18 +136,25 @@ pub type StoreHandle = Arc<dyn Store>;
 
 /// A store that could not be built (for example a malformed `REDIS_URL`): every call fails with
 /// the reason, so the failure policy applies instead of a silent fallback to memory.
-pub(crate) struct Unavailable(pub(crate) String);
+pub(crate) struct Unavailable(pub(crate) StoreError);
+
+impl Unavailable {
+    fn error(&self) -> StoreError {
+        self.0.clone()
+    }
+}
 
 impl Store for Unavailable {
     fn decide(&self, _call: &Call<'_>) -> Pending {
-        crate::metrics::UNAVAILABLE.error(crate::metrics::ErrorKind::Other);
-        Pending::Ready(Err(StoreError::Unavailable(self.0.clone())))
+        let error = self.error();
+        crate::metrics::UNAVAILABLE.error(crate::metrics::ErrorKind::of(&error));
+        Pending::Ready(Err(error))
     }
     fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::status::RuleStatus>> {
-        Answer::Ready(Err(StoreError::Unavailable(self.0.clone())))
+        Answer::Ready(Err(self.error()))
     }
     fn reset(&self, _targets: &Targets<'_>) -> Answer<()> {
-        Answer::Ready(Err(StoreError::Unavailable(self.0.clone())))
+        Answer::Ready(Err(self.error()))
     }
     fn describe(&self) -> String {
         format!("unavailable ({})", self.0)

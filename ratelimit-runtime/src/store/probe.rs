@@ -31,7 +31,7 @@ pub(crate) fn spawn(
             }
             Err(e) => {
                 let error = e.to_string();
-                match hint(&error) {
+                match hint(&e, &error) {
                     Some(hint) => tracing::error!(store = %store, error = %error, hint, "rate-limit store unreachable; the failure policy decides calls until it answers"),
                     None => tracing::error!(store = %store, error = %error, "rate-limit store unreachable; the failure policy decides calls until it answers"),
                 }
@@ -41,12 +41,11 @@ pub(crate) fn spawn(
 }
 
 /// What an error most likely means, when the store's words alone are cryptic.
-fn hint(error: &str) -> Option<&'static str> {
-    if error.contains("AuthenticationFailed") {
-        // redis-rs reports the server's WRONGPASS as this, without the server's text.
-        Some("WRONGPASS: the server refused the user name or password in the URL")
-    } else {
-        tls::hint(error)
+fn hint(error: &StoreError, text: &str) -> Option<&'static str> {
+    match error {
+        // redis-rs reports the server's WRONGPASS without the server's text.
+        StoreError::Auth { .. } => Some("WRONGPASS: the server refused the user name or password in the URL"),
+        _ => tls::hint(text),
     }
 }
 
@@ -59,6 +58,7 @@ pub(crate) async fn explain_with_seed(error: StoreError, seed: redis::Client) ->
     };
     match alone.await {
         Ok(()) => error,
-        Err(why) => StoreError::Redis(format!("{error}; the first seed node says: {why}")),
+        // The seed's own error says more precisely what is wrong (refused, unauthenticated).
+        Err(why) => super::redis::redis_error(why).within(&format!("{error}; the first seed node says")),
     }
 }

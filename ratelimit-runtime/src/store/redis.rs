@@ -1,18 +1,19 @@
 //! One Redis server: every decision is one `EVALSHA` of the decision script.
 
-use super::admin::{read_statuses, shapes, Answer, Targets};
+use super::peek_reset::{read_statuses, shapes, Targets};
 use super::tls::TlsConfig;
+use super::Answer;
 use super::{Call, Pending, Store};
+use crate::metrics;
+use crate::io;
 use crate::algorithm::Algorithm;
 use crate::decision::Decision;
-use crate::error::StoreError;
-use crate::io;
-use crate::metrics::{self, ErrorKind, StoreMetrics};
 use crate::status::RuleStatus;
+use crate::error::StoreError;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, ErrorKind as ErrorKind_, ServerErrorKind};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// A Lua script, assembled once from its template and the shared fragments, and its SHA-1 as
@@ -120,8 +121,7 @@ impl RedisStore {
             .set_max_delay(Duration::from_millis(100));
         // Created inside the I/O runtime so that the connection and its reconnections live there.
         let _guard = io::handle()?.enter();
-        let conn =
-            ConnectionManager::new_lazy_with_config(client, config).map_err(|e| StoreError::Redis(e.to_string()))?;
+        let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(redis_error)?;
         let store = RedisStore { conn, timeout, url: redacted };
         // Connect now, in the background, so the first call does not pay for it, and say how
         // it went.
@@ -221,35 +221,22 @@ impl redis::ToRedisArgs for KeyArg<'_> {
 
 /// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server), and
 /// reads its packed reply (see [`unpack_reply`]).
-pub(crate) async fn eval(
-    conn: &mut impl ConnectionLike,
-    command: &(Cmd, &Script),
-    metrics: &StoreMetrics,
-) -> Result<Decision, StoreError> {
-    let answer: redis::Value = query_script(conn, command, metrics).await?;
+pub(crate) async fn eval(conn: &mut impl ConnectionLike, command: &(Cmd, &Script)) -> Result<Decision, StoreError> {
+    let answer: redis::Value = query_script(conn, command).await?;
     Ok(Decision::from_script(unpack_reply(&answer)?))
 }
 
 /// As [`eval`], the script's integers as they come (a peek answers two per rule).
-pub(crate) async fn eval_raw(
-    conn: &mut impl ConnectionLike,
-    command: &(Cmd, &Script),
-    metrics: &StoreMetrics,
-) -> Result<Vec<i64>, StoreError> {
-    query_script(conn, command, metrics).await
+pub(crate) async fn eval_raw(conn: &mut impl ConnectionLike, command: &(Cmd, &Script)) -> Result<Vec<i64>, StoreError> {
+    query_script(conn, command).await
 }
 
-/// The `EVALSHA`, and on `NOSCRIPT` a `SCRIPT LOAD` and the `EVALSHA` again. Counts a Redis
-/// error in `metrics` by its kind (the other errors are counted by `StoreMetrics::timed`).
+/// The `EVALSHA`, and on `NOSCRIPT` a `SCRIPT LOAD` and the `EVALSHA` again. (Errors are counted
+/// by `StoreMetrics::timed`, from their variant.)
 async fn query_script<T: redis::FromRedisValue>(
     conn: &mut impl ConnectionLike,
     (cmd, script): &(Cmd, &Script),
-    metrics: &StoreMetrics,
 ) -> Result<T, StoreError> {
-    let redis_error = |e: redis::RedisError| {
-        metrics.error(error_kind(&e));
-        redis_error(e)
-    };
     match cmd.query_async::<T>(conn).await {
         Err(e) if e.kind() == ErrorKind_::Server(ServerErrorKind::NoScript) => {
             // On a cluster this reaches every primary (a promoted replica may never have seen it).
@@ -326,40 +313,57 @@ fn unpack_reply(answer: &redis::Value) -> Result<[i64; 6], StoreError> {
     Ok([allowed, limit, rule, retry, remaining, reset])
 }
 
+/// A Redis error as what happened, classified by its kind and code (never its text), the error
+/// itself as the source.
 pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
-    StoreError::Redis(e.to_string())
-}
-
-/// The metrics kind of a Redis error, from its kind and code (never its text).
-pub(crate) fn error_kind(e: &redis::RedisError) -> ErrorKind {
-    if e.is_timeout() {
-        return ErrorKind::Timeout;
-    }
+    let kind = e.kind();
     // Redis answers a client that skipped AUTH with `NOAUTH`, or, for a long command, with
     // "Protocol error: unauthenticated multibulk length" before closing the connection.
-    let unauthenticated = e.kind() == ErrorKind_::Server(ServerErrorKind::ResponseError)
+    let unauthenticated = kind == ErrorKind_::Server(ServerErrorKind::ResponseError)
         && e.detail().is_some_and(|d| d.contains("unauthenticated"));
-    if unauthenticated || matches!(e.code(), Some("NOAUTH" | "WRONGPASS")) {
-        return ErrorKind::Auth;
-    }
-    match e.kind() {
-        ErrorKind_::AuthenticationFailed | ErrorKind_::Server(ServerErrorKind::NoPerm) => ErrorKind::Auth,
+    let auth = unauthenticated
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+        || matches!(kind, ErrorKind_::AuthenticationFailed | ErrorKind_::Server(ServerErrorKind::NoPerm));
+    let timeout = e.is_timeout();
+    // A server error of a code the client does not know (`WRONGTYPE`, `OOM`, `BUSY`) is the
+    // server refusing to run the script.
+    let script = matches!(
+        kind,
         ErrorKind_::Server(ServerErrorKind::NoScript | ServerErrorKind::ResponseError | ServerErrorKind::ExecAbort)
-        | ErrorKind_::UnexpectedReturnType
-        | ErrorKind_::Parse => ErrorKind::Script,
+            | ErrorKind_::Extension
+            | ErrorKind_::UnexpectedReturnType
+            | ErrorKind_::Parse
+    );
+    let connection = matches!(
+        kind,
         ErrorKind_::Io
-        | ErrorKind_::ClusterConnectionNotFound
-        | ErrorKind_::MasterNameNotFoundBySentinel
-        | ErrorKind_::NoValidReplicasFoundBySentinel
-        | ErrorKind_::Server(
-            ServerErrorKind::ClusterDown
-            | ServerErrorKind::MasterDown
-            | ServerErrorKind::BusyLoading
-            | ServerErrorKind::TryAgain
-            | ServerErrorKind::ReadOnly,
-        ) => ErrorKind::Connection,
-        _ if e.is_connection_refusal() || e.is_connection_dropped() || e.is_io_error() => ErrorKind::Connection,
-        _ => ErrorKind::Other,
+            | ErrorKind_::ClusterConnectionNotFound
+            | ErrorKind_::MasterNameNotFoundBySentinel
+            | ErrorKind_::NoValidReplicasFoundBySentinel
+            | ErrorKind_::Server(
+                ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ReadOnly,
+            )
+    ) || e.is_connection_refusal()
+        || e.is_connection_dropped()
+        || e.is_io_error();
+    let misconfigured = matches!(kind, ErrorKind_::InvalidClientConfig);
+    let (context, source) = (String::new(), Some(Arc::new(e) as crate::error::ErrorSource));
+    if timeout {
+        StoreError::Timeout { after: None, source }
+    } else if auth {
+        StoreError::Auth { context, source }
+    } else if script {
+        StoreError::Script { context, source }
+    } else if connection {
+        StoreError::Connection { context, source }
+    } else if misconfigured {
+        StoreError::Misconfigured { context, source }
+    } else {
+        StoreError::Other { context, source }
     }
 }
 
@@ -377,7 +381,7 @@ impl Store for RedisStore {
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         let m = &metrics::REDIS;
-        Pending::Remote(Box::pin(async move { m.timed(io::timeout(timeout, eval(&mut conn, &cmd, m))).await }))
+        Pending::Remote(Box::pin(async move { m.timed(io::timeout(timeout, eval(&mut conn, &cmd))).await }))
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
@@ -390,7 +394,7 @@ impl Store for RedisStore {
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         Answer::Remote(Box::pin(async move {
-            let flat = io::timeout(timeout, eval_raw(&mut conn, &cmd, &metrics::REDIS)).await?;
+            let flat = io::timeout(timeout, eval_raw(&mut conn, &cmd)).await?;
             let mut out = Vec::new();
             read_statuses(&shapes, &flat, &mut out)?;
             Ok(out)
@@ -448,14 +452,15 @@ mod tests {
 
     #[test]
     fn error_kinds_come_from_the_error_kind_not_its_text() {
-        use super::{error_kind, ErrorKind_};
+        use super::ErrorKind_;
         use crate::metrics::ErrorKind;
         use std::io;
+        let error_kind = |e: redis::RedisError| ErrorKind::of(&super::redis_error(e));
         let io_err = |k: io::ErrorKind| redis::RedisError::from(io::Error::new(k, "secret-host:6379"));
-        assert_eq!(error_kind(&io_err(io::ErrorKind::ConnectionRefused)), ErrorKind::Connection);
-        assert_eq!(error_kind(&io_err(io::ErrorKind::ConnectionReset)), ErrorKind::Connection);
-        assert_eq!(error_kind(&io_err(io::ErrorKind::TimedOut)), ErrorKind::Timeout);
-        let of = |k: ErrorKind_| error_kind(&redis::RedisError::from((k, "timeout auth script")));
+        assert_eq!(error_kind(io_err(io::ErrorKind::ConnectionRefused)), ErrorKind::Connection);
+        assert_eq!(error_kind(io_err(io::ErrorKind::ConnectionReset)), ErrorKind::Connection);
+        assert_eq!(error_kind(io_err(io::ErrorKind::TimedOut)), ErrorKind::Timeout);
+        let of = |k: ErrorKind_| error_kind(redis::RedisError::from((k, "timeout auth script")));
         assert_eq!(of(ErrorKind_::AuthenticationFailed), ErrorKind::Auth);
         assert_eq!(of(ErrorKind_::UnexpectedReturnType), ErrorKind::Script);
         assert_eq!(of(ErrorKind_::ClusterConnectionNotFound), ErrorKind::Connection);

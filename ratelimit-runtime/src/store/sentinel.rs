@@ -15,10 +15,11 @@
 //! fails within the store timeout and the failure policy applies; lookups are then made at most
 //! every [`RETRY_PAUSE`], however many calls arrive.
 
-use super::admin::{read_statuses, shapes, Answer, Targets};
+use super::peek_reset::{read_statuses, shapes, Targets};
 use super::redis::{
     command, del_command, eval, eval_raw, load_scripts, peek_command, redact, redis_error, unique_member, ScriptOp,
 };
+use super::Answer;
 use super::{Call, Pending, Store};
 use crate::error::StoreError;
 use crate::io;
@@ -168,7 +169,7 @@ impl SentinelStore {
     /// Asks the sentinels of `spec` for the primary, in the background: they need not be up yet.
     /// Every call gives up after `timeout`, and the failure policy applies.
     pub fn open(spec: &SentinelSpec, timeout: Duration) -> Result<SentinelStore, StoreError> {
-        let invalid = |what: String| StoreError::Unavailable(format!("Redis Sentinel: {what}"));
+        let invalid = |what: String| StoreError::misconfigured(format!("Redis Sentinel: {what}"));
         if spec.urls.is_empty() {
             return Err(invalid("no sentinel URL given".to_owned()));
         }
@@ -326,22 +327,22 @@ impl Shared {
                 Err(e) => errors.push(e),
             }
         }
-        Err(StoreError::Redis(format!(
-            "no sentinel said where the primary {:?} is: {}",
-            self.master,
-            errors.join("; ")
-        )))
+        // The last sentinel's error says what kind of failure it was; the others' are its context.
+        let last = errors.pop().unwrap_or_else(|| StoreError::misconfigured("no sentinel"));
+        let mut context = format!("no sentinel said where the primary {:?} is", self.master);
+        for e in &errors {
+            context.push_str(&format!("; {e}"));
+        }
+        Err(last.within(&context))
     }
 
-    async fn ask_sentinel(&self, i: usize) -> Result<(String, u16), String> {
+    async fn ask_sentinel(&self, i: usize) -> Result<(String, u16), StoreError> {
         let info = &self.sentinels[i];
         let name = info.addr().to_string();
-        let client = Client::open(info.clone()).map_err(|e| format!("{name}: {e}"))?;
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&self.config())
-            .await
-            .map_err(|e| format!("{name}: {e}"))?;
-        master_addr(&mut conn, &self.master).await.map_err(|e| format!("{name}: {e}"))
+        let failed = |e: redis::RedisError| redis_error(e).within(&name);
+        let client = Client::open(info.clone()).map_err(failed)?;
+        let mut conn = client.get_multiplexed_async_connection_with_config(&self.config()).await.map_err(failed)?;
+        master_addr(&mut conn, &self.master).await.map_err(|e| e.within(&name))
     }
 
     /// Looks the primary up and connects to it, checking that it is one.
@@ -356,21 +357,23 @@ impl Shared {
         };
         let info = self.sentinels[lookup.first].clone().set_addr(addr).set_redis_settings(self.data.clone());
         let at = format!("primary {host}:{port} of {:?}", self.master);
-        let client = Client::open(info).map_err(|e| StoreError::Redis(format!("{at}: {e}")))?;
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&self.data_config())
-            .await
-            .map_err(|e| StoreError::Redis(format!("{at}: {e}")))?;
+        let failed = |e: redis::RedisError| redis_error(e).within(&at);
+        let client = Client::open(info).map_err(failed)?;
+        let mut conn =
+            client.get_multiplexed_async_connection_with_config(&self.data_config()).await.map_err(failed)?;
         let role = redis::cmd("ROLE").query_async::<Vec<Value>>(&mut conn).await;
         let id = self.connections.fetch_add(1, Ordering::Relaxed);
         match role {
             Ok(role) if role.first().is_some_and(is_master) => Ok(Primary { id, addr: (host, port), conn }),
-            Ok(_) => Err(StoreError::Redis(format!("{at} is not a primary yet (the sentinels are failing over)"))),
+            Ok(_) => Err(StoreError::Connection {
+                context: format!("{at} is not a primary yet (the sentinels are failing over)"),
+                source: None,
+            }),
             // Some managed services forbid ROLE: the sentinels' word is taken then.
             Err(e) if e.code() == Some("NOPERM") || e.to_string().contains("unknown command") => {
                 Ok(Primary { id, addr: (host, port), conn })
             }
-            Err(e) => Err(StoreError::Redis(format!("{at}: {e}"))),
+            Err(e) => Err(failed(e)),
         }
     }
 }
@@ -385,14 +388,14 @@ fn is_master(role: &Value) -> bool {
 }
 
 /// `SENTINEL get-master-addr-by-name`.
-async fn master_addr(conn: &mut MultiplexedConnection, master: &str) -> Result<(String, u16), String> {
+async fn master_addr(conn: &mut MultiplexedConnection, master: &str) -> Result<(String, u16), StoreError> {
     let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
         .arg("get-master-addr-by-name")
         .arg(master)
         .query_async(conn)
         .await
-        .map_err(|e| e.to_string())?;
-    addr.ok_or_else(|| format!("no primary named {master:?}"))
+        .map_err(redis_error)?;
+    addr.ok_or_else(|| StoreError::Connection { context: format!("no primary named {master:?}"), source: None })
 }
 
 /// Asks a sentinel once a period where the primary is, and forgets the connection when the
@@ -497,7 +500,7 @@ impl Store for SentinelStore {
         let decided = self.run(move |mut conn| {
             let cmd = cmd.clone();
             async move {
-                let result = eval(&mut conn, &cmd, &metrics::SENTINEL).await;
+                let result = eval(&mut conn, &cmd).await;
                 (result, conn.lost())
             }
         });
@@ -518,7 +521,7 @@ impl Store for SentinelStore {
         let flat = self.run(move |mut conn| {
             let cmd = cmd.clone();
             async move {
-                let result = eval_raw(&mut conn, &cmd, &metrics::SENTINEL).await;
+                let result = eval_raw(&mut conn, &cmd).await;
                 (result, conn.lost())
             }
         });

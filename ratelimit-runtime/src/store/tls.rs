@@ -67,7 +67,7 @@ pub(crate) fn is_tls_url(url: &str) -> bool {
 
 /// The client for one URL: with these certificates when it is `rediss://`.
 pub(crate) fn client(url: &str, tls: &TlsConfig, redacted: &str) -> Result<redis::Client, StoreError> {
-    let invalid = |e: redis::RedisError| StoreError::Unavailable(format!("invalid Redis URL {redacted:?}: {e}"));
+    let invalid = |e: redis::RedisError| StoreError::misconfigured_by(format!("invalid Redis URL {redacted:?}"), e);
     if !is_tls_url(url) {
         if !tls.is_empty() {
             tracing::warn!(store = %redacted, "TLS certificates are configured but the URL is not rediss://: connecting without TLS");
@@ -85,7 +85,7 @@ pub(crate) fn client(url: &str, tls: &TlsConfig, redacted: &str) -> Result<redis
     #[cfg(not(feature = "tls"))]
     {
         let _ = tls;
-        Err(StoreError::Unavailable(format!(
+        Err(StoreError::misconfigured(format!(
             "{redacted}: rediss:// needs the `tls` feature of ratelimit (on by default)"
         )))
     }
@@ -109,14 +109,14 @@ pub(crate) fn certificates(tls: &TlsConfig) -> Result<Option<redis::TlsCertifica
     }
     let read = |what: &str, path: &std::path::Path| {
         std::fs::read(path)
-            .map_err(|e| StoreError::Unavailable(format!("cannot read the {what} {}: {e}", path.display())))
+            .map_err(|e| StoreError::misconfigured_by(format!("cannot read the {what} {}", path.display()), e))
     };
     let root_cert = match &tls.ca_cert {
         None => None,
         Some(path) => {
             let mut pem = read("CA certificate (REDIS_CA_CERT)", path)?;
             if !pem.windows(11).any(|w| w == b"-----BEGIN ") {
-                return Err(StoreError::Unavailable(format!(
+                return Err(StoreError::misconfigured(format!(
                     "the CA certificate {} is not a PEM file (no -----BEGIN CERTIFICATE-----)",
                     path.display()
                 )));

@@ -1,4 +1,4 @@
-//! The local refusal cache (spec §12): when the store refuses a call with retry-after `r`, the
+//! The local refusal cache: when the store refuses a call with retry-after `r`, the
 //! same limiter refuses the same subjects at the same or a higher cost in this process until `r`
 //! has passed, without a store call.
 //!
@@ -9,19 +9,18 @@
 //! make room, before a cached refusal's retry-after, for a subject the cache keeps refusing (at
 //! most until that retry-after).
 //!
-//! Per process, bounded (LRU per shard), sharded so that concurrent callers rarely meet on a
+//! Per process, bounded (LRU per shard, `hashlink`), sharded so that concurrent callers rarely meet on a
 //! lock. Keys are the limiter's identity, the store's identity and the raw subject bytes: no
 //! text is formatted, and a lookup allocates nothing (the entry keeps its key's bytes and is
 //! compared against the call's subjects in place).
 
 use crate::decision::Decision;
-use std::collections::HashMap;
+use hashlink::LruCache;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 const SHARDS: usize = 64;
-const NIL: u32 = u32::MAX;
 
 /// A time in µs, and whether it was pinned by the caller.
 pub(crate) type At = (u64, bool);
@@ -76,23 +75,31 @@ pub(crate) struct Owner {
     pub(crate) store: usize,
 }
 
-/// A fresh limiter identity (never reused in the process).
-pub(crate) fn next_limiter_id() -> u64 {
+/// A fresh identity for a set of limits (never reused in the process).
+pub(crate) fn next_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-struct Node {
+/// One refusal with the key it stands for (the map is keyed by the key's hash alone, so that a
+/// lookup allocates nothing; the entry is compared against the call's subjects in place).
+struct Entry {
     owner: Owner,
-    hash: u64,
     /// The subjects, each as a 4-byte little-endian length and its bytes.
     subjects: Box<[u8]>,
     refusal: Refusal,
-    prev: u32,
-    next: u32,
 }
 
-impl Node {
+impl Entry {
+    fn new(owner: Owner, subjects: &[&[u8]], refusal: Refusal) -> Entry {
+        let mut bytes = Vec::with_capacity(subjects.iter().map(|s| s.len() + 4).sum());
+        for s in subjects {
+            bytes.extend_from_slice(&u32::try_from(s.len()).unwrap_or(u32::MAX).to_le_bytes());
+            bytes.extend_from_slice(s);
+        }
+        Entry { owner, subjects: bytes.into(), refusal }
+    }
+
     fn matches(&self, owner: Owner, subjects: &[&[u8]]) -> bool {
         if self.owner != owner {
             return false;
@@ -110,117 +117,25 @@ impl Node {
     }
 }
 
-/// One shard: a map from hash to slot, and the slots in a doubly linked list, most recent first.
-struct Shard {
-    /// Hash of (owner, subjects) → slot. A collision of two live keys keeps the newer one.
-    index: HashMap<u64, u32, NoHash>,
-    slots: Vec<Node>,
-    free: Vec<u32>,
-    head: u32,
-    tail: u32,
-    capacity: usize,
-}
+/// One shard: hash of (owner, subjects) → entry, least recently used first out. A collision of
+/// two live keys keeps the newer one.
+type Shard = LruCache<u64, Entry, NoHash>;
 
-impl Shard {
-    fn new(capacity: usize) -> Shard {
-        Shard {
-            index: HashMap::with_hasher(NoHash),
-            slots: Vec::new(),
-            free: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            capacity: capacity.max(1),
-        }
+fn get(shard: &mut Shard, hash: u64, owner: Owner, subjects: &[&[u8]], cost: u64, now: At) -> Option<Refusal> {
+    let (now_us, pinned) = now;
+    let entry = shard.get(&hash)?;
+    if !entry.matches(owner, subjects) {
+        return None;
     }
-
-    fn unlink(&mut self, i: u32) {
-        let (prev, next) = (self.slots[i as usize].prev, self.slots[i as usize].next);
-        match prev {
-            NIL => self.head = next,
-            p => self.slots[p as usize].next = next,
-        }
-        match next {
-            NIL => self.tail = prev,
-            n => self.slots[n as usize].prev = prev,
-        }
+    let refusal = entry.refusal;
+    if now_us >= refusal.lapse_us {
+        shard.remove(&hash);
+        return None;
     }
-
-    fn push_front(&mut self, i: u32) {
-        self.slots[i as usize].prev = NIL;
-        self.slots[i as usize].next = self.head;
-        if self.head != NIL {
-            self.slots[self.head as usize].prev = i;
-        }
-        self.head = i;
-        if self.tail == NIL {
-            self.tail = i;
-        }
+    if cost < refusal.cost || pinned != refusal.pinned {
+        return None;
     }
-
-    fn remove(&mut self, i: u32) {
-        self.unlink(i);
-        let hash = self.slots[i as usize].hash;
-        self.index.remove(&hash);
-        self.slots[i as usize].subjects = Box::default();
-        self.free.push(i);
-    }
-
-    fn get(&mut self, hash: u64, owner: Owner, subjects: &[&[u8]], cost: u64, now: At) -> Option<Refusal> {
-        let (now_us, pinned) = now;
-        let i = *self.index.get(&hash)?;
-        let node = &self.slots[i as usize];
-        if !node.matches(owner, subjects) {
-            return None;
-        }
-        let refusal = node.refusal;
-        if now_us >= refusal.lapse_us {
-            self.remove(i);
-            return None;
-        }
-        if cost < refusal.cost || pinned != refusal.pinned {
-            return None;
-        }
-        if self.head != i {
-            self.unlink(i);
-            self.push_front(i);
-        }
-        Some(refusal)
-    }
-
-    fn insert(&mut self, hash: u64, owner: Owner, subjects: &[&[u8]], refusal: Refusal) {
-        if let Some(&i) = self.index.get(&hash) {
-            self.remove(i);
-        }
-        if self.index.len() >= self.capacity && self.tail != NIL {
-            self.remove(self.tail);
-        }
-        let mut bytes = Vec::with_capacity(subjects.iter().map(|s| s.len() + 4).sum());
-        for s in subjects {
-            bytes.extend_from_slice(&u32::try_from(s.len()).unwrap_or(u32::MAX).to_le_bytes());
-            bytes.extend_from_slice(s);
-        }
-        let node = Node { owner, hash, subjects: bytes.into(), refusal, prev: NIL, next: NIL };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = node;
-                i
-            }
-            None => {
-                self.slots.push(node);
-                u32::try_from(self.slots.len() - 1).unwrap_or(NIL)
-            }
-        };
-        self.index.insert(hash, i);
-        self.push_front(i);
-    }
-
-    fn forget(&mut self, hash: u64, owner: Owner, subjects: &[&[u8]]) {
-        if let Some(&i) = self.index.get(&hash) {
-            if self.slots[i as usize].matches(owner, subjects) {
-                self.remove(i);
-            }
-        }
-    }
+    Some(refusal)
 }
 
 /// The keys are already hashes.
@@ -248,17 +163,17 @@ impl Hasher for NoHasher {
 }
 
 /// A bounded, sharded refusal cache.
-pub(crate) struct DenyCache {
+pub(crate) struct RefusalCache {
     shards: Box<[Mutex<Shard>]>,
     seed: foldhash::fast::RandomState,
 }
 
-impl DenyCache {
+impl RefusalCache {
     /// A cache of at most about `size` entries.
-    pub(crate) fn new(size: usize) -> DenyCache {
+    pub(crate) fn new(size: usize) -> RefusalCache {
         let per_shard = size.div_ceil(SHARDS).max(1);
-        DenyCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::new(per_shard))).collect(),
+        RefusalCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(LruCache::with_hasher(per_shard, NoHash))).collect(),
             // Seeded per process: callers choose subjects, and must not choose collisions.
             seed: foldhash::fast::RandomState::default(),
         }
@@ -284,44 +199,43 @@ impl DenyCache {
     /// The refusal still standing at `now` for these subjects at this cost, if any.
     pub(crate) fn get(&self, owner: Owner, subjects: &[&[u8]], cost: u64, now: At) -> Option<Refusal> {
         let hash = self.hash(owner, subjects);
-        self.shard(hash).get(hash, owner, subjects, cost, now)
+        get(&mut self.shard(hash), hash, owner, subjects, cost, now)
     }
 
     /// Remembers a refusal of these subjects.
     pub(crate) fn insert(&self, owner: Owner, subjects: &[&[u8]], refusal: Refusal) {
         let hash = self.hash(owner, subjects);
-        self.shard(hash).insert(hash, owner, subjects, refusal);
+        self.shard(hash).insert(hash, Entry::new(owner, subjects, refusal));
     }
 
     /// Forgets the refusal of these subjects (after a reset of their counts).
     pub(crate) fn forget(&self, owner: Owner, subjects: &[&[u8]]) {
         let hash = self.hash(owner, subjects);
-        self.shard(hash).forget(hash, owner, subjects);
+        let mut shard = self.shard(hash);
+        if shard.peek(&hash).is_some_and(|e| e.matches(owner, subjects)) {
+            shard.remove(&hash);
+        }
     }
 
-    /// Forgets every refusal of one limiter (a reset of subjects the cache cannot enumerate).
-    pub(crate) fn forget_limiter(&self, limiter: u64) {
+    /// Forgets every refusal of one owner (a reset of subjects the cache cannot enumerate).
+    pub(crate) fn forget_owner(&self, limiter: u64) {
         for shard in self.shards.iter() {
             let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
-            let doomed: Vec<u32> =
-                shard.index.values().copied().filter(|&i| shard.slots[i as usize].owner.limiter == limiter).collect();
-            for i in doomed {
-                shard.remove(i);
-            }
+            shard.retain(|_, e| e.owner.limiter != limiter);
         }
     }
 
     /// Entries held (tests).
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().map_or(0, |s| s.index.len())).sum()
+        self.shards.iter().map(|s| s.lock().map_or(0, |s| s.len())).sum()
     }
 }
 
 /// The process's cache, sized on first use by the global configuration.
-pub(crate) fn global(size: impl FnOnce() -> usize) -> &'static DenyCache {
-    static CACHE: OnceLock<DenyCache> = OnceLock::new();
-    CACHE.get_or_init(|| DenyCache::new(size()))
+pub(crate) fn global() -> &'static RefusalCache {
+    static CACHE: OnceLock<RefusalCache> = OnceLock::new();
+    CACHE.get_or_init(|| RefusalCache::new(crate::config::deny_cache_settings().1))
 }
 
 #[cfg(test)]
@@ -337,7 +251,7 @@ mod tests {
 
     #[test]
     fn answers_until_the_retry_after_and_only_at_the_same_or_higher_cost() {
-        let cache = DenyCache::new(100);
+        let cache = RefusalCache::new(100);
         let s: &[&[u8]] = &[b"alice", b""];
         cache.insert(A, s, refusal(1_000, 2));
         assert_eq!(cache.get(A, s, 2, (999, false)), Some(refusal(1_000, 2)));
@@ -352,32 +266,32 @@ mod tests {
 
     #[test]
     fn forgets_on_request() {
-        let cache = DenyCache::new(100);
+        let cache = RefusalCache::new(100);
         cache.insert(A, &[b"x"], refusal(10, 1));
         cache.insert(B, &[b"x"], refusal(10, 1));
         cache.forget(A, &[b"x"]);
         assert_eq!(cache.get(A, &[b"x"], 1, (0, false)), None);
         assert!(cache.get(B, &[b"x"], 1, (0, false)).is_some());
-        cache.forget_limiter(2);
+        cache.forget_owner(2);
         assert_eq!(cache.get(B, &[b"x"], 1, (0, false)), None);
     }
 
     #[test]
     fn stays_bounded_and_evicts_the_least_recently_used() {
-        let cache = DenyCache::new(SHARDS * 4);
+        let cache = RefusalCache::new(SHARDS * 4);
         for i in 0u32..10_000 {
             cache.insert(A, &[&i.to_le_bytes()], refusal(u64::MAX, 1));
         }
         assert!(cache.len() <= SHARDS * 4, "{} entries", cache.len());
         // Within one shard: the entry read last survives the next insertions.
-        let mut shard = Shard::new(2);
+        let mut shard = Shard::with_hasher(2, NoHash);
         let s: [&[u8]; 3] = [b"a", b"b", b"c"];
-        shard.insert(1, A, &s[..1], refusal(9, 1));
-        shard.insert(2, A, &s[1..2], refusal(9, 1));
-        assert!(shard.get(1, A, &s[..1], 1, (0, false)).is_some());
-        shard.insert(3, A, &s[2..3], refusal(9, 1));
-        assert!(shard.get(1, A, &s[..1], 1, (0, false)).is_some(), "recently used: kept");
-        assert!(shard.get(2, A, &s[1..2], 1, (0, false)).is_none(), "least recently used: evicted");
-        assert!(shard.get(3, A, &s[2..3], 1, (0, false)).is_some());
+        shard.insert(1, Entry::new(A, &s[..1], refusal(9, 1)));
+        shard.insert(2, Entry::new(A, &s[1..2], refusal(9, 1)));
+        assert!(get(&mut shard, 1, A, &s[..1], 1, (0, false)).is_some());
+        shard.insert(3, Entry::new(A, &s[2..3], refusal(9, 1)));
+        assert!(get(&mut shard, 1, A, &s[..1], 1, (0, false)).is_some(), "recently used: kept");
+        assert!(get(&mut shard, 2, A, &s[1..2], 1, (0, false)).is_none(), "least recently used: evicted");
+        assert!(get(&mut shard, 3, A, &s[2..3], 1, (0, false)).is_some());
     }
 }

@@ -1,24 +1,12 @@
-//! The store side of peek and reset: what a store is asked, and how it answers.
+//! The store side of peek and reset: which subjects a store is asked about ([`Targets`]), and
+//! how it reads a peek's answer.
 
-use crate::error::StoreError;
+use super::Answer;
 use crate::limit::Limit;
 use crate::policy::Policy;
 use crate::status::RuleStatus;
-use std::future::Future;
-use std::pin::Pin;
+use crate::error::StoreError;
 use std::time::Duration;
-
-/// An answer still travelling from a remote store (see [`RemoteDecision`](super::RemoteDecision)).
-pub type RemoteAnswer<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
-
-/// What [`Store::peek`](super::Store::peek) and [`Store::reset`](super::Store::reset) answer: at
-/// once (in memory), or a future for the I/O runtime (with the store's timeout applied inside).
-pub enum Answer<T> {
-    /// Already answered.
-    Ready(Result<T, StoreError>),
-    /// To be run on the I/O runtime.
-    Remote(RemoteAnswer<T>),
-}
 
 /// The subjects of a peek or reset: one per limit, `None` to leave that limit alone.
 pub struct Targets<'a> {
@@ -71,5 +59,5 @@ pub(crate) fn read_statuses(shapes: &Shapes, flat: &[i64], out: &mut Vec<RuleSta
 
 /// What a store without peek or reset answers.
 pub(crate) fn unsupported<T>(what: &str) -> Answer<T> {
-    Answer::Ready(Err(StoreError::Unavailable(format!("this store cannot {what}"))))
+    Answer::Ready(Err(StoreError::misconfigured(format!("this store cannot {what}"))))
 }

@@ -1,0 +1,410 @@
+//! The one decision path, from a call's subjects to a decision: [`Limiter::decide`].
+//!
+//! Async and blocking calls, with or without the overrides file, all go through it. It does
+//! everything that needs no store (exemptions, missing subjects, the refusal cache) and stops
+//! where a store's answer is needed: [`Step::Store`] hands back the store's future with the
+//! decision so far. The async entry points finish that future with `io::await_remote`, the
+//! blocking ones with `io::block_on`, and give the answer to [`Deciding::answer`]; that is the
+//! only difference between them. An in-memory store answers at once, and the whole decision
+//! is then one call without a future.
+//!
+//! Under the overrides file a decision has up to two store steps: the enforced limits, then
+//! the shadow ones (which only log and count). Both are steps of the same machine, so deciding
+//! them in one store call later changes the store call, not this path.
+
+use crate::config::{self, FailurePolicy};
+use crate::limit::Limit;
+use crate::limiter::{Limiter, Permit};
+use crate::metrics::Outcome;
+use crate::policy::{Policy, Headroom};
+use crate::refusal_cache::{self, Owner, Refusal};
+use crate::snapshot::{shadow_refusal, Snapshot};
+use crate::store::{Call, Pending, RemoteDecision};
+use crate::context;
+use crate::algorithm::Algorithm;
+use crate::error::Cause;
+use crate::decision::Decision;
+use crate::limit_type::LimitType;
+use crate::error::RateLimited;
+use crate::error::StoreError;
+use crate::subject::Subject;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Limits decided together in one store call, with what names their rules and caches their
+/// refusals: a limiter's own limits, or the enforced (or shadow) part of a snapshot.
+pub(crate) struct LimitSet {
+    pub(crate) limits: Vec<Limit>,
+    /// Where each limit's subject sits among the limiter's subjects (`None`: limit `i` counts
+    /// subject `i`).
+    pub(crate) index: Option<Box<[usize]>>,
+    /// Every rule, in limit order, for `RateLimit-Policy` and errors.
+    pub(crate) policies: Arc<[Policy]>,
+    /// This set's identity in the refusal cache: refusals under other rules never answer for
+    /// these.
+    pub(crate) cache_id: u64,
+    /// Whether the cache ever held a refusal of this set (until then, no lookups).
+    ever_refused: AtomicBool,
+}
+
+impl LimitSet {
+    pub(crate) fn new(limits: Vec<Limit>, index: Option<Box<[usize]>>, policies: Arc<[Policy]>) -> LimitSet {
+        LimitSet { limits, index, policies, cache_id: refusal_cache::next_id(), ever_refused: AtomicBool::new(false) }
+    }
+
+    /// The position of limit `i`'s subject among the limiter's subjects.
+    #[inline]
+    pub(crate) fn subject_of(&self, i: usize) -> usize {
+        self.index.as_ref().and_then(|x| x.get(i).copied()).unwrap_or(i)
+    }
+
+    /// The key bytes of each limit's subject, `None` where it is missing.
+    pub(crate) fn targets<'s>(&self, subjects: &'s [Subject<'_>]) -> Vec<Option<&'s [u8]>> {
+        (0..self.limits.len()).map(|i| subjects.get(self.subject_of(i)).and_then(Subject::key_bytes)).collect()
+    }
+
+    /// The rule a store's decision names (the tightest, or the one that refused).
+    #[inline]
+    pub(crate) fn policy_of(&self, limit: usize, rule: usize) -> Option<Policy> {
+        let limit = self.limits.get(limit)?;
+        self.policies.get(limit.policy_offset() + rule).copied()
+    }
+
+    #[inline]
+    fn limit_type(&self, limit: usize) -> LimitType {
+        self.limits.get(limit).map_or(LimitType::Global, |l| l.limit_type)
+    }
+
+    /// The quota an allowed decision leaves.
+    #[inline]
+    pub(crate) fn quota(&self, d: &Decision) -> Option<Headroom> {
+        let policy = self.policy_of(d.limit, d.rule)?;
+        Some(Headroom { policy, remaining: d.remaining, reset: d.reset, policies: self.policies.clone() })
+    }
+
+    /// The refusal cache's key owner for this set on `store`.
+    fn owner(&self, store: &crate::store::StoreHandle) -> Owner {
+        Owner { limiter: self.cache_id, store: Arc::as_ptr(store).cast::<()>() as usize }
+    }
+
+    /// Forgets the cached refusal of these subjects in this process.
+    pub(crate) fn forget(&self, store: &crate::store::StoreHandle, subjects: &[Subject<'_>]) {
+        let keys: Option<Vec<&[u8]>> = self.targets(subjects).into_iter().collect();
+        if let Some(keys) = keys {
+            refusal_cache::global().forget(self.owner(store), &keys);
+        }
+    }
+}
+
+/// The key bytes of a call's subjects, one per limit: on the stack for up to four limits (most
+/// functions have one or two).
+struct Keys<'s> {
+    inline: [&'s [u8]; 4],
+    spilled: Vec<&'s [u8]>,
+    len: usize,
+}
+
+impl<'s> Keys<'s> {
+    /// The keys of `set`'s subjects, or the index of the first limit whose subject is missing.
+    #[inline(always)]
+    fn of(set: &LimitSet, subjects: &'s [Subject<'_>]) -> Result<Keys<'s>, usize> {
+        let len = set.limits.len();
+        let mut keys = Keys { inline: [&[]; 4], spilled: Vec::new(), len };
+        for i in 0..len {
+            let Some(k) = subjects.get(set.subject_of(i)).and_then(Subject::key_bytes) else { return Err(i) };
+            match keys.inline.get_mut(i) {
+                Some(slot) if len <= 4 => *slot = k,
+                _ => keys.spilled.push(k),
+            }
+        }
+        Ok(keys)
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[&'s [u8]] {
+        if self.len <= self.inline.len() {
+            &self.inline[..self.len]
+        } else {
+            &self.spilled
+        }
+    }
+}
+
+/// Where a decision stands: finished (see [`Deciding::decided`]), or waiting for a store's
+/// answer. Small, so that steps cost no copies.
+pub(crate) enum Step {
+    Done,
+    /// Finish the future (await it, or block on it) and give its answer to
+    /// [`Deciding::answer`].
+    Store(RemoteDecision),
+}
+
+/// Which limits the store is deciding.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Enforced,
+    Shadow,
+}
+
+/// A decision under way: the call, the limits in force, and what is decided so far.
+pub(crate) struct Deciding<'l, 's, 'a> {
+    limiter: &'l Limiter,
+    /// The limits in force under the overrides file (or a shadow limit), if any.
+    snapshot: Option<Arc<Snapshot>>,
+    subjects: &'s [Subject<'a>],
+    cost: u64,
+    /// The time pinned by the caller (µs since the Unix epoch).
+    pinned: Option<u64>,
+    /// When the call left, on the refusal cache's clock, when the cache is on.
+    cache_at: Option<u64>,
+    phase: Phase,
+    /// The enforced limits' decision, once allowed.
+    allowed: Option<Decision>,
+    outcome: Outcome,
+    /// The refusal, if the call is refused (else the call is permitted with `allowed`).
+    refused: Option<RateLimited>,
+}
+
+impl Limiter {
+    /// The one decision path: starts deciding a call of `cost` units for `subjects` (one per
+    /// limit) at the store's time, or at `pinned` µs since the epoch. Returns the decision under
+    /// way and its first step: done, or the store call it waits for (see the module's
+    /// documentation).
+    #[inline(always)]
+    pub(crate) fn decide<'l, 's, 'a>(
+        &'l self,
+        subjects: &'s [Subject<'a>],
+        cost: u64,
+        pinned: Option<u64>,
+    ) -> Deciding<'l, 's, 'a> {
+        Deciding {
+            limiter: self,
+            snapshot: self.snapshot(),
+            subjects,
+            cost,
+            pinned,
+            cache_at: None,
+            phase: Phase::Enforced,
+            allowed: None,
+            outcome: Outcome::Allowed,
+            refused: None,
+        }
+    }
+}
+
+impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
+    /// The first step: exemptions, then the enforced limits.
+    #[inline(always)]
+    pub(crate) fn start(&mut self) -> Step {
+        if self.snapshot.as_ref().is_some_and(|s| s.is_exempt(self.subjects)) {
+            return self.done(None, Outcome::Exempt);
+        }
+        self.enforce()
+    }
+
+    /// The set the current phase decides.
+    #[inline]
+    fn set(&self) -> &LimitSet {
+        match (&self.snapshot, self.phase) {
+            (None, _) => self.limiter.own(),
+            (Some(s), Phase::Enforced) => &s.enforced,
+            (Some(s), Phase::Shadow) => &s.shadow,
+        }
+    }
+
+    /// The enforced limits: the refusal cache, then the store.
+    #[inline(always)]
+    fn enforce(&mut self) -> Step {
+        if self.set().limits.is_empty() {
+            return self.shadow();
+        }
+        let store = self.limiter.store();
+        if self.limiter.refusal_cache_on(store) {
+            self.cache_at = Some(self.pinned.unwrap_or_else(|| store.now_us()));
+        }
+        let set = self.set();
+        let keys = match Keys::of(set, self.subjects) {
+            Ok(keys) => keys,
+            Err(i) => {
+                let missing = self.refusal(set.limit_type(i), None, Duration::ZERO, Cause::SubjectMissing, None);
+                return self.done(Some(missing), Outcome::SubjectMissing);
+            }
+        };
+        if let Some(now) = self.cache_at {
+            if let Some(refused) = self.cached_refusal(&keys, now) {
+                return self.done(Some(refused), Outcome::Denied);
+            }
+        }
+        let call = Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned };
+        match store.decide(&call) {
+            Pending::Ready(answer) => self.answer(answer),
+            Pending::Remote(fut) => Step::Store(fut),
+        }
+    }
+
+    /// A refusal the cache still holds for these keys at `now`: the remaining retry-after,
+    /// counted as a local denial.
+    fn cached_refusal(&self, keys: &Keys<'_>, now: u64) -> Option<RateLimited> {
+        let set = self.set();
+        if !set.ever_refused.load(Ordering::Relaxed) {
+            return None;
+        }
+        let owner = set.owner(self.limiter.store());
+        let r = refusal_cache::global().get(owner, keys.as_slice(), self.cost, (now, self.pinned.is_some()))?;
+        self.limiter.metrics().local_denial();
+        let retry_after = Duration::from_micros(r.until_us.saturating_sub(now));
+        Some(self.refusal(set.limit_type(r.limit), set.policy_of(r.limit, r.rule), retry_after, Cause::Exceeded, None))
+    }
+
+    /// Continues the decision with the store's answer to the step it waited for.
+    #[inline(always)]
+    pub(crate) fn answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
+        match self.phase {
+            Phase::Enforced => self.enforced_answer(answer),
+            Phase::Shadow => {
+                self.shadow_answer(answer);
+                self.finish()
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn enforced_answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
+        let set = self.set();
+        match answer {
+            Ok(d) if d.allowed => {
+                // Only an HTTP request (a context) wants the quota for its headers.
+                if let Some(ctx) = context::current() {
+                    if let Some(q) = set.quota(&d) {
+                        ctx.record_quota(q);
+                    }
+                }
+                self.allowed = Some(d);
+                self.shadow()
+            }
+            Ok(d) => {
+                self.remember(&d);
+                let refused = self.refusal(
+                    set.limit_type(d.limit),
+                    set.policy_of(d.limit, d.rule),
+                    d.retry_after,
+                    Cause::Exceeded,
+                    None,
+                );
+                self.done(Some(refused), Outcome::Denied)
+            }
+            Err(e) => match self.limiter.failure_policy() {
+                FailurePolicy::Allow => {
+                    config::warn_store_failure(self.limiter.name(), &e);
+                    self.outcome = Outcome::FailedOpen;
+                    self.shadow()
+                }
+                FailurePolicy::Deny => {
+                    // A configuration no retry can fix is the server's error, not an outage.
+                    let cause = match e {
+                        StoreError::Misconfigured { .. } => Cause::Misconfigured,
+                        _ => Cause::StoreUnavailable,
+                    };
+                    let refused = self.refusal(set.limit_type(0), None, Duration::from_secs(1), cause, Some(e));
+                    self.done(Some(refused), Outcome::FailedClosed)
+                }
+            },
+        }
+    }
+
+    /// Remembers a refusal in the refusal cache, when it is on and the refusal stands.
+    fn remember(&self, d: &Decision) {
+        let Some(at) = self.cache_at else { return };
+        let set = self.set();
+        let sliding = set.limits.get(d.limit).is_some_and(|l| l.algorithm == Algorithm::SlidingWindow);
+        let Some(refusal) = Refusal::of(d, sliding, at, self.cost, self.pinned.is_some()) else { return };
+        let Ok(keys) = Keys::of(set, self.subjects) else { return };
+        refusal_cache::global().insert(set.owner(self.limiter.store()), keys.as_slice(), refusal);
+        set.ever_refused.store(true, Ordering::Relaxed);
+    }
+
+    /// The shadow limits, if any: decided and counted, never refusing.
+    #[inline(always)]
+    fn shadow(&mut self) -> Step {
+        let Some(snapshot) = self.snapshot.as_ref().filter(|s| !s.shadow.limits.is_empty()) else {
+            return self.finish();
+        };
+        let set = &snapshot.shadow;
+        let Ok(keys) = Keys::of(set, self.subjects) else {
+            shadow_refusal(self.limiter.metrics(), self.limiter.name(), None, Duration::ZERO);
+            return self.finish();
+        };
+        let call = Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned };
+        let pending = self.limiter.store().decide(&call);
+        self.phase = Phase::Shadow;
+        match pending {
+            Pending::Ready(answer) => self.answer(answer),
+            Pending::Remote(fut) => Step::Store(fut),
+        }
+    }
+
+    fn shadow_answer(&self, answer: Result<Decision, StoreError>) {
+        match answer {
+            Ok(d) if !d.allowed => {
+                let policy = self.set().policy_of(d.limit, d.rule);
+                shadow_refusal(self.limiter.metrics(), self.limiter.name(), policy, d.retry_after);
+            }
+            Ok(_) => {}
+            // Shadow limits never refuse, whatever the failure policy.
+            Err(e) => config::warn_store_failure(self.limiter.name(), &e),
+        }
+    }
+
+    /// Every step passed: the permit.
+    #[inline]
+    fn finish(&mut self) -> Step {
+        Step::Done
+    }
+
+    #[inline]
+    fn done(&mut self, refused: Option<RateLimited>, outcome: Outcome) -> Step {
+        self.refused = refused;
+        self.outcome = outcome;
+        Step::Done
+    }
+
+    /// What metrics count the finished decision as (after [`Step::Done`]).
+    #[inline]
+    pub(crate) fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// The finished decision (after [`Step::Done`]): the permit, or the refusal.
+    #[inline]
+    pub(crate) fn decided(self) -> Result<Permit<'l>, RateLimited> {
+        match self.refused {
+            Some(refused) => Err(refused),
+            None => Ok(Permit::new(self.limiter, self.allowed, self.snapshot)),
+        }
+    }
+
+    fn refusal(
+        &self,
+        limit_type: LimitType,
+        policy: Option<Policy>,
+        retry_after: Duration,
+        cause: Cause,
+        source: Option<StoreError>,
+    ) -> RateLimited {
+        // Errors name the enforced rules, whichever phase refused.
+        let policies = match &self.snapshot {
+            Some(s) => s.enforced.policies.clone(),
+            None => self.limiter.own().policies.clone(),
+        };
+        RateLimited {
+            limiter: self.limiter.name_arc(),
+            policy,
+            policies,
+            retry_after,
+            cause,
+            limit_type,
+            source: source.map(Box::new),
+        }
+    }
+}
