@@ -43,6 +43,11 @@ pub(crate) fn spawn(
 /// What an error most likely means, when the store's words alone are cryptic.
 fn hint(error: &StoreError, text: &str) -> Option<&'static str> {
     match error {
+        // A client that sent no password is answered NOAUTH, or, for a command as long as a
+        // script, "unauthenticated bulk length" before the server hangs up.
+        StoreError::Auth { .. } if text.contains("NOAUTH") || text.contains("unauthenticated") => {
+            Some("NOAUTH: the server requires a password; give it in the URL (redis://:password@host)")
+        }
         // redis-rs reports the server's WRONGPASS without the server's text.
         StoreError::Auth { .. } => Some("WRONGPASS: the server refused the user name or password in the URL"),
         _ => tls::hint(text),
