@@ -198,3 +198,114 @@ impl<T: Cost + Copy> Cost for &T {
 pub fn cost(value: impl Cost) -> u64 {
     value.units()
 }
+
+use crate::rule;
+
+/// Why a literal of the attribute is out of the runtime's bounds, as a compile-time message.
+///
+/// The attribute reads its literals, but the bounds they must respect are the runtime's
+/// ([`Rule::from_millis`](crate::Rule::from_millis), [`MAX_COUNT`](crate::MAX_COUNT)): a
+/// proc-macro crate cannot import them, so the expansion asks these `const fn`s in a `const`
+/// item spanned at the literal, and a problem becomes a compile error there
+/// (`if let Some(p) = window_problem(..) { panic!("{}", p.as_str()) }`).
+pub struct Problem {
+    text: [u8; 160],
+    len: usize,
+}
+
+impl Problem {
+    const fn new() -> Problem {
+        Problem { text: [0; 160], len: 0 }
+    }
+
+    const fn push(mut self, s: &str) -> Problem {
+        let bytes = s.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() && self.len < self.text.len() {
+            self.text[self.len] = bytes[i];
+            self.len += 1;
+            i += 1;
+        }
+        self
+    }
+
+    /// `n` in decimal with `_` between groups of three digits, as a Rust literal is written.
+    const fn push_number(mut self, n: u64) -> Problem {
+        let mut digits = [0u8; 20];
+        let (mut count, mut rest) = (0, n);
+        loop {
+            digits[count] = b'0' + (rest % 10) as u8;
+            count += 1;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        while count > 0 && self.len < self.text.len() {
+            count -= 1;
+            self.text[self.len] = digits[count];
+            self.len += 1;
+            if count > 0 && count % 3 == 0 && self.len < self.text.len() {
+                self.text[self.len] = b'_';
+                self.len += 1;
+            }
+        }
+        self
+    }
+
+    /// The message.
+    pub const fn as_str(&self) -> &str {
+        // Only whole `&str`s and ASCII digits are pushed; a message cut at the capacity could
+        // split a character, and then reads as its valid start.
+        let (valid, _) = self.text.split_at(self.len);
+        match std::str::from_utf8(valid) {
+            Ok(s) => s,
+            Err(e) => match std::str::from_utf8(valid.split_at(e.valid_up_to()).0) {
+                Ok(s) => s,
+                Err(_) => "",
+            },
+        }
+    }
+}
+
+/// Whether `ms` is a valid window; `what` names the literal ("window", or "wait": no refusal
+/// asks to wait longer than the longest window, so a longer wait would never be used).
+pub const fn window_problem(what: &str, ms: u64) -> Option<Problem> {
+    let days = rule::MAX_WINDOW.as_secs() / 86_400;
+    match rule::Rule::from_millis(ms, 1) {
+        Ok(_) => None,
+        Err(rule::RuleError::ZeroWindow) => Some(Problem::new().push("the ").push(what).push(" must be at least 1ms")),
+        Err(_) => Some(
+            Problem::new()
+                .push("the ")
+                .push(what)
+                .push(" is longer than ")
+                .push_number(days)
+                .push(" days: use at most `")
+                .push_number(days)
+                .push("d`"),
+        ),
+    }
+}
+
+/// Whether `n` is a valid count; `what` names the literal ("count", or "burst", the capacity
+/// of a bucket, bounded as a count).
+pub const fn count_problem(what: &str, n: u64) -> Option<Problem> {
+    match rule::Rule::from_millis(1, n) {
+        Ok(_) => None,
+        Err(rule::RuleError::ZeroCount) => {
+            Some(Problem::new().push("the ").push(what).push(" must be at least 1 (0 would refuse every call)"))
+        }
+        Err(_) => Some(
+            Problem::new()
+                .push("the ")
+                .push(what)
+                .push(" must be at most ")
+                .push_number(rule::MAX_COUNT)
+                .push(": write the same rate over a shorter window, or count larger units with `cost`"),
+        ),
+    }
+}
+
+/// The key prefix of a limit whose attribute gives none.
+pub use crate::key::DEFAULT_PREFIX;
