@@ -94,8 +94,9 @@ fn expand(func: Function, plan: &Plan, shape: &Shape, bounds: TokenStream) -> To
 }
 
 /// The block that decides the call, placed before the function's own statements. It is a block
-/// so that the subjects (which may borrow parameters) are dropped before the body runs. Its
-/// first statement binds [`item::MARKER`], by which a later expansion sees it.
+/// so that the subjects (which may borrow parameters) are dropped before the body runs. It binds
+/// [`item::MARKER`], by which a later expansion sees it. The bound checks are items, and go
+/// first: items after statements are a lint of their own.
 fn prelude(func: &Function, plan: &Plan, shape: &Shape, bounds: TokenStream) -> TokenStream {
     let p = private_path(plan.krate.as_ref());
     let hygienic = |name: &str| syn::Ident::new(name, Span::mixed_site());
@@ -123,11 +124,11 @@ fn prelude(func: &Function, plan: &Plan, shape: &Shape, bounds: TokenStream) -> 
 
     quote! {
         {
+            #bounds
             let #limiter: &'static #p::StaticLimiter = {
                 static LIMITER: #p::StaticLimiter = #p::StaticLimiter::new(|| #build);
                 &LIMITER
             };
-            #bounds
             #(#bindings)*
             let #subjects = [#(#subject_exprs),*];
             if let ::core::result::Result::Err(#error) = #check {

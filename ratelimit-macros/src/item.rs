@@ -77,16 +77,18 @@ impl ToTokens for Function {
     }
 }
 
-/// The name the check's first statement binds; a body that starts with a block beginning
-/// `let __ratelimit_limiter` was already limited by an expansion of the attribute.
+/// The name the check binds to its limiter; a body whose first block binds it with `let` was
+/// already limited by an expansion of the attribute.
 pub(crate) const MARKER: &str = "__ratelimit_limiter";
 
 fn starts_with_check(body: &TokenStream) -> bool {
     let Some(TokenTree::Group(block)) = body.clone().into_iter().next() else { return false };
-    let mut inside = block.stream().into_iter();
+    let tokens: Vec<TokenTree> = block.stream().into_iter().collect();
     block.delimiter() == Delimiter::Brace
-        && matches!(inside.next(), Some(TokenTree::Ident(i)) if i == "let")
-        && matches!(inside.next(), Some(TokenTree::Ident(i)) if i == MARKER)
+        && tokens.windows(2).any(|pair| {
+            matches!(&pair[0], TokenTree::Ident(i) if i == "let")
+                && matches!(&pair[1], TokenTree::Ident(i) if i == MARKER)
+        })
 }
 
 /// `{ … }` of a body that is exactly `<path ending in Box::pin>(async [move] { … })`.
