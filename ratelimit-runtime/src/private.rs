@@ -309,3 +309,48 @@ pub const fn count_problem(what: &str, n: u64) -> Option<Problem> {
 
 /// The key prefix of a limit whose attribute gives none.
 pub use crate::key::DEFAULT_PREFIX;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(p: Option<Problem>) -> Option<String> {
+        p.map(|p| p.as_str().to_owned())
+    }
+
+    #[test]
+    fn bounds_are_the_rules_bounds() {
+        let max_ms = u64::try_from(rule::MAX_WINDOW.as_millis()).unwrap();
+        assert_eq!(text(window_problem("window", max_ms)), None);
+        assert_eq!(text(window_problem("window", 1)), None);
+        assert_eq!(
+            text(window_problem("window", max_ms + 1)).as_deref(),
+            Some("the window is longer than 366 days: use at most `366d`")
+        );
+        assert_eq!(text(window_problem("wait", 0)).as_deref(), Some("the wait must be at least 1ms"));
+        assert_eq!(text(count_problem("count", rule::MAX_COUNT)), None);
+        assert!(rule::Rule::from_millis(1, rule::MAX_COUNT + 1).is_err());
+        let over = text(count_problem("burst", rule::MAX_COUNT + 1)).unwrap();
+        assert!(over.starts_with("the burst must be at most "), "{over}");
+        assert_eq!(
+            over.split(' ').nth(6).map(|n| n.trim_end_matches(':').replace('_', "")),
+            Some(rule::MAX_COUNT.to_string())
+        );
+        assert!(text(count_problem("count", 0)).unwrap().contains("at least 1"));
+    }
+
+    #[test]
+    fn numbers_read_as_rust_literals() {
+        for (n, written) in [(0, "0"), (999, "999"), (1000, "1_000"), (1_000_000_000, "1_000_000_000")] {
+            assert_eq!(Problem::new().push_number(n).as_str(), written);
+        }
+        assert_eq!(Problem::new().push_number(u64::MAX).as_str(), "18_446_744_073_709_551_615");
+    }
+
+    #[test]
+    fn a_long_message_is_cut_whole() {
+        let long = "é".repeat(200);
+        let cut = Problem::new().push("x").push(&long);
+        assert!(cut.as_str().len() <= 160 && cut.as_str().starts_with("xé"));
+    }
+}
