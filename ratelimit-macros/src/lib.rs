@@ -2,14 +2,18 @@
 //! (package `ratelimit-attr`). Use it through `ratelimit::rate_limiter`; the generated code calls
 //! `ratelimit::__private`.
 //!
-//! The crate is split by stage: `parse` reads each option into a typed model, `rules` reads
-//! and checks the `(window, count)` literals, `validate` checks options against each other, the
-//! stacked attributes against each other and the function's signature, `stack` finds the
-//! stacked attributes, and `expand` writes the code. Imports run one way only:
-//! `errors`, `ungroup` → `rules` → `parse` → `validate`, `stack` → `expand` → the entry point.
+//! The crate is split by stage: `item` reads the function (its signature; the body stays
+//! tokens), `parse` reads each option into a typed model, `rules` reads the `(window, count)`
+//! literals, `validate` checks options against each other, the stacked attributes against each
+//! other and the function's signature, `stack` finds the stacked attributes, `bounds` writes the
+//! compile-time checks of the literals against the runtime's bounds, and `expand` writes the code.
+//! Imports run one way only: `errors`, `ungroup`, `item` → `rules` → `parse` → `validate`,
+//! `stack`, `bounds` → `expand` → the entry point.
 
+mod bounds;
 mod errors;
 mod expand;
+mod item;
 mod parse;
 mod rules;
 mod stack;
@@ -43,7 +47,8 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// A rule `(20s, 10)` admits at most 10 units in any 20 seconds. Windows run from 1ms to 366
-/// days and counts from 1 to 2^53 - 1; both must be literals, checked at compile time.
+/// days and counts (and bursts) from 1 to 1_000_000_000; both must be literals, checked at
+/// compile time against the runtime's `MAX_WINDOW` and `MAX_COUNT`.
 ///
 /// * **Types.** `Global`: one budget shared by every caller. `Ip`: one per client IP (IPv6 per
 ///   /64), from `ip = …` (anything `ratelimit::subject::IpValue`: `IpAddr`, `SocketAddr`, text) or else from the
@@ -68,6 +73,8 @@ use proc_macro::TokenStream;
 ///   if every rule passes, and a refused call is recorded in no rule. `type`, `rules`, `prefix`,
 ///   `algorithm`, `burst`, `mode` and `ip`/`user`/`key` belong to each attribute; `name`, `cost`,
 ///   `on_error`, `wait` and `crate` to the whole limiter (give each once, or identically).
+///   Siblings are recognised by name: write them `rate_limiter` or `ratelimit::rate_limiter`
+///   (an attribute imported under another name is refused below the outermost one).
 /// * **Waiting.** With `wait = 2s` (same literals as windows), a call refused for lack of room
 ///   sleeps until its retry-after (plus a little jitter) and tries again, and returns the
 ///   refusal at once when the next wait would end past 2s from the call. An `async fn` sleeps on

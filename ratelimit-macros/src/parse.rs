@@ -137,7 +137,7 @@ pub(crate) struct Attr {
     pub user: Option<Given<Expr>>,
     pub key: Option<Given<Expr>>,
     pub algorithm: Option<Given<Ident>>,
-    pub burst: Option<Given<u64>>,
+    pub burst: Option<Given<(u64, syn::LitInt)>>,
     pub cost: Option<Given<Expr>>,
     pub on_error: Option<Given<(OnError, Expr)>>,
     /// `wait = <duration>`, in ms.

@@ -1,24 +1,28 @@
-//! `rules = [(20s, 10), (1m, 100)]`: literal windows with units and literal counts, checked and
+//! `rules = [(20s, 10), (1m, 100)]`: literal windows with units and literal counts, read and
 //! converted to milliseconds at compile time.
+//!
+//! Only what a literal says is checked here (its shape, its unit, that it is not zero). How long
+//! a window or how large a count may be is the runtime's to say: the expansion checks the values
+//! against the runtime's bounds by const evaluation (see `bounds`), so the two cannot disagree.
 
 use crate::errors::Errors;
 use crate::ungroup::ungroup;
 use syn::{Error, Expr, Lit, LitInt};
 
-/// The longest window the runtime accepts: 366 days (`ratelimit::rule::MAX_WINDOW`).
-const MAX_WINDOW_MS: u64 = 366 * 24 * 3600 * 1000;
-/// The largest count the runtime accepts: 2^53 - 1 (`ratelimit::rule::MAX_COUNT`).
-const MAX_COUNT: u64 = (1 << 53) - 1;
 /// Units and their length in milliseconds.
 const UNITS: &[(&str, u64)] = &[("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)];
 const EXAMPLE: &str = "rules = [(20s, 10), (1m, 100)]";
 
-/// One checked rule.
+/// One rule as read.
 pub(crate) struct Rule {
+    /// The window in ms (`u64::MAX` when the literal does not even fit: the bound check then
+    /// reports it as too long).
     pub window_ms: u64,
     pub count: u64,
     /// The window as written, for spans and messages.
     pub window: LitInt,
+    /// The count as written, for spans.
+    pub count_lit: LitInt,
 }
 
 /// Reads the value of `rules = …`, reporting every bad rule.
@@ -67,7 +71,7 @@ fn rule(elem: &Expr) -> syn::Result<Rule> {
     let count = errors.take(count(&tuple.elems[1], "count"));
     errors.finish()?;
     match (window, count) {
-        (Some((window_ms, window)), Some(count)) => Ok(Rule { window_ms, count, window }),
+        (Some((window_ms, window)), Some((count, count_lit))) => Ok(Rule { window_ms, count, window, count_lit }),
         _ => Err(shape()),
     }
 }
@@ -83,7 +87,7 @@ fn window(expr: &Expr) -> syn::Result<(u64, LitInt)> {
     duration(expr, "window")
 }
 
-/// A duration literal with a unit (`20s`, `500ms`), from 1ms to 366 days: a rule's window, or
+/// A duration literal with a unit (`20s`, `500ms`), at least 1ms: a rule's window, or
 /// `wait = …`. `what` names it in messages.
 pub(crate) fn duration(expr: &Expr, what: &str) -> syn::Result<(u64, LitInt)> {
     let units = "ms, s, m, h or d";
@@ -112,21 +116,16 @@ pub(crate) fn duration(expr: &Expr, what: &str) -> syn::Result<(u64, LitInt)> {
     let Some(&(_, unit_ms)) = UNITS.iter().find(|(u, _)| *u == suffix) else {
         return Err(Error::new_spanned(lit, format!("unknown unit `{suffix}` in `{lit}`: use {units}")));
     };
-    let too_long =
-        || Error::new_spanned(lit, format!("the {what} `{lit}` is longer than 366 days: use at most `366d`"));
-    let amount: u64 = lit.base10_parse().map_err(|_| too_long())?;
-    let ms = amount.checked_mul(unit_ms).ok_or_else(too_long)?;
+    let ms = lit.base10_parse::<u64>().map_or(u64::MAX, |amount| amount.saturating_mul(unit_ms));
     if ms == 0 {
         return Err(Error::new_spanned(lit, format!("the {what} must be at least 1ms")));
-    }
-    if ms > MAX_WINDOW_MS {
-        return Err(too_long());
     }
     Ok((ms, lit.clone()))
 }
 
-/// A count (or a `burst`): a positive integer literal of at most 2^53 - 1.
-pub(crate) fn count(expr: &Expr, what: &str) -> syn::Result<u64> {
+/// A count (or a `burst`): a positive integer literal without suffix (`u64::MAX` when it does
+/// not even fit: the bound check then reports it as too large).
+pub(crate) fn count(expr: &Expr, what: &str) -> syn::Result<(u64, LitInt)> {
     let Some(Lit::Int(lit)) = literal(expr) else {
         return Err(Error::new_spanned(
             expr,
@@ -138,15 +137,11 @@ pub(crate) fn count(expr: &Expr, what: &str) -> syn::Result<u64> {
     if !lit.suffix().is_empty() {
         return Err(Error::new_spanned(lit, format!("the {what} is a plain number: write `{}`", lit.base10_digits())));
     }
-    let too_large = || Error::new_spanned(lit, format!("the {what} must be at most 2^53 - 1 ({MAX_COUNT})"));
-    let count: u64 = lit.base10_parse().map_err(|_| too_large())?;
+    let count = lit.base10_parse::<u64>().unwrap_or(u64::MAX);
     if count == 0 {
         return Err(Error::new_spanned(lit, format!("the {what} must be at least 1 (0 would refuse every call)")));
     }
-    if count > MAX_COUNT {
-        return Err(too_large());
-    }
-    Ok(count)
+    Ok((count, lit.clone()))
 }
 
 #[cfg(test)]
@@ -164,25 +159,32 @@ mod tests {
             rules("[(500ms, 1), (20s, 10), (1m, 1_000), (2h, 5), (1d, 9_007_199_254_740_991)]"),
             Ok(vec![(500, 1), (20_000, 10), (60_000, 1000), (7_200_000, 5), (86_400_000, (1 << 53) - 1)])
         );
-        assert_eq!(rules("[(366d, 1)]"), Ok(vec![(MAX_WINDOW_MS, 1)]));
-        assert_eq!(rules("[(31_622_400_000ms, 1)]"), Ok(vec![(MAX_WINDOW_MS, 1)]));
+        assert_eq!(rules("[(366d, 1)]"), Ok(vec![(31_622_400_000, 1)]));
+        assert_eq!(rules("[(31_622_400_000ms, 1)]"), Ok(vec![(31_622_400_000, 1)]));
+    }
+
+    #[test]
+    fn literals_too_large_for_u64_saturate() {
+        // The bound check (const evaluation against the runtime's bounds) reports them.
+        assert_eq!(rules("[(99999999999999999999999d, 1)]"), Ok(vec![(u64::MAX, 1)]));
+        assert_eq!(rules("[(213503982335d, 1)]"), Ok(vec![(u64::MAX, 1)]));
+        assert_eq!(rules("[(1s, 99999999999999999999999)]"), Ok(vec![(1000, u64::MAX)]));
     }
 
     #[test]
     fn bad_rules_are_refused() {
         for bad in [
-            "[(367d, 1)]",
-            "[(31_622_400_001ms, 1)]",
-            "[(99999999999999999999999d, 1)]",
             "[(0ms, 1)]",
             "[(1s, 0)]",
-            "[(1s, 9_007_199_254_740_992)]",
             "[(1s, -1)]",
+            "[(1s, 1u64)]",
+            "[(1.5s, 1)]",
             "[(1w, 1)]",
             "[(1, 1)]",
             "[(N, 1)]",
             "[(1s, N)]",
             "[(1s, 1), (1000ms, 2)]",
+            "[(1s, 1, 2)]",
             "[]",
             "RULES",
         ] {

@@ -2,12 +2,11 @@
 //! the checked model the expansion works from.
 
 use crate::errors::Errors;
+use crate::item::Function;
 use crate::parse::{Attr, Given, Kind, Mode, OnError, ALGORITHMS, BURST_ALGORITHMS};
 use crate::rules::Rule;
 use quote::ToTokens;
-use syn::{
-    Block, Error, Expr, GenericArgument, Ident, ItemFn, LitStr, PathArguments, ReturnType, Stmt, Type, TypeParamBound,
-};
+use syn::{Error, Expr, GenericArgument, Ident, LitStr, PathArguments, ReturnType, Type, TypeParamBound};
 
 /// One limit (one attribute), checked.
 pub(crate) struct Limit {
@@ -98,7 +97,7 @@ fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
             kind: kind.value.0,
             rules: rules.value,
             algorithm: attr.algorithm.take().map(|g| g.value),
-            burst: attr.burst.take().map(|g| g.value),
+            burst: attr.burst.take().map(|g| g.value.0),
             prefix: attr.prefix.take().map(|g| g.value),
             mode: attr.mode.take().map(|g| g.value),
             subject,
@@ -229,7 +228,7 @@ const NEEDS_RESULT: &str =
      (a refused call returns Err(RateLimited.into()))";
 
 /// Checks the function's signature and finds its shape.
-pub(crate) fn signature(func: &ItemFn) -> syn::Result<Shape> {
+pub(crate) fn signature(func: &Function) -> syn::Result<Shape> {
     let sig = &func.sig;
     let mut errors = Errors::default();
     if let Some(constness) = &sig.constness {
@@ -242,7 +241,7 @@ pub(crate) fn signature(func: &ItemFn) -> syn::Result<Shape> {
         ReturnType::Default => Err(Error::new_spanned(sig, format!("{NEEDS_RESULT}; this function returns `()`"))),
         ReturnType::Type(_, ty) => match (sig.asyncness.is_some(), future_output(ty)) {
             (false, Some(output)) => {
-                if boxed_async(&func.block).is_none() {
+                if !func.is_boxed_async() {
                     Err(Error::new_spanned(
                         ty,
                         "#[rate_limiter] on a function that returns a boxed future needs its body to be \
@@ -307,29 +306,4 @@ fn future_output(ty: &Type) -> Option<&Type> {
             _ => None,
         })
     })
-}
-
-/// The body is exactly `Box::pin(async move { … })` (the shape `#[async_trait]` gives a
-/// method): the async block.
-fn boxed_async(block: &Block) -> Option<&Block> {
-    let [Stmt::Expr(Expr::Call(call), None)] = block.stmts.as_slice() else { return None };
-    let Expr::Path(callee) = &*call.func else { return None };
-    let segments: Vec<String> = callee.path.segments.iter().map(|s| s.ident.to_string()).collect();
-    if !segments.ends_with(&["Box".to_owned(), "pin".to_owned()]) || call.args.len() != 1 {
-        return None;
-    }
-    match call.args.first() {
-        Some(Expr::Async(inner)) => Some(&inner.block),
-        _ => None,
-    }
-}
-
-/// The async block of a [`Body::BoxedAsync`] body, to inject the check into.
-pub(crate) fn boxed_async_mut(block: &mut Block) -> Option<&mut Block> {
-    boxed_async(block)?;
-    let [Stmt::Expr(Expr::Call(call), None)] = block.stmts.as_mut_slice() else { return None };
-    match call.args.first_mut() {
-        Some(Expr::Async(inner)) => Some(&mut inner.block),
-        _ => None,
-    }
 }

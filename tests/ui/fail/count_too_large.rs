@@ -1,6 +1,7 @@
+// One past the runtime's MAX_COUNT (1_000_000_000): the runtime's bound, checked at compile time.
 use ratelimit::{rate_limiter, RateLimited};
 
-#[rate_limiter(type = Ip, rules = [(20s, 9_007_199_254_740_992)])]
+#[rate_limiter(type = Ip, rules = [(20s, 1_000_000_001)])]
 fn handler() -> Result<(), RateLimited> {
     Ok(())
 }
