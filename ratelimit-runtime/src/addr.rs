@@ -326,6 +326,33 @@ mod tests {
     }
 
     #[test]
+    fn every_written_form_reads_back() {
+        for i in 0..2_000u64 {
+            let v4 = Ipv4Addr::from((i.wrapping_mul(2_654_435_761) >> 3) as u32);
+            let v6 = Ipv6Addr::from(u128::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835) | 1 << 127);
+            let port = (i * 37) % 65_536;
+            let (a4, a6) = (Some(IpAddr::V4(v4)), Some(IpAddr::V6(v6)));
+            for (text, want) in [
+                (format!("{v4}"), a4),
+                (format!("{v4}:{port}"), a4),
+                (format!("::ffff:{v4}"), a4),
+                (format!("[::ffff:{v4}]:{port}"), a4),
+                (format!("{v6}"), a6),
+                (format!("[{v6}]"), a6),
+                (format!("[{v6}]:{port}"), a6),
+                (format!("{v6}%eth{i}"), a6),
+                (format!("\"[{v6}]:{port}\""), a6),
+            ] {
+                assert_eq!(parse_ip(&text), want, "{text:?}");
+                // Every cut of it is read or refused, never a panic.
+                for end in (0..text.len()).filter(|&end| text.is_char_boundary(end)) {
+                    let _ = parse_ip(&text[..end]);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn networks() {
         let net = |s: &str| s.parse::<Cidr>().unwrap();
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
