@@ -172,6 +172,26 @@ fn ipv4_mapped_peers_match_ipv4_networks() {
     assert_eq!(client(&r, "10.0.0.1", &[("x-forwarded-for", "::ffff:198.51.100.1")]), Some(ip("198.51.100.1")));
 }
 
+#[test]
+fn trusted_proxies_and_forwarded_addresses_in_every_form() {
+    // Networks written in mapped or bracketed form; peers and entries in any form.
+    let r = ClientIpResolver::new().trust(cidr("::ffff:10.0.0.0/104")).trust(cidr("[2001:db8:ff::]/48"));
+    assert_eq!(r.trusted(), [cidr("10.0.0.0/8"), cidr("2001:db8:ff::/48")]);
+    let xff = [("x-forwarded-for", "198.51.100.9, [2001:db8::1]:443, ::ffff:10.0.0.2, [2001:db8:ff::3]")];
+    for peer in ["10.0.0.1", "::ffff:10.0.0.1", "2001:db8:ff::1"] {
+        assert_eq!(client(&r, peer, &xff), Some(ip("2001:db8::1")), "from {peer}");
+    }
+    assert_eq!(client(&r, "::ffff:11.0.0.1", &xff), Some(ip("11.0.0.1")), "untrusted: the peer, as IPv4");
+    let one = |name: &str, value: &str| client(&r, "10.0.0.1", &[(name, value)]);
+    assert_eq!(one("x-forwarded-for", "198.51.100.1:8080"), Some(ip("198.51.100.1")));
+    assert_eq!(one("x-forwarded-for", "[::ffff:198.51.100.1]"), Some(ip("198.51.100.1")));
+    assert_eq!(one("x-forwarded-for", "fe80::1%eth0"), Some(ip("fe80::1")));
+    assert_eq!(one("forwarded", r#"for="[::ffff:198.51.100.1]:80""#), Some(ip("198.51.100.1")));
+    assert_eq!(one("forwarded", r#"for="[fe80::1%25eth0]""#), Some(ip("fe80::1")));
+    assert_eq!(one("x-real-ip", "[2001:db8::5]:443"), Some(ip("2001:db8::5")));
+    assert_eq!(one("x-real-ip", "::ffff:198.51.100.4"), Some(ip("198.51.100.4")));
+}
+
 // ---- CIDR --------------------------------------------------------------------------------
 
 #[test]
@@ -412,6 +432,49 @@ async fn ipv6_clients_share_their_64_unless_configured() {
     );
     let r = send(&app, request("/whoami", Some("2001:db8:1:2::b"), &[])).await;
     assert!(r.body.contains("subject=2001:db8:1:2::b/128"), "{}", r.body);
+}
+
+/// A dual-stack listener reports an IPv4 client as `::ffff:a.b.c.d`: that is the IPv4 client,
+/// sharing its limit with the same client seen over IPv4, and not its IPv6 neighbours'.
+#[tokio::test]
+async fn dual_stack_peers_are_their_ipv4_address() {
+    let limiter = memory_limiter("t::dual", LimitType::Ip, &[(10_000, 1)]);
+    let app = limited_app(RequestContextLayer::new(), limiter);
+    let r = send(&app, request("/whoami", Some("::ffff:127.0.0.10"), &[])).await;
+    assert_eq!(r.body, "ip=127.0.0.10 subject=127.0.0.10 user=- ext=127.0.0.10");
+    assert_eq!(send(&app, request("/limited", Some("::ffff:127.0.0.10"), &[])).await.status, StatusCode::OK);
+    assert_eq!(send(&app, request("/limited", Some("127.0.0.10"), &[])).await.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(send(&app, request("/limited", Some("::ffff:127.0.0.11"), &[])).await.status, StatusCode::OK);
+    assert_eq!(send(&app, request("/limited", Some("127.0.0.11"), &[])).await.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+/// The same over real sockets: a server listening on `[::]` (dual-stack) sees clients from
+/// 127.0.0.10 and 127.0.0.11 as mapped addresses, and limits each as its IPv4 address.
+#[tokio::test]
+async fn a_dual_stack_listener_limits_ipv4_clients_by_address() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let limiter = memory_limiter("t::dual-socket", LimitType::Ip, &[(10_000, 1)]);
+    let app = limited_app(RequestContextLayer::new(), limiter);
+    let listener = tokio::net::TcpListener::bind("[::]:0").await.expect("a dual-stack listener on [::]");
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
+    });
+    let get = |from: &'static str, path: &'static str| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::new(ip(from), 0)).unwrap();
+        let mut stream = socket.connect(SocketAddr::new(ip("127.0.0.1"), port)).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).await.unwrap();
+        reply
+    };
+    let whoami = get("127.0.0.10", "/whoami").await;
+    assert!(whoami.ends_with("ip=127.0.0.10 subject=127.0.0.10 user=- ext=127.0.0.10"), "{whoami}");
+    assert!(get("127.0.0.10", "/limited").await.starts_with("HTTP/1.1 200"));
+    assert!(get("127.0.0.10", "/limited").await.starts_with("HTTP/1.1 429"));
+    assert!(get("127.0.0.11", "/limited").await.starts_with("HTTP/1.1 200"));
 }
 
 #[tokio::test]

@@ -184,6 +184,54 @@ fn overrides_on_redis() {
     scenarios(Arc::new(store), "redis");
 }
 
+/// `[exempt] ips` is read as every other address is: mapped IPv6 networks are IPv4 networks,
+/// brackets and zone ids are accepted, and a dual-stack peer matches its IPv4 exemption.
+#[test]
+fn exemptions_read_every_address_form() {
+    use ratelimit::subject::IpValue;
+    let _guard = locked();
+    let limiter = Limiter::builder("addr::exempt")
+        .limit(LimitType::Ip, [rule(60, 1)])
+        .store(Arc::new(MemoryStore::new()))
+        .build()
+        .unwrap();
+    apply(
+        r#"
+[exempt]
+ips = ["::ffff:192.0.2.16/124", "[2001:db8:5::]/48", "::ffff:198.51.100.7", "fe80::%eth0/64"]
+"#,
+    );
+    for exempt in
+        ["192.0.2.17", "::ffff:192.0.2.30", "198.51.100.7", "::ffff:198.51.100.7", "2001:db8:5:1::9", "fe80::1"]
+    {
+        assert_eq!(passes(&limiter, &[ip(exempt)], 3), 3, "{exempt} is exempt");
+    }
+    for text in ["[2001:db8:5:1::9]:443", "[::ffff:198.51.100.7]:80", "198.51.100.7:80"] {
+        assert_eq!(passes(&limiter, &[text.to_ip_subject()], 3), 3, "{text} is exempt");
+    }
+    for counted in ["192.0.2.32", "::ffff:198.51.100.8", "2001:db8:6::1"] {
+        assert_eq!(passes(&limiter, &[ip(counted)], 3), 1, "{counted} is limited");
+    }
+    apply("");
+}
+
+/// `--trust-proxy` reads networks as the overrides file does.
+#[test]
+fn trust_proxy_takes_every_network_form() {
+    let args = |list: &[&str]| server::parse_args(list.iter().map(|s| s.to_string()));
+    let Ok(server::Command::Serve(parsed)) =
+        args(&["--trust-proxy", "::ffff:10.0.0.0/104", "--trust-proxy=[2001:db8::]/32", "--trust-proxy", "::1"])
+    else {
+        panic!("the arguments parse")
+    };
+    let shown: Vec<String> = parsed.trust_proxy.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["10.0.0.0/8", "2001:db8::/32", "::1/128"]);
+    let e = args(&["--trust-proxy", "10.0.0.1/8"]).unwrap_err();
+    assert!(e.contains("did you mean 10.0.0.0/8?"), "{e}");
+    let e = args(&["--trust-proxy", "10.0.0.1:80"]).unwrap_err();
+    assert!(e.contains("not an IP address"), "{e}");
+}
+
 /// Under the file, the local refusal cache still answers a hammering client (enforced limits
 /// only: a shadow limit's refusals are never cached), and a reload with new rules is not
 /// answered by refusals made under the old ones.

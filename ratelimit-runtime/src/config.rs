@@ -5,6 +5,7 @@ use crate::overrides;
 pub use crate::overrides::{unknown_limiters, LimitOverride, Overrides, OverridesError};
 use crate::store::sentinel::{SentinelSpec, SentinelStore};
 use crate::store::{memory::MemoryStore, redis::RedisStore, tls::TlsConfig, StoreHandle, Unavailable};
+use crate::sync::lock;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -384,7 +385,7 @@ impl Throttle {
 
     /// `Some(events held back since the last one let through)` if this one may pass.
     pub(crate) fn admit(&self, now: Instant) -> Option<u64> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = lock(&self.state);
         let (last, held) = &mut *state;
         if last.is_some_and(|t| now.saturating_duration_since(t) < self.period) {
             *held += 1;

@@ -14,6 +14,7 @@
 use crate::policy::Headroom;
 use crate::subject::Subject;
 use crate::subject::DEFAULT_IPV6_PREFIX;
+use crate::sync::lock;
 use std::cell::RefCell;
 use std::future::Future;
 use std::net::IpAddr;
@@ -92,10 +93,6 @@ impl RequestContext {
             _ => Subject::missing(),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 tokio::task_local! {

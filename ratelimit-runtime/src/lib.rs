@@ -15,7 +15,8 @@
 //! # Layers
 //! Each module imports only from the floors below it (no import cycles):
 //! 1. ground: `rule`, `limit_type`, `subject`, `key`, `algorithm`, `clock`, `error`, `decision`,
-//!    `policy`, `status`, `mode`, `cidr` (plain values and arithmetic);
+//!    `policy`, `status`, `mode`, `addr` (plain values and arithmetic), and `sync` (the
+//!    poison-tolerant lock);
 //! 2. `limit`: a compiled limit (rules, key template, script arguments), and `io`, the I/O runtime;
 //! 3. `store` (trait, memory, redis, cluster, sentinel, scripts, TLS, the startup probe), with
 //!    metrics beside it: a store gets all
@@ -29,9 +30,9 @@
 //! 7. `private` (the attribute's shims) and `http_response` (HTTP rendering) on top.
 #![warn(missing_docs)]
 
+mod addr;
 mod admin;
 mod algorithm;
-mod cidr;
 pub mod clock;
 pub mod config;
 pub mod context;
@@ -56,11 +57,13 @@ mod snapshot;
 pub mod status;
 pub mod store;
 pub mod subject;
+mod sync;
 mod wait;
 
 #[doc(hidden)]
 pub mod private;
 
+pub use addr::{parse_ip, Cidr, CidrError, CidrErrorKind};
 pub use algorithm::Algorithm;
 pub use config::{init, reload, Config, FailurePolicy};
 pub use error::{Cause, RateLimited};

@@ -6,9 +6,11 @@ use crate::key::{check_prefix, KeyTemplate, PrefixError};
 use crate::limit_type::LimitType;
 use crate::policy::Policy;
 use crate::rule::{Rule, RuleError};
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// One limit of a limiter (one `#[rate_limiter]` attribute): a type, an algorithm and rules
@@ -26,8 +28,11 @@ pub(crate) struct Limit {
     policy_offset: usize,
     /// The script's arguments for this limit: algorithm, rule count, (window µs, count)*.
     pub(crate) script_args: Vec<Vec<u8>>,
-    /// Distinguishes this limit's logs in the in-memory store without building a Redis key.
+    /// Distinguishes this limit's logs in the in-memory store without building a Redis key
+    /// (a copy of `_memory_registration`'s id, read on every call without a pointer chase).
     memory_id: u64,
+    /// Holds the id while this limit lives.
+    _memory_registration: Arc<MemoryId>,
 }
 
 impl Limit {
@@ -63,12 +68,41 @@ impl Limit {
 
 /// The in-memory store's short name for a limit's key template: limits with the same identity
 /// (prefix, name, type, algorithm, rules), like the same Redis keys, share their state.
-fn memory_id(template: &KeyTemplate) -> u64 {
-    static IDS: Mutex<Option<HashMap<Vec<u8>, u64>>> = Mutex::new(None);
-    let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+///
+/// Ids are handed out while some limit of that identity lives, and never reused: the registry
+/// holds only live identities (a reload's replaced limits leave it when dropped), and a new id
+/// cannot meet state left in the store under an old one.
+#[derive(Debug)]
+struct MemoryId {
+    id: u64,
+    identity: Vec<u8>,
+}
+
+static MEMORY_IDS: Mutex<Option<HashMap<Vec<u8>, Weak<MemoryId>>>> = Mutex::new(None);
+
+fn memory_id(template: &KeyTemplate) -> Arc<MemoryId> {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let identity = template.identity();
+    let mut ids = lock(&MEMORY_IDS);
     let ids = ids.get_or_insert_with(HashMap::new);
-    let next = ids.len() as u64 + 1;
-    *ids.entry(template.identity()).or_insert(next)
+    if let Some(live) = ids.get(&identity).and_then(Weak::upgrade) {
+        return live;
+    }
+    let id = Arc::new(MemoryId { id: NEXT.fetch_add(1, Ordering::Relaxed), identity: identity.clone() });
+    ids.insert(identity, Arc::downgrade(&id));
+    id
+}
+
+impl Drop for MemoryId {
+    fn drop(&mut self) {
+        let mut ids = lock(&MEMORY_IDS);
+        let Some(ids) = ids.as_mut() else { return };
+        // Another limit of this identity may have registered a new id since this one's last
+        // owner let go: only a dead entry is removed.
+        if ids.get(&self.identity).is_some_and(|w| w.strong_count() == 0) {
+            ids.remove(&self.identity);
+        }
+    }
 }
 
 /// Why a limiter could not be built.
@@ -152,6 +186,7 @@ impl Limit {
             script_args.push(rule.count().to_string().into_bytes());
         }
         let template = KeyTemplate::new(&spec.prefix, name, spec.limit_type, spec.algorithm, spec.burst, &rules);
+        let registration = memory_id(&template);
         Ok(Limit {
             limit_type: spec.limit_type,
             algorithm: spec.algorithm,
@@ -159,7 +194,8 @@ impl Limit {
             rules,
             policy_offset,
             script_args,
-            memory_id: memory_id(&template),
+            memory_id: registration.id,
+            _memory_registration: registration,
             template,
         })
     }
@@ -172,5 +208,53 @@ impl Limit {
     /// Where this limit's policies start in its limiter's list.
     pub(crate) fn policy_offset(&self) -> usize {
         self.policy_offset
+    }
+}
+
+#[cfg(test)]
+mod memory_id_tests {
+    use super::*;
+    use crate::mode::Mode;
+
+    fn spec(count: u64) -> LimitSpec {
+        LimitSpec {
+            limit_type: LimitType::Ip,
+            rules: vec![Rule::new(Duration::from_secs(10), count).unwrap()],
+            algorithm: Algorithm::SlidingWindow,
+            prefix: "rl:".to_owned(),
+            burst: None,
+            mode: Mode::Enforce,
+        }
+    }
+
+    /// How many registered identities belong to limiter `name`.
+    fn registered(name: &str) -> usize {
+        let ids = lock(&MEMORY_IDS);
+        let is_of = |identity: &Vec<u8>| identity.windows(name.len()).any(|w| w == name.as_bytes());
+        ids.as_ref().map_or(0, |ids| ids.keys().filter(|i| is_of(i)).count())
+    }
+
+    #[test]
+    fn ids_are_shared_while_alive_and_forgotten_after() {
+        let a = Limit::compile("memory_id::a", spec(5), 0).unwrap();
+        let same = Limit::compile("memory_id::a", spec(5), 0).unwrap();
+        let other = Limit::compile("memory_id::a", spec(6), 0).unwrap();
+        assert_eq!(a.memory_id(), same.memory_id());
+        assert_ne!(a.memory_id(), other.memory_id());
+        let first = a.memory_id();
+        drop((a, same));
+        // A new limit with the identity of dropped ones gets a fresh id: nothing it could
+        // meet in the store was counted for it.
+        let again = Limit::compile("memory_id::a", spec(5), 0).unwrap();
+        assert_ne!(again.memory_id(), first);
+        // Reloads build and drop limits: the registry holds only live ones.
+        let kept = Limit::compile("memory_id::reload", spec(1), 0).unwrap();
+        for count in 2..=200 {
+            drop(Limit::compile("memory_id::reload", spec(count), 0).unwrap());
+        }
+        assert_eq!(registered("memory_id::reload"), 1);
+        drop(kept);
+        assert_eq!(registered("memory_id::reload"), 0);
+        drop((again, other));
     }
 }

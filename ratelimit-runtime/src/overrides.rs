@@ -16,18 +16,18 @@
 //! Limiters read [`generation`] (one atomic load) on every call and rebuild their compiled limits
 //! when it changes; a decision keeps the table it started with to the end.
 
-use crate::cidr::Cidr;
-use crate::limit_type::LimitType;
+use crate::addr::{Cidr, CidrError};
 use crate::mode::Mode;
-use crate::rule::Rule;
+use crate::sync::lock;
+use crate::{LimitType, Rule};
 use arc_swap::ArcSwapOption;
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, Once, PoisonError};
+use std::time::{Duration, Instant};
 use toml::Spanned;
 
 /// One `[[limit]]` of the file: new rules and/or a mode for one limit of one limiter.
@@ -234,8 +234,7 @@ impl Overrides {
         }
         if let Some(exempt) = de.exempt {
             for ip in &exempt.ips {
-                let cidr: Cidr =
-                    ip.get_ref().parse().map_err(|e: crate::cidr::CidrError| loc.spanned(ip, e.to_string()))?;
+                let cidr: Cidr = ip.get_ref().parse().map_err(|e: CidrError| loc.spanned(ip, e.to_string()))?;
                 out.exempt_ips.push(cidr);
             }
             for user in &exempt.users {
@@ -275,6 +274,15 @@ impl Overrides {
     /// Whether `ip` is in an exempt network.
     pub fn is_exempt_ip(&self, ip: std::net::IpAddr) -> bool {
         self.exempt_ips.iter().any(|c| c.contains(ip))
+    }
+
+    /// Whether the clients an IP subject's key stands for are exempt: an IPv4 client in an
+    /// exempt network, or an IPv6 group (one client, keyed by its /64) that overlaps one: an
+    /// exempt host exempts the group it is counted in, an exempt /48 every group inside it.
+    #[allow(dead_code)]
+    pub(crate) fn is_exempt_ip_subject(&self, key: &[u8]) -> bool {
+        let Some(group) = crate::subject::ip_group_of_key(key) else { return false };
+        self.exempt_ips.iter().any(|net| net.contains(group.addr()) || group.contains(net.addr()))
     }
 
     /// Whether `user` is an exempt user.
@@ -342,18 +350,23 @@ static GENERATION: AtomicU64 = AtomicU64::new(UNSET);
 static NEXT: AtomicU64 = AtomicU64::new(1);
 static TABLE: ArcSwapOption<Table> = ArcSwapOption::const_empty();
 static PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
-/// Limiters that decided under some table (for the unknown-name warning).
+/// Limiters that decided under some table (for the unknown-name warning), at most [`MAX_SEEN`].
 static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
-/// Names already warned about, so each is warned once.
+/// Names of the file in force already warned about, so each is warned once.
 static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+/// When to warn about the unknown names of which generation: the next check, if any.
+static PENDING_CHECK: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
+static CHECK_DUE: Condvar = Condvar::new();
+static CHECKER: Once = Once::new();
+
+/// The most limiter names remembered as having decided: far more than a program has
+/// functions; the bound is for programs that build limiters under names made at run time (a
+/// name past it may be warned about as unknown, never more).
+const MAX_SEEN: usize = 10_000;
 
 /// How long limiters have to make themselves known (attribute limiters are built on their first
 /// call) before names the file gives and no limiter used are warned about.
 const UNKNOWN_GRACE: Duration = Duration::from_secs(60);
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The generation of the table in force: 0 for none, [`UNSET`] before the configuration.
 #[inline]
@@ -370,7 +383,7 @@ pub(crate) fn table() -> Option<Arc<Table>> {
 pub(crate) fn seen(name: &str) {
     let mut seen = lock(&SEEN);
     let seen = seen.get_or_insert_with(HashSet::new);
-    if !seen.contains(name) {
+    if seen.len() < MAX_SEEN && !seen.contains(name) {
         seen.insert(name.to_owned());
     }
 }
@@ -438,23 +451,48 @@ pub fn unknown_limiters() -> Vec<String> {
 }
 
 fn warn_unknown(generation: u64) {
-    if table().is_none_or(|t| t.generation != generation) {
-        return;
-    }
+    let Some(table) = table().filter(|t| t.generation == generation) else { return };
+    let unknown = unknown_limiters();
     let mut warned = lock(&WARNED);
     let warned = warned.get_or_insert_with(HashSet::new);
-    for name in unknown_limiters() {
+    // Only names of the file in force are remembered, so reloads cannot grow the set.
+    warned.retain(|name| table.overrides.limits.iter().any(|o| &o.limiter == name));
+    for name in unknown {
         if warned.insert(name.clone()) {
             tracing::warn!(limiter = %name, "ratelimit: the configuration names a limiter that no function has used (a typo?)");
         }
     }
 }
 
+/// Warns about `generation`'s unknown names after [`UNKNOWN_GRACE`], unless another table
+/// is installed first (its own check replaces this one). One thread serves every reload.
 fn schedule_unknown_check(generation: u64) {
-    let _ = std::thread::Builder::new().name("ratelimit-config".to_owned()).spawn(move || {
-        std::thread::sleep(UNKNOWN_GRACE);
-        warn_unknown(generation);
+    *lock(&PENDING_CHECK) = Some((Instant::now() + UNKNOWN_GRACE, generation));
+    CHECK_DUE.notify_one();
+    CHECKER.call_once(|| {
+        let _ = std::thread::Builder::new().name("ratelimit-config".to_owned()).spawn(check_unknown_names);
     });
+}
+
+/// The checking thread: sleeps until the pending check is due, runs it, waits for the next.
+fn check_unknown_names() {
+    let mut pending = lock(&PENDING_CHECK);
+    loop {
+        pending = match *pending {
+            None => CHECK_DUE.wait(pending).unwrap_or_else(PoisonError::into_inner),
+            Some((due, generation)) => match due.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => {
+                    CHECK_DUE.wait_timeout(pending, left).map_or_else(|e| e.into_inner().0, |(guard, _)| guard)
+                }
+                _ => {
+                    *pending = None;
+                    drop(pending);
+                    warn_unknown(generation);
+                    lock(&PENDING_CHECK)
+                }
+            },
+        };
+    }
 }
 
 #[cfg(test)]
@@ -542,6 +580,27 @@ users = ["ops-bot"]
         let e = err("[exempt]\nips = [\"10.0.0.1/8\"]\n");
         assert_eq!((e.line(), e.value()), (2, Some("\"10.0.0.1/8\"")));
         assert!(e.message().contains("did you mean 10.0.0.0/8?"), "{e}");
+        let e = err("[exempt]\nips = [\"10.0.0.0/8\",\n  \"[2001:db8::1]:443\"]\n");
+        assert_eq!((e.line(), e.value()), (3, Some("\"[2001:db8::1]:443\"")));
+        assert!(e.message().contains("not an IP address"), "{e}");
+        let e = err("[exempt]\nips = [\"::ffff:10.0.0.1/104\"]\n");
+        assert!(e.message().contains("did you mean 10.0.0.0/8?"), "{e}");
+        let o = Overrides::parse("[exempt]\nips = [\"::ffff:10.0.0.0/104\", \"[2001:db8::]/32\"]\n", "o.toml").unwrap();
+        assert!(o.is_exempt_ip("10.1.2.3".parse().unwrap()));
+        assert!(o.is_exempt_ip("::ffff:10.1.2.3".parse().unwrap()));
+        assert!(o.is_exempt_ip("2001:db8::7".parse().unwrap()));
+        assert!(!o.is_exempt_ip("11.0.0.1".parse().unwrap()));
+        // Subjects as keyed: an IPv6 client is its /64 group.
+        let o = Overrides::parse(
+            "[exempt]\nips = [\"::ffff:10.0.0.0/104\", \"2001:db8:1:2::7\", \"2001:db8:5::/48\"]\n",
+            "o.toml",
+        )
+        .unwrap();
+        let exempt = |ip: &str| o.is_exempt_ip_subject(crate::Subject::ip(ip.parse().unwrap()).as_bytes().unwrap());
+        assert!(exempt("10.1.2.3") && exempt("::ffff:10.1.2.3"));
+        assert!(exempt("2001:db8:1:2::7") && exempt("2001:db8:5:9::1"));
+        assert!(!exempt("11.0.0.1") && !exempt("2001:db8:1:3::7") && !exempt("2001:db8:6::1"));
+        assert!(!o.is_exempt_ip_subject(b"not an ip"));
         let e = err("[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\n[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\n");
         assert_eq!(e.line(), 6, "{e}");
         assert!(e.message().contains("a second [[limit]]"), "{e}");

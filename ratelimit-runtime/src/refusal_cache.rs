@@ -193,7 +193,7 @@ impl RefusalCache {
     fn shard(&self, hash: u64) -> std::sync::MutexGuard<'_, Shard> {
         // Middle bits choose the shard: the map uses the low bits for buckets, the top ones for tags.
         let i = (hash >> 32) as usize % self.shards.len();
-        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.shards[i])
     }
 
     /// The refusal still standing at `now` for these subjects at this cost, if any.
@@ -220,7 +220,7 @@ impl RefusalCache {
     /// Forgets every refusal of one owner (a reset of subjects the cache cannot enumerate).
     pub(crate) fn forget_owner(&self, limiter: u64) {
         for shard in self.shards.iter() {
-            let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            let mut shard = crate::sync::lock(shard);
             shard.retain(|_, e| e.owner.limiter != limiter);
         }
     }

@@ -1,6 +1,7 @@
 //! The attribute's limiters by name (spec §12): `ratelimit::limiter("server::hello")`.
 
 use crate::limiter::Limiter;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -9,7 +10,7 @@ static REGISTRY: Mutex<Option<HashMap<Arc<str>, Limiter>>> = Mutex::new(None);
 /// Records a limiter the attribute built. A name already taken keeps its first limiter: two
 /// functions that share a `name` share their counts anyway (the name is part of the keys).
 pub(crate) fn register(limiter: &Limiter) {
-    let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    let mut registry = lock(&REGISTRY);
     registry.get_or_insert_with(HashMap::new).entry(Arc::from(limiter.name())).or_insert_with(|| limiter.clone());
 }
 
@@ -29,6 +30,6 @@ pub(crate) fn register(limiter: &Limiter) {
 /// assert!(limiter("nobody::called::this").is_none());
 /// ```
 pub fn limiter(name: &str) -> Option<Limiter> {
-    let registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    let registry = lock(&REGISTRY);
     registry.as_ref()?.get(name).cloned()
 }

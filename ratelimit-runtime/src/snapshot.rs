@@ -190,8 +190,7 @@ impl Snapshot {
 
 /// The address an IP subject stands for: `203.0.113.7`, or the network of `2001:db8::/64`.
 fn ip_of_subject(bytes: &[u8]) -> Option<IpAddr> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    text.split('/').next()?.parse().ok()
+    crate::subject::ip_group_of_key(bytes).map(|group| group.addr())
 }
 
 /// A call a shadow limit would have refused: counted, and logged at most once per 10 s.

@@ -1,6 +1,6 @@
 //! Who a call is counted for: the per-call part of a key.
 
-pub use crate::cidr::{Cidr, CidrError, CidrErrorKind};
+pub use crate::addr::{parse_ip, Cidr, CidrError, CidrErrorKind};
 use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -113,6 +113,12 @@ pub fn ip_key(addr: IpAddr, v6_prefix: u8) -> String {
     let mut text = String::new();
     let _ = write_ip_key(addr, v6_prefix, &mut text);
     text
+}
+
+/// The clients an IP subject stands for ([`ip_key`] read back): one IPv4 address (`/32`), or
+/// an IPv6 group (`2001:db8:1:2::/64`). `None` for text that is not an IP subject.
+pub(crate) fn ip_group_of_key(key: &[u8]) -> Option<crate::addr::Cidr> {
+    std::str::from_utf8(key).ok()?.parse().ok()
 }
 
 fn write_ip_key(addr: IpAddr, v6_prefix: u8, out: &mut impl fmt::Write) -> fmt::Result {
@@ -316,8 +322,9 @@ impl SubjectValue for SocketAddr {
 
 /// A value that names a client IP: what `ip = …` accepts.
 ///
-/// Addresses are normalised (IPv6 to its /64); text that parses as an IP or socket address is
-/// normalised the same way, other text is counted as given.
+/// Addresses are normalised (IPv6 to its /64, IPv4-mapped IPv6 to IPv4); text is read as
+/// [`parse_ip`](crate::parse_ip) reads it (`[2001:db8::1]:443`, `192.0.2.1:80`, zone ids) and
+/// normalised the same way; other text is counted as given.
 #[diagnostic::on_unimplemented(
     message = "`ip = …` takes a client address (`IpAddr`, `SocketAddr`, or its text), not `{Self}`",
     label = "expected an `IpAddr`, `SocketAddr`, `&str` or `Option` of one"
@@ -349,15 +356,10 @@ impl IpValue for SocketAddr {
 }
 impl IpValue for str {
     fn to_ip_subject(&self) -> Subject<'_> {
-        let text = self.trim();
-        if let Ok(ip) = text.parse::<IpAddr>() {
-            Subject::ip(ip)
-        } else if let Ok(sock) = text.parse::<SocketAddr>() {
-            Subject::ip(sock.ip())
-        } else if text.is_empty() {
-            Subject::missing()
-        } else {
-            Subject::bytes(self.as_bytes())
+        match crate::addr::parse_ip(self) {
+            Some(ip) => Subject::ip(ip),
+            None if self.trim().is_empty() => Subject::missing(),
+            None => Subject::bytes(self.as_bytes()),
         }
     }
 }
@@ -409,7 +411,25 @@ mod tests {
             assert_eq!(ip_key(text.parse().unwrap(), 64), text);
         }
         assert_eq!("203.0.113.7:443".to_ip_subject(), Subject::ip(v4));
+        assert_eq!("[::ffff:203.0.113.7]:443".to_ip_subject(), Subject::ip(v4));
+        assert_eq!("[2001:db8:1:2::9]:443".to_ip_subject(), Subject::ip("2001:db8:1:2::1".parse().unwrap()));
+        assert_eq!("fe80::1%eth0".to_ip_subject(), Subject::ip("fe80::1".parse().unwrap()));
+        assert_eq!("not an ip".to_ip_subject(), Subject::bytes(&b"not an ip"[..]));
         assert!("".to_ip_subject().is_missing());
         assert!(None::<IpAddr>.to_ip_subject().is_missing());
+    }
+
+    #[test]
+    fn ip_keys_read_back() {
+        for (ip, back) in [
+            ("203.0.113.7", "203.0.113.7/32"),
+            ("::ffff:203.0.113.7", "203.0.113.7/32"),
+            ("2001:db8:1:2::9", "2001:db8:1:2::/64"),
+        ] {
+            let subject = Subject::ip(ip.parse().unwrap());
+            assert_eq!(ip_group_of_key(subject.as_bytes().unwrap()), Some(back.parse().unwrap()), "{ip}");
+        }
+        assert_eq!(ip_group_of_key(b"not an ip"), None);
+        assert_eq!(ip_group_of_key(b"\xff\xfe"), None);
     }
 }

@@ -1,8 +1,8 @@
 //! Who the client is: the socket peer, or what trusted proxies say it is.
 
 use http::header::{HeaderMap, HeaderName, FORWARDED};
-use ratelimit_runtime::subject::Cidr;
-use std::net::{IpAddr, SocketAddr};
+use ratelimit_runtime::subject::{parse_ip, Cidr};
+use std::net::IpAddr;
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
@@ -31,6 +31,8 @@ pub enum ForwardedHeader {
 ///   trusted, the leftmost is. An entry that is not an address (`unknown`, an obfuscated
 ///   identifier, garbage) ends the walk and the header is ignored, as is an absent one; if no
 ///   header yields an address, the client is the peer.
+/// - Addresses are read as [`parse_ip`](ratelimit_runtime::parse_ip) reads them (ports,
+///   brackets, zone ids; `::ffff:192.0.2.1` is `192.0.2.1`), the peer's included.
 ///
 /// Forwarded headers are only as good as the proxy that writes them: restrict
 /// [`headers`](Self::headers) to the one your proxy sets (and overwrites or appends to),
@@ -159,48 +161,19 @@ fn list_entries(
 
 fn xff_entries(text: &str, out: &mut Vec<Option<IpAddr>>) {
     // Empty list elements (`a, , b`) are allowed and ignored (RFC 9110 §5.6.1).
-    out.extend(text.split(',').filter(|e| !e.trim().is_empty()).map(parse_node));
+    out.extend(text.split(',').filter(|e| !e.trim().is_empty()).map(parse_ip));
 }
 
 fn real_ip(headers: &HeaderMap) -> Found {
     let mut values = headers.get_all(&X_REAL_IP).iter();
     match (values.next(), values.next()) {
         (None, _) => Found::Absent,
-        (Some(v), None) => match v.to_str().ok().and_then(parse_node) {
+        (Some(v), None) => match v.to_str().ok().and_then(parse_ip) {
             Some(ip) => Found::Client(ip),
             None => Found::Unusable,
         },
         // Two values: someone besides the last proxy set one.
         (Some(_), Some(_)) => Found::Unusable,
-    }
-}
-
-/// An address as proxies write it: `192.0.2.1`, `192.0.2.1:8080`, `2001:db8::1`,
-/// `[2001:db8::1]`, `[2001:db8::1]:8080`. IPv4-mapped IPv6 addresses become IPv4.
-pub(crate) fn parse_node(text: &str) -> Option<IpAddr> {
-    let text = text.trim();
-    let ip = if let Some(rest) = text.strip_prefix('[') {
-        let (inside, after) = rest.split_once(']')?;
-        if !(after.is_empty() || after.strip_prefix(':').is_some_and(is_port)) {
-            return None;
-        }
-        IpAddr::V6(inside.parse().ok()?)
-    } else if let Ok(ip) = text.parse::<IpAddr>() {
-        ip
-    } else {
-        match text.parse::<SocketAddr>() {
-            Ok(SocketAddr::V4(sock)) => IpAddr::V4(*sock.ip()),
-            _ => return None,
-        }
-    };
-    Some(ip.to_canonical())
-}
-
-/// A port, or an RFC 7239 obfuscated port (`_abc`).
-fn is_port(s: &str) -> bool {
-    match s.strip_prefix('_') {
-        Some(obf) => !obf.is_empty() && obf.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
-        None => s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u16>().is_ok(),
     }
 }
 
@@ -275,7 +248,7 @@ fn finish_pair(pair: &mut String, element_for: &mut Option<Option<IpAddr>>, malf
                     // `for` twice in one element.
                     *malformed = true;
                 }
-                *element_for = Some(forwarded_value(value.trim()).and_then(|v| parse_node(&v)));
+                *element_for = Some(forwarded_value(value.trim()).and_then(|v| parse_ip(&v)));
             }
             Some(_) => {}
             None => *malformed = true,

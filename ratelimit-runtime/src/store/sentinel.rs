@@ -278,7 +278,7 @@ impl Shared {
             match io::timeout(budget, shared.connect(&mut lookup)).await {
                 Ok(p) => {
                     lookup.failed = None;
-                    *shared.current.write().unwrap_or_else(|e| e.into_inner()) = Some(p.clone());
+                    *crate::sync::write(&shared.current) = Some(p.clone());
                     tracing::info!(store = %shared.description, primary = %format!("{}:{}", p.addr.0, p.addr.1), "ratelimit: connected to the Sentinel primary");
                     Ok(p)
                 }
@@ -292,12 +292,12 @@ impl Shared {
     }
 
     fn current(&self) -> Option<Primary> {
-        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+        crate::sync::read(&self.current).clone()
     }
 
     /// Drops the connection to `stale` (if it is still the current one): the next call looks up.
     fn forget(&self, stale: &Primary) {
-        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+        let mut current = crate::sync::write(&self.current);
         if current.as_ref().is_some_and(|p| p.id == stale.id) {
             *current = None;
         }

@@ -142,16 +142,10 @@ pub(crate) fn certificates(tls: &TlsConfig) -> Result<Option<redis::TlsCertifica
 /// DER bytes as a PEM block.
 #[cfg(feature = "tls")]
 fn pem_block(label: &str, der: &[u8]) -> Vec<u8> {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut b64 = Vec::with_capacity(der.len().div_ceil(3) * 4);
-    for chunk in der.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..4 {
-            b64.push(if i <= chunk.len() { ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] } else { b'=' });
-        }
-    }
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
     let mut out = format!("-----BEGIN {label}-----\n").into_bytes();
-    for line in b64.chunks(64) {
+    for line in b64.as_bytes().chunks(64) {
         out.extend_from_slice(line);
         out.push(b'\n');
     }
