@@ -302,7 +302,11 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
             } else {
                 lean.check(&[Subject::global()], cost).await
             };
-            let key = format!("{}{{ttl::{alg:?}|global|}}:{}:2sx40-500msx15", ratelimit::store::DEFAULT_PREFIX, alg_code(alg));
+            let key = format!(
+                "{}{{ttl::{alg:?}|global|}}:{}:2sx40-500msx15",
+                ratelimit::store::DEFAULT_PREFIX,
+                alg_code(alg)
+            );
             let fields: std::collections::HashMap<String, Vec<u8>> = con.hgetall(&key).unwrap();
             if fields.is_empty() {
                 continue; // nothing admitted yet

@@ -529,3 +529,37 @@ fn a_misconfigured_limiter_is_a_500_naming_it() {
     assert!(matches!(source, Some(ratelimit::store::StoreError::Misconfigured { .. })), "{source:?}");
     assert!(e.to_string().contains("core_test::invalid"), "{e}");
 }
+
+/// A cost above a rule's capacity can never pass: it is refused at once with its own cause, no
+/// retry-after, no store call, and nothing recorded, on every store.
+#[tokio::test]
+async fn a_cost_that_can_never_fit_is_refused_without_a_wait() {
+    let server = RedisServer::start();
+    let stores: [(&str, StoreHandle); 2] = [("memory", Arc::new(MemoryStore::new())), ("redis", redis_store(&server))];
+    for (name, store) in stores {
+        let limiter = Limiter::builder(format!("core::cost_too_high::{name}"))
+            .limit(LimitType::Global, [Rule::new(Duration::from_secs(10), 5).unwrap()])
+            .limit_with(
+                LimitType::User,
+                [Rule::new(Duration::from_secs(1), 9).unwrap()],
+                ratelimit::Algorithm::Gcra,
+                ratelimit::store::DEFAULT_PREFIX,
+            )
+            .burst(2)
+            .store(store)
+            .build()
+            .unwrap();
+        let subjects = [Subject::global(), user("alice")];
+        // Cost 3: the first limit has room for 5, the bucket holds 2.
+        let e = limiter.check(&subjects, 3).await.unwrap_err();
+        assert_eq!(e.cause(), Cause::CostTooHigh, "{name}: {e}");
+        assert_eq!(e.retry_after(), Duration::ZERO, "{name}");
+        assert_eq!(e.rule(), Some(Rule::new(Duration::from_secs(1), 9).unwrap()), "{name}");
+        assert!(e.to_string().contains("can never fit"), "{name}: {e}");
+        // Nothing was recorded: the whole burst and the whole window are still there.
+        assert!(limiter.check(&subjects, 2).await.is_ok(), "{name}");
+        let e = limiter.check(&subjects, 6).await.unwrap_err();
+        assert_eq!(e.cause(), Cause::CostTooHigh, "{name}");
+        assert_eq!(e.rule(), Some(Rule::new(Duration::from_secs(10), 5).unwrap()), "{name}");
+    }
+}

@@ -13,8 +13,8 @@ mod support;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use prometheus::Scrape;
 use ratelimit::{
-    store::MemoryStore, store::RedisStore, store::StoreError, store::StoreHandle, Cause, FailurePolicy, LimitType, Limiter,
-    Rule, Subject,
+    store::MemoryStore, store::RedisStore, store::StoreError, store::StoreHandle, Cause, FailurePolicy, LimitType,
+    Limiter, Rule, Subject,
 };
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -3,10 +3,10 @@
 //! does), and finish a remote store's answer as decisions do: awaited, or blocked on.
 
 use crate::decide::LimitSet;
+use crate::error::StoreError;
+use crate::limiter::Limiter;
 use crate::status::RuleStatus;
 use crate::store::{Answer, Targets};
-use crate::limiter::Limiter;
-use crate::error::StoreError;
 use crate::subject::Subject;
 use std::time::SystemTime;
 

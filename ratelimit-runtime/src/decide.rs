@@ -12,21 +12,21 @@
 //! the shadow ones (which only log and count). Both are steps of the same machine, so deciding
 //! them in one store call later changes the store call, not this path.
 
+use crate::algorithm::Algorithm;
 use crate::config::{self, FailurePolicy};
+use crate::context;
+use crate::decision::Decision;
+use crate::error::Cause;
+use crate::error::RateLimited;
+use crate::error::StoreError;
 use crate::limit::Limit;
+use crate::limit_type::LimitType;
 use crate::limiter::{Limiter, Permit};
 use crate::metrics::Outcome;
-use crate::policy::{Policy, Headroom};
+use crate::policy::{Headroom, Policy};
 use crate::refusal_cache::{self, Owner, Refusal};
 use crate::snapshot::{shadow_refusal, Snapshot};
 use crate::store::{Call, Pending, RemoteDecision};
-use crate::context;
-use crate::algorithm::Algorithm;
-use crate::error::Cause;
-use crate::decision::Decision;
-use crate::limit_type::LimitType;
-use crate::error::RateLimited;
-use crate::error::StoreError;
 use crate::subject::Subject;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -231,6 +231,13 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 return self.done(Some(missing), Outcome::SubjectMissing);
             }
         };
+        // A cost above a rule's capacity would be refused by every store forever: say so at once,
+        // without a store call and without a retry-after that could not be kept.
+        if let Some((g, r)) = set.limits.iter().enumerate().find_map(|(g, l)| Some((g, l.rule_too_small(self.cost)?))) {
+            let refused =
+                self.refusal(set.limit_type(g), set.policy_of(g, r), Duration::ZERO, Cause::CostTooHigh, None);
+            return self.done(Some(refused), Outcome::Denied);
+        }
         if let Some(now) = self.cache_at {
             if let Some(refused) = self.cached_refusal(&keys, now) {
                 return self.done(Some(refused), Outcome::Denied);

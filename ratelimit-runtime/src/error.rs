@@ -21,6 +21,10 @@ pub enum Cause {
     /// The limiter (or its store) is configured wrongly: no retry can succeed until the
     /// configuration is fixed. The [`StoreError::Misconfigured`] source says what is wrong.
     Misconfigured,
+    /// The call's cost is larger than a rule's capacity (its count, or the burst of a bucket):
+    /// no wait would let it pass, so no retry-after is promised. [`RateLimited::rule`] names the
+    /// rule.
+    CostTooHigh,
 }
 
 /// The error of a rate-limited call: which limiter and rule refused it, and when to retry.
@@ -103,6 +107,9 @@ impl fmt::Display for RateLimited {
                 write!(f, "({}: no {} to count the call for)", self.limit_type, self.limit_type)?
             }
             (Cause::Misconfigured, _) => write!(f, "({}: misconfigured)", self.limit_type)?,
+            (Cause::CostTooHigh, Some(p)) => {
+                return write!(f, "({}, {}): the call's cost can never fit; do not retry", p.limit_type, p.rule)
+            }
             (_, _) => write!(f, "({}: store unavailable)", self.limit_type)?,
         }
         f.write_str("; retry after ")?;

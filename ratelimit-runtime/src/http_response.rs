@@ -121,9 +121,10 @@ impl RateLimited {
         }
     }
 
-    /// Whether no retry can help: the server must be fixed (no `Retry-After`).
-    fn server_error(&self) -> bool {
-        matches!(self.cause, Cause::SubjectMissing | Cause::Misconfigured)
+    /// Whether no retry can help (no `Retry-After`): the server must be fixed, or the call's
+    /// cost can never fit ([`Cause::CostTooHigh`], still a `429`: the client asked too much).
+    fn no_retry(&self) -> bool {
+        matches!(self.cause, Cause::SubjectMissing | Cause::Misconfigured | Cause::CostTooHigh)
     }
 
     /// [`retry_after`](Self::retry_after) in whole seconds, rounded up: the `Retry-After` value.
@@ -151,9 +152,9 @@ impl RateLimited {
     /// ```
     pub fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::with_capacity(3);
-        // A missing identity or an invalid limiter is the server's problem: no time would make a
-        // retry succeed.
-        if !self.server_error() {
+        // A missing identity, an invalid limiter or a cost above the capacity: no time would make
+        // a retry succeed.
+        if !self.no_retry() {
             headers.insert(RETRY_AFTER, HeaderValue::from(self.retry_after_secs()));
         }
         if let Some(v) = policy_field_cached(&self.policies) {
@@ -186,6 +187,7 @@ impl RateLimited {
     pub fn json_body(&self) -> String {
         match self.cause {
             Cause::SubjectMissing => return r#"{"error":"rate_limit_subject_missing"}"#.to_owned(),
+            Cause::CostTooHigh => return r#"{"error":"rate_limit_cost_too_high"}"#.to_owned(),
             Cause::Misconfigured => {
                 let mut body = r#"{"error":"rate_limiter_misconfigured","limiter":"#.to_owned();
                 json_string(&mut body, &self.limiter);

@@ -36,6 +36,20 @@ pub(crate) struct Limit {
 }
 
 impl Limit {
+    /// How many units rule `r` can ever hold at once: the burst of a bucket, else its count.
+    pub(crate) fn capacity(&self, r: usize) -> u64 {
+        let count = self.rules.get(r).map_or(0, |rule| rule.count());
+        match self.burst {
+            Some(b) if self.algorithm.supports_burst() => b,
+            _ => count,
+        }
+    }
+
+    /// The first rule whose capacity is below `cost`: a call of that cost can never pass.
+    pub(crate) fn rule_too_small(&self, cost: u64) -> Option<usize> {
+        (0..self.rules.len()).find(|&r| self.capacity(r) < cost)
+    }
+
     pub(crate) fn longest_us(&self) -> u64 {
         self.rules.first().map_or(0, |r| r.window_us())
     }

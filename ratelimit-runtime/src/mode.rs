@@ -17,13 +17,6 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// Whether a limit in this mode refuses calls (only `Enforce`). A refusal cache must only
-    /// remember refusals of limits for which this holds: a shadow limit's would-be refusals
-    /// never refuse anyone.
-    pub const fn refuses(self) -> bool {
-        matches!(self, Mode::Enforce)
-    }
-
     /// The name used in the configuration file: `enforce`, `shadow`, `off`.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -7,14 +7,14 @@
 //! path costs one atomic load ([`Plan::current`] answers `None`).
 
 use crate::config::{self, Throttle};
+use crate::context;
 use crate::decide::LimitSet;
 use crate::limit::{Limit, LimitSpec};
+use crate::limit_type::LimitType;
 use crate::metrics::{LimiterMetrics, Outcome};
 use crate::mode::Mode;
 use crate::overrides::{self, Table, UNSET};
 use crate::policy::Policy;
-use crate::context;
-use crate::limit_type::LimitType;
 use crate::subject::Subject;
 use arc_swap::ArcSwapOption;
 use std::fmt;

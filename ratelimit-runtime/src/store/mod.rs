@@ -15,9 +15,9 @@ pub(crate) mod sentinel;
 pub(crate) mod tls;
 
 use crate::decision::Decision;
+pub use crate::error::ErrorSource;
 pub use crate::error::StoreError;
 pub use crate::key::{PrefixError, DEFAULT_PREFIX, MAX_PREFIX_LEN};
-pub use crate::error::ErrorSource;
 use crate::limit::Limit;
 #[cfg(feature = "cluster")]
 pub use cluster::ClusterStore;

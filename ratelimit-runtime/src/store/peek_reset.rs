@@ -2,10 +2,10 @@
 //! how it reads a peek's answer.
 
 use super::Answer;
+use crate::error::StoreError;
 use crate::limit::Limit;
 use crate::policy::Policy;
 use crate::status::RuleStatus;
-use crate::error::StoreError;
 use std::time::Duration;
 
 /// The subjects of a peek or reset: one per limit, `None` to leave that limit alone.
