@@ -1,4 +1,4 @@
-//! Peek and reset (spec §12) on memory, a real Redis and a real Redis Cluster, and the
+//! Peek and reset on memory, a real Redis and a real Redis Cluster, and the
 //! attribute's limiters found by name: peek does not change counts, reset then admits, exact on
 //! every algorithm.
 

@@ -1,4 +1,4 @@
-//! Every algorithm of spec §6 on a real `redis-server`: the script and its in-memory twin decide
+//! Every algorithm on a real `redis-server`: the script and its in-memory twin decide
 //! alike call for call, each algorithm shows its defining property, and the O(1) ones stay small.
 
 #[path = "support/definition.rs"]

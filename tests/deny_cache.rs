@@ -1,4 +1,4 @@
-//! The local refusal cache (spec §12) on a real `redis-server`: it changes no decision (the same
+//! The local refusal cache on a real `redis-server`: it changes no decision (the same
 //! randomized call sequence with and without it is allowed and refused alike, call for call), a
 //! cached refusal answers with the remaining retry-after and expires exactly at it, and a client
 //! hammering a refused limit costs a handful of `EVALSHA`, not one per call.

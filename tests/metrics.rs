@@ -1,4 +1,4 @@
-//! Metrics (spec §10), read back through a real Prometheus recorder and parsed from its text
+//! Metrics, read back through a real Prometheus recorder and parsed from its text
 //! format: decisions by outcome on memory and on a real Redis, store errors when Redis refuses
 //! or dies, and never a subject (IP, user id) or a password in a label.
 //!

@@ -1,4 +1,4 @@
-//! Limits from configuration (spec §11): the overrides file on memory and on a real Redis, and
+//! Limits from configuration: the overrides file on memory and on a real Redis, and
 //! the example server driven over TCP with `RATELIMIT_CONFIG` and `SIGHUP`.
 //!
 //! The overrides table is per process: the library tests share one file (rewritten and

@@ -1,4 +1,4 @@
-//! The startup probe as an operator sees it (spec §9): the example server, configured from the
+//! The startup probe as an operator sees it: the example server, configured from the
 //! environment, reports on stderr within seconds whether its store answers, in the store's own
 //! words, and never prints the password.
 //!

@@ -1,4 +1,4 @@
-//! The example server (spec §8) over real TCP on loopback.
+//! The example server over real TCP on loopback.
 //!
 //! Every server runs in its own process: the rate-limit configuration and the limiters of the
 //! annotated handlers are per process (as in production), so tests must not share one. The
@@ -503,7 +503,7 @@ fn argument_parser() {
     assert!(parse(&["extra"]).is_err());
 }
 
-/// Sentinel (spec §9): the server follows a failover by itself, and refuses (deny) meanwhile.
+/// Sentinel: the server follows a failover by itself, and refuses (deny) meanwhile.
 #[tokio::test]
 async fn sentinel_failover_without_a_restart() {
     use support::sentinel::{cli, SentinelSet, MASTER};
@@ -576,7 +576,7 @@ async fn metrics_count_what_the_server_decided() {
 }
 
 /// A user id is the header's bytes: UTF-8 beyond ASCII, or not UTF-8 at all, is a user with a
-/// budget of its own (spec §9), not a missing one.
+/// budget of its own, not a missing one.
 #[tokio::test]
 async fn non_ascii_user_ids_are_users() {
     let server = Server::start(&[], &[]);

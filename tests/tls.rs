@@ -1,4 +1,4 @@
-//! `rediss://` on a real TLS-only Redis with a private CA made by `openssl` (spec §9): the right
+//! `rediss://` on a real TLS-only Redis with a private CA made by `openssl`: the right
 //! CA passes; no CA or the wrong CA is a clear certificate error and the failure policy applies;
 //! mutual TLS passes with the client certificate and fails without it.
 #![cfg(feature = "tls")]

@@ -1,4 +1,4 @@
-//! Waiting for room (spec §12): `Limiter::until_ready` and the attribute's `wait = …`, on
+//! Waiting for room: `Limiter::until_ready` and the attribute's `wait = …`, on
 //! memory, a real Redis shared by two processes, and a real Redis Cluster. Windows are short
 //! and the bounds generous (2-core machines under load).
 

@@ -91,7 +91,7 @@ pub struct Config {
     backend: Backend,
     on_error: FailurePolicy,
     timeout: Duration,
-    /// The overrides file (spec §11), `RATELIMIT_CONFIG`.
+    /// The overrides file, `RATELIMIT_CONFIG`.
     overrides_file: Option<PathBuf>,
     tls: TlsConfig,
     /// The local refusal cache: `None` follows the store (on for remote stores).
@@ -193,7 +193,7 @@ impl Config {
         self
     }
 
-    /// Reads limits from this file (spec §11): rules, modes and exemptions that replace the
+    /// Reads limits from this file: rules, modes and exemptions that replace the
     /// attributes' own, re-read by [`reload`]. [`init`] fails when it does not
     /// parse.
     pub fn overrides_file(mut self, path: impl Into<PathBuf>) -> Config {
@@ -219,7 +219,7 @@ impl Config {
         self
     }
 
-    /// The local refusal cache (spec §12): a refused subject is refused again in this process,
+    /// The local refusal cache: a refused subject is refused again in this process,
     /// without a store call, until its retry-after has passed. On by default for Redis and
     /// Redis Cluster, off for memory (where a decision costs no round trip). A limiter's own
     /// [`LimiterBuilder::deny_cache`](crate::LimiterBuilder::deny_cache) overrides it.

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 pub struct RequestContext {
     ip: Option<IpAddr>,
     v6_prefix: Option<u8>,
-    /// Bytes: an identity from a header need not be UTF-8 (spec §9).
+    /// Bytes: an identity from a header need not be UTF-8.
     user: Mutex<Option<Vec<u8>>>,
     quota: Mutex<Option<Headroom>>,
 }

@@ -1,4 +1,4 @@
-//! The Redis key layout (spec §3):
+//! The Redis key layout:
 //! `<prefix>{<limiter>|<type>|<subject>}:<algorithm>:<rules>`.
 //!
 //! * Injective: the limiter name and the subject are escaped so that neither can contain the
@@ -16,7 +16,7 @@ use crate::rule::Rule;
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 
-/// The default key prefix, as in the Java original.
+/// The default key prefix: short, and says what the keys are for.
 pub const DEFAULT_PREFIX: &str = "rate_limit:";
 /// The longest prefix accepted.
 pub const MAX_PREFIX_LEN: usize = 64;

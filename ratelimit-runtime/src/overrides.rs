@@ -1,4 +1,4 @@
-//! Limits from configuration (spec §11): the overrides file (`RATELIMIT_CONFIG`), parsed with
+//! Limits from configuration: the overrides file (`RATELIMIT_CONFIG`), parsed with
 //! `toml` + `serde`, and the table in force, swapped atomically on [`reload`].
 //!
 //! ```toml
@@ -504,7 +504,7 @@ mod tests {
     }
 
     #[test]
-    fn parses_the_spec_example() {
+    fn parses_the_documented_example() {
         let o = Overrides::parse(
             r#"
 [[limit]]                      # replaces the rules of one limit of one limiter

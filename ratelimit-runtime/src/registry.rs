@@ -1,4 +1,4 @@
-//! The attribute's limiters by name (spec §12): `ratelimit::limiter("server::hello")`.
+//! The attribute's limiters by name: `ratelimit::limiter("server::hello")`.
 
 use crate::limiter::Limiter;
 use crate::sync::lock;
