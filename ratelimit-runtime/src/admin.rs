@@ -2,8 +2,8 @@
 //! (failed logins after a successful one). Both act on the limits in force (as a decision
 //! does), and finish a remote store's answer as decisions do: awaited, or blocked on.
 
-use crate::decide::LimitSet;
 use crate::error::StoreError;
+use crate::limit_set::LimitSet;
 use crate::limiter::Limiter;
 use crate::status::RuleStatus;
 use crate::store::{Answer, Targets};

@@ -19,117 +19,21 @@ use crate::decision::Decision;
 use crate::error::Cause;
 use crate::error::RateLimited;
 use crate::error::StoreError;
-use crate::limit::Limit;
+use crate::limit_set::{Keys, LimitSet};
 use crate::limit_type::LimitType;
+use crate::limiter::epoch_us;
 use crate::limiter::{Limiter, Permit};
 use crate::metrics::Outcome;
-use crate::policy::{Headroom, Policy};
-use crate::refusal_cache::{self, Owner, Refusal};
+use crate::policy::Policy;
+use crate::refusal_cache::{self, Refusal};
 use crate::snapshot::{shadow_refusal, Snapshot};
 use crate::store::{Call, Pending, RemoteDecision};
 use crate::subject::Subject;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::{io, metrics};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Limits decided together in one store call, with what names their rules and caches their
-/// refusals: a limiter's own limits, or the enforced (or shadow) part of a snapshot.
-pub(crate) struct LimitSet {
-    pub(crate) limits: Vec<Limit>,
-    /// Where each limit's subject sits among the limiter's subjects (`None`: limit `i` counts
-    /// subject `i`).
-    pub(crate) index: Option<Box<[usize]>>,
-    /// Every rule, in limit order, for `RateLimit-Policy` and errors.
-    pub(crate) policies: Arc<[Policy]>,
-    /// This set's identity in the refusal cache: refusals under other rules never answer for
-    /// these.
-    pub(crate) cache_id: u64,
-    /// Whether the cache ever held a refusal of this set (until then, no lookups).
-    ever_refused: AtomicBool,
-}
-
-impl LimitSet {
-    pub(crate) fn new(limits: Vec<Limit>, index: Option<Box<[usize]>>, policies: Arc<[Policy]>) -> LimitSet {
-        LimitSet { limits, index, policies, cache_id: refusal_cache::next_id(), ever_refused: AtomicBool::new(false) }
-    }
-
-    /// The position of limit `i`'s subject among the limiter's subjects.
-    #[inline]
-    pub(crate) fn subject_of(&self, i: usize) -> usize {
-        self.index.as_ref().and_then(|x| x.get(i).copied()).unwrap_or(i)
-    }
-
-    /// The key bytes of each limit's subject, `None` where it is missing.
-    pub(crate) fn targets<'s>(&self, subjects: &'s [Subject<'_>]) -> Vec<Option<&'s [u8]>> {
-        (0..self.limits.len()).map(|i| subjects.get(self.subject_of(i)).and_then(Subject::key_bytes)).collect()
-    }
-
-    /// The rule a store's decision names (the tightest, or the one that refused).
-    #[inline]
-    pub(crate) fn policy_of(&self, limit: usize, rule: usize) -> Option<Policy> {
-        let limit = self.limits.get(limit)?;
-        self.policies.get(limit.policy_offset() + rule).copied()
-    }
-
-    #[inline]
-    fn limit_type(&self, limit: usize) -> LimitType {
-        self.limits.get(limit).map_or(LimitType::Global, |l| l.limit_type)
-    }
-
-    /// The quota an allowed decision leaves.
-    #[inline]
-    pub(crate) fn quota(&self, d: &Decision) -> Option<Headroom> {
-        let policy = self.policy_of(d.limit, d.rule)?;
-        Some(Headroom { policy, remaining: d.remaining, reset: d.reset, policies: self.policies.clone() })
-    }
-
-    /// The refusal cache's key owner for this set on `store`.
-    fn owner(&self, store: &crate::store::StoreHandle) -> Owner {
-        Owner { limiter: self.cache_id, store: Arc::as_ptr(store).cast::<()>() as usize }
-    }
-
-    /// Forgets the cached refusal of these subjects in this process.
-    pub(crate) fn forget(&self, store: &crate::store::StoreHandle, subjects: &[Subject<'_>]) {
-        let keys: Option<Vec<&[u8]>> = self.targets(subjects).into_iter().collect();
-        if let Some(keys) = keys {
-            refusal_cache::global().forget(self.owner(store), &keys);
-        }
-    }
-}
-
-/// The key bytes of a call's subjects, one per limit: on the stack for up to four limits (most
-/// functions have one or two).
-struct Keys<'s> {
-    inline: [&'s [u8]; 4],
-    spilled: Vec<&'s [u8]>,
-    len: usize,
-}
-
-impl<'s> Keys<'s> {
-    /// The keys of `set`'s subjects, or the index of the first limit whose subject is missing.
-    #[inline(always)]
-    fn of(set: &LimitSet, subjects: &'s [Subject<'_>]) -> Result<Keys<'s>, usize> {
-        let len = set.limits.len();
-        let mut keys = Keys { inline: [&[]; 4], spilled: Vec::new(), len };
-        for i in 0..len {
-            let Some(k) = subjects.get(set.subject_of(i)).and_then(Subject::key_bytes) else { return Err(i) };
-            match keys.inline.get_mut(i) {
-                Some(slot) if len <= 4 => *slot = k,
-                _ => keys.spilled.push(k),
-            }
-        }
-        Ok(keys)
-    }
-
-    #[inline]
-    fn as_slice(&self) -> &[&'s [u8]] {
-        if self.len <= self.inline.len() {
-            &self.inline[..self.len]
-        } else {
-            &self.spilled
-        }
-    }
-}
+use std::time::SystemTime;
 
 /// Where a decision stands: finished (see [`Deciding::decided`]), or waiting for a store's
 /// answer. Small, so that steps cost no copies.
@@ -413,5 +317,78 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             limit_type,
             source: source.map(Box::new),
         }
+    }
+}
+
+/// The entry points: the async ones await a remote store's answer, the blocking ones block on
+/// it; everything else is `Limiter::decide`'s.
+impl Limiter {
+    /// Decides a call of `cost` units: `subjects` holds one subject per limit, in the order the
+    /// limits were added. Works from any async runtime (Redis connections live on the library's
+    /// own I/O runtime).
+    pub async fn check(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit<'_>, RateLimited> {
+        self.check_pinned(subjects, cost, None).await
+    }
+
+    /// As [`check`](Self::check), at the time `at` instead of the store's clock: deterministic
+    /// tests, and platforms that forbid `TIME` in scripts.
+    pub async fn check_at(
+        &self,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        at: SystemTime,
+    ) -> Result<Permit<'_>, RateLimited> {
+        self.check_pinned(subjects, cost, Some(epoch_us(at))).await
+    }
+
+    async fn check_pinned(
+        &self,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        pinned: Option<u64>,
+    ) -> Result<Permit<'_>, RateLimited> {
+        let started = metrics::start_timer();
+        let mut deciding = self.decide(subjects, cost, pinned);
+        let mut step = deciding.start();
+        while let Step::Store(fut) = step {
+            step = deciding.answer(io::await_remote(fut).await);
+        }
+        self.metrics().report(deciding.outcome(), started, subjects);
+        deciding.decided()
+    }
+
+    /// As [`check`](Self::check), blocking the thread: for plain `fn`s. Needs no async runtime
+    /// of the caller's.
+    #[inline]
+    pub fn check_blocking(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit<'_>, RateLimited> {
+        self.check_blocking_pinned(subjects, cost, None)
+    }
+
+    /// As [`check_blocking`](Self::check_blocking) at the time `at` (see
+    /// [`check_at`](Self::check_at)).
+    pub fn check_blocking_at(
+        &self,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        at: SystemTime,
+    ) -> Result<Permit<'_>, RateLimited> {
+        self.check_blocking_pinned(subjects, cost, Some(epoch_us(at)))
+    }
+
+    #[inline]
+    fn check_blocking_pinned(
+        &self,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        pinned: Option<u64>,
+    ) -> Result<Permit<'_>, RateLimited> {
+        let started = metrics::start_timer();
+        let mut deciding = self.decide(subjects, cost, pinned);
+        let mut step = deciding.start();
+        while let Step::Store(fut) = step {
+            step = deciding.answer(io::block_on(fut));
+        }
+        self.metrics().report(deciding.outcome(), started, subjects);
+        deciding.decided()
     }
 }

@@ -24,9 +24,11 @@
 //! 4. `config`: the global store and failure policy, from code or the environment (overrides
 //!    from a file beside it);
 //! 5. `context`: who is calling (the request context);
-//! 6. `limiter`: `Limiter`, deciding calls (the refusal cache beside it, and `snapshot`: the
-//!    limits in force under the overrides file); `wait` (`until_ready`), `admin` (peek and
-//!    reset) and `registry` (limiters by name) above it;
+//! 6. `limit_set` (limits decided in one store call, with the refusal cache below it), then
+//!    `snapshot` (the limits in force under the overrides file), then `limiter` (`Limiter` and
+//!    its builder), then `decide`: the one decision path, `Limiter::decide`, and the `check`
+//!    entry points over it; `wait` (`until_ready`), `admin` (peek and reset) and `registry`
+//!    (limiters by name) above it;
 //! 7. `private` (the attribute's shims) and `http_response` (HTTP rendering) on top.
 #![warn(missing_docs)]
 
@@ -44,6 +46,7 @@ mod http_response;
 mod io;
 mod key;
 mod limit;
+mod limit_set;
 mod limit_type;
 mod limiter;
 mod metrics;

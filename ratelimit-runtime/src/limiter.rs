@@ -2,14 +2,12 @@
 
 use crate::algorithm::Algorithm;
 use crate::config::{self, FailurePolicy};
-use crate::decide::{LimitSet, Step};
 use crate::decision::Decision;
-use crate::error::RateLimited;
-use crate::io;
 use crate::key::DEFAULT_PREFIX;
 use crate::limit::{Limit, LimitSpec, LimiterError};
+use crate::limit_set::LimitSet;
 use crate::limit_type::LimitType;
-use crate::metrics::{self, LimiterMetrics};
+use crate::metrics::LimiterMetrics;
 use crate::mode::Mode;
 use crate::policy::{Headroom, Policy};
 use crate::refusal_cache;
@@ -287,75 +285,6 @@ impl Limiter {
     /// This limiter's failure policy: its own, or the global one.
     pub(crate) fn failure_policy(&self) -> FailurePolicy {
         self.inner.on_error.unwrap_or_else(|| config::global().on_error)
-    }
-
-    /// Decides a call of `cost` units: `subjects` holds one subject per limit, in the order the
-    /// limits were added. Works from any async runtime (Redis connections live on the library's
-    /// own I/O runtime).
-    pub async fn check(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit<'_>, RateLimited> {
-        self.check_pinned(subjects, cost, None).await
-    }
-
-    /// As [`check`](Self::check), at the time `at` instead of the store's clock: deterministic
-    /// tests, and platforms that forbid `TIME` in scripts.
-    pub async fn check_at(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        at: SystemTime,
-    ) -> Result<Permit<'_>, RateLimited> {
-        self.check_pinned(subjects, cost, Some(epoch_us(at))).await
-    }
-
-    async fn check_pinned(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        pinned: Option<u64>,
-    ) -> Result<Permit<'_>, RateLimited> {
-        let started = metrics::start_timer();
-        let mut deciding = self.decide(subjects, cost, pinned);
-        let mut step = deciding.start();
-        while let Step::Store(fut) = step {
-            step = deciding.answer(io::await_remote(fut).await);
-        }
-        self.inner.metrics.report(deciding.outcome(), started, subjects);
-        deciding.decided()
-    }
-
-    /// As [`check`](Self::check), blocking the thread: for plain `fn`s. Needs no async runtime
-    /// of the caller's.
-    #[inline]
-    pub fn check_blocking(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit<'_>, RateLimited> {
-        self.check_blocking_pinned(subjects, cost, None)
-    }
-
-    /// As [`check_blocking`](Self::check_blocking) at the time `at` (see
-    /// [`check_at`](Self::check_at)).
-    pub fn check_blocking_at(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        at: SystemTime,
-    ) -> Result<Permit<'_>, RateLimited> {
-        self.check_blocking_pinned(subjects, cost, Some(epoch_us(at)))
-    }
-
-    #[inline]
-    fn check_blocking_pinned(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        pinned: Option<u64>,
-    ) -> Result<Permit<'_>, RateLimited> {
-        let started = metrics::start_timer();
-        let mut deciding = self.decide(subjects, cost, pinned);
-        let mut step = deciding.start();
-        while let Step::Store(fut) = step {
-            step = deciding.answer(io::block_on(fut));
-        }
-        self.inner.metrics.report(deciding.outcome(), started, subjects);
-        deciding.decided()
     }
 
     pub(crate) fn store(&self) -> &StoreHandle {

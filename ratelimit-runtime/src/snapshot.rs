@@ -8,8 +8,8 @@
 
 use crate::config::{self, Throttle};
 use crate::context;
-use crate::decide::LimitSet;
 use crate::limit::{Limit, LimitSpec};
+use crate::limit_set::LimitSet;
 use crate::limit_type::LimitType;
 use crate::metrics::{LimiterMetrics, Outcome};
 use crate::mode::Mode;

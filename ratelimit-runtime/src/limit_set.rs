@@ -1,0 +1,112 @@
+//! A set of limits decided together in one store call, with what names their rules (policies)
+//! and caches their refusals: a limiter's own limits, or the enforced (or shadow) part of the
+//! limits in force under the overrides file. Below both the limiter and the snapshot, which
+//! each hold some.
+
+use crate::decision::Decision;
+use crate::limit::Limit;
+use crate::limit_type::LimitType;
+use crate::policy::{Headroom, Policy};
+use crate::refusal_cache::{self, Owner};
+use crate::subject::Subject;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Limits decided together in one store call, with what names their rules and caches their
+/// refusals: a limiter's own limits, or the enforced (or shadow) part of a snapshot.
+pub(crate) struct LimitSet {
+    pub(crate) limits: Vec<Limit>,
+    /// Where each limit's subject sits among the limiter's subjects (`None`: limit `i` counts
+    /// subject `i`).
+    pub(crate) index: Option<Box<[usize]>>,
+    /// Every rule, in limit order, for `RateLimit-Policy` and errors.
+    pub(crate) policies: Arc<[Policy]>,
+    /// This set's identity in the refusal cache: refusals under other rules never answer for
+    /// these.
+    pub(crate) cache_id: u64,
+    /// Whether the cache ever held a refusal of this set (until then, no lookups).
+    pub(crate) ever_refused: AtomicBool,
+}
+
+impl LimitSet {
+    pub(crate) fn new(limits: Vec<Limit>, index: Option<Box<[usize]>>, policies: Arc<[Policy]>) -> LimitSet {
+        LimitSet { limits, index, policies, cache_id: refusal_cache::next_id(), ever_refused: AtomicBool::new(false) }
+    }
+
+    /// The position of limit `i`'s subject among the limiter's subjects.
+    #[inline]
+    pub(crate) fn subject_of(&self, i: usize) -> usize {
+        self.index.as_ref().and_then(|x| x.get(i).copied()).unwrap_or(i)
+    }
+
+    /// The key bytes of each limit's subject, `None` where it is missing.
+    pub(crate) fn targets<'s>(&self, subjects: &'s [Subject<'_>]) -> Vec<Option<&'s [u8]>> {
+        (0..self.limits.len()).map(|i| subjects.get(self.subject_of(i)).and_then(Subject::key_bytes)).collect()
+    }
+
+    /// The rule a store's decision names (the tightest, or the one that refused).
+    #[inline]
+    pub(crate) fn policy_of(&self, limit: usize, rule: usize) -> Option<Policy> {
+        let limit = self.limits.get(limit)?;
+        self.policies.get(limit.policy_offset() + rule).copied()
+    }
+
+    #[inline]
+    pub(crate) fn limit_type(&self, limit: usize) -> LimitType {
+        self.limits.get(limit).map_or(LimitType::Global, |l| l.limit_type)
+    }
+
+    /// The quota an allowed decision leaves.
+    #[inline]
+    pub(crate) fn quota(&self, d: &Decision) -> Option<Headroom> {
+        let policy = self.policy_of(d.limit, d.rule)?;
+        Some(Headroom { policy, remaining: d.remaining, reset: d.reset, policies: self.policies.clone() })
+    }
+
+    /// The refusal cache's key owner for this set on `store`.
+    pub(crate) fn owner(&self, store: &crate::store::StoreHandle) -> Owner {
+        Owner { limiter: self.cache_id, store: Arc::as_ptr(store).cast::<()>() as usize }
+    }
+
+    /// Forgets the cached refusal of these subjects in this process.
+    pub(crate) fn forget(&self, store: &crate::store::StoreHandle, subjects: &[Subject<'_>]) {
+        let keys: Option<Vec<&[u8]>> = self.targets(subjects).into_iter().collect();
+        if let Some(keys) = keys {
+            refusal_cache::global().forget(self.owner(store), &keys);
+        }
+    }
+}
+
+/// The key bytes of a call's subjects, one per limit: on the stack for up to four limits (most
+/// functions have one or two).
+pub(crate) struct Keys<'s> {
+    inline: [&'s [u8]; 4],
+    spilled: Vec<&'s [u8]>,
+    len: usize,
+}
+
+impl<'s> Keys<'s> {
+    /// The keys of `set`'s subjects, or the index of the first limit whose subject is missing.
+    #[inline(always)]
+    pub(crate) fn of(set: &LimitSet, subjects: &'s [Subject<'_>]) -> Result<Keys<'s>, usize> {
+        let len = set.limits.len();
+        let mut keys = Keys { inline: [&[]; 4], spilled: Vec::new(), len };
+        for i in 0..len {
+            let Some(k) = subjects.get(set.subject_of(i)).and_then(Subject::key_bytes) else { return Err(i) };
+            match keys.inline.get_mut(i) {
+                Some(slot) if len <= 4 => *slot = k,
+                _ => keys.spilled.push(k),
+            }
+        }
+        Ok(keys)
+    }
+
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[&'s [u8]] {
+        if self.len <= self.inline.len() {
+            &self.inline[..self.len]
+        } else {
+            &self.spilled
+        }
+    }
+}
