@@ -1,8 +1,9 @@
-//! The counting algorithms (spec §6), and the in-memory twin of the script's O(1) steps.
+//! The counting algorithms, and each O(1) algorithm's step in exact integer arithmetic: the
+//! one Rust definition the memory store decides with (the Redis scripts hold the same steps in
+//! Lua, in `store/lua/`, and the property tests hold both to the plain definitions).
 //!
-//! Each algorithm is one branch of the decision script (`store/decide.lua`); the functions here
-//! repeat its arithmetic operation for operation in `f64` (Lua's only number type), so the
-//! in-memory store decides exactly as Redis does. The differential tests hold them to that.
+//! Times are integer microseconds. Rates are exact fractions: a bucket's state is kept in units
+//! of 1/count µs, so that `window / count` never rounds; products go through u128.
 
 /// How a limit counts (the attribute's `algorithm = …`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -59,115 +60,145 @@ impl Algorithm {
         match self {
             Algorithm::SlidingWindow => 0,
             Algorithm::SlidingWindowCounter => 3,
-            Algorithm::FixedWindow | Algorithm::TokenBucket | Algorithm::LeakyBucket => 2,
-            Algorithm::Gcra => 1,
+            Algorithm::FixedWindow | Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra => 2,
         }
     }
 }
 
-/// The outcome of one rule of an O(1) algorithm (the script's `STEP` functions).
+/// The outcome of one rule of an O(1) algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Step {
-    /// Units left after this call; negative when the rule denies.
-    pub left: f64,
-    /// When denied, the wait; else the reset.
-    pub wait: f64,
+    /// Whether the call fits this rule.
+    pub allowed: bool,
+    /// Cost-1 calls that would still pass after this one (0 when refused).
+    pub left: u64,
+    /// When refused: the least wait (µs) after which the same call passes. Else the reset: how
+    /// long until the rule's quota is whole again if nothing else happens.
+    pub wait: u64,
     /// The rule's new stored values (written only if the whole call is allowed).
-    pub state: [f64; 3],
-    /// How long the new state matters, in µs.
-    pub ttl: f64,
+    pub state: [u64; 3],
+    /// How long (µs from now) the new state matters.
+    pub ttl: u64,
 }
 
-/// One rule of an O(1) algorithm: `v` holds its stored values (`None` when absent). Inlined, so
-/// that a caller with a constant `alg` keeps only its branch.
+/// One rule of an O(1) algorithm on its stored values `v` (`None` where absent): `cap` is the
+/// burst of a bucket (the count otherwise); `peek` asks for a peek's reset (an empty fixed
+/// window reads 0, where an admission of cost 0 still ends with the window).
 #[inline]
-pub(crate) fn step(alg: Algorithm, now: f64, cost: f64, w: f64, count: f64, cap: f64, v: &[Option<f64>]) -> Step {
+pub(crate) fn step(
+    alg: Algorithm,
+    now: u64,
+    cost: u64,
+    w: u64,
+    count: u64,
+    cap: u64,
+    v: &[Option<u64>],
+    peek: bool,
+) -> Step {
     let get = |i: usize| v.get(i).copied().flatten();
     match alg {
-        Algorithm::FixedWindow => {
-            let idx = (now / w).floor();
-            let used = if get(0) == Some(idx) { get(1).unwrap_or(0.0) } else { 0.0 };
-            let left = count - used - cost;
-            let mut wait = (idx + 1.0) * w - now;
-            if left < 0.0 && cost > count {
-                wait = w;
-            }
-            Step { left, wait, state: [idx, used + cost, 0.0], ttl: (idx + 1.0) * w - now }
-        }
+        Algorithm::FixedWindow => fixed_window(now, cost, w, count, get(0).zip(get(1)), peek),
         Algorithm::SlidingWindowCounter => {
-            let idx = (now / w).floor();
-            let (mut cur, mut prev) = (0.0, 0.0);
-            match get(0) {
-                Some(i) if i == idx => (cur, prev) = (get(1).unwrap_or(0.0), get(2).unwrap_or(0.0)),
-                Some(i) if i == idx - 1.0 => prev = get(1).unwrap_or(0.0),
-                _ => {}
-            }
-            let elapsed = now - idx * w;
-            let est = prev * (w - elapsed) / w + cur;
-            let left = (count - est - cost).floor();
-            let mut wait = idx * w + w - now;
-            if count - est - cost < 0.0 {
-                wait = if cost > count {
-                    w
-                } else if cur + cost > count {
-                    idx * w + w + (w * (1.0 - (count - cost) / (cur + 0.0))).ceil() - now
-                } else {
-                    idx * w + (w * (1.0 - (count - cost - cur) / prev)).ceil() - now
-                };
-            }
-            Step { left, wait, state: [idx, cur + cost, prev], ttl: idx * w + 2.0 * w - now }
+            window_counter(now, cost, w, count, get(0).zip(get(1)).map(|(i, c)| (i, c, get(2).unwrap_or(0))))
         }
-        Algorithm::TokenBucket => {
-            let tokens = match (get(0), get(1)) {
-                (Some(t), Some(s)) => cap.min(t + (now - s) * count / w),
-                _ => cap,
-            };
-            let left = tokens - cost;
-            let wait = if left < 0.0 {
-                if cost > cap {
-                    w
-                } else {
-                    ((cost - tokens) * w / count).ceil()
-                }
-            } else {
-                ((cap - left) * w / count).ceil()
-            };
-            Step { left: left.floor(), wait, state: [left, now, 0.0], ttl: ((cap - left) * w / count).ceil() }
-        }
-        Algorithm::LeakyBucket => {
-            let level = match (get(0), get(1)) {
-                (Some(l), Some(s)) => (l - (now - s) * count / w).max(0.0),
-                _ => 0.0,
-            };
-            let left = cap - level - cost;
-            let wait = if left < 0.0 {
-                if cost > cap {
-                    w
-                } else {
-                    ((level + cost - cap) * w / count).ceil()
-                }
-            } else {
-                ((level + cost) * w / count).ceil()
-            };
-            Step { left: left.floor(), wait, state: [level + cost, now, 0.0], ttl: ((level + cost) * w / count).ceil() }
-        }
-        Algorithm::Gcra | Algorithm::SlidingWindow => {
-            let t = w / count;
-            let tat = get(0).map_or(now, |a| a.max(now));
-            let new_tat = tat + cost * t;
-            let tau = cap * t;
-            let left = ((tau - (new_tat - now)) / t).floor();
-            let wait = if new_tat - now > tau {
-                if cost > cap {
-                    w
-                } else {
-                    (new_tat - tau - now).ceil()
-                }
-            } else {
-                (new_tat - now).ceil()
-            };
-            Step { left, wait, state: [new_tat, 0.0, 0.0], ttl: new_tat - now }
+        // The three buckets are one admission rule: GCRA is the leaky bucket seen as a meter
+        // (its theoretical arrival time is the instant the bucket is empty), and a token bucket
+        // refilling continuously holds `cap - level` tokens.
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra | Algorithm::SlidingWindow => {
+            bucket(now, cost, w, count, cap, get(0).zip(get(1)))
         }
     }
+}
+
+/// Windows start at multiples of `w` since the epoch; a call passes iff the window's count plus
+/// its cost is at most `count`. State: (window index, its count).
+#[inline]
+fn fixed_window(now: u64, cost: u64, w: u64, count: u64, stored: Option<(u64, u64)>, peek: bool) -> Step {
+    let (idx, e) = (now / w, now % w);
+    let cur = match stored {
+        Some((i, c)) if i == idx => c,
+        _ => 0,
+    };
+    let end = w - e;
+    let ttl = end;
+    let used = cur.saturating_add(cost);
+    let state = [idx, used, 0];
+    if used <= count {
+        let wait = if peek && cur == 0 { 0 } else { end };
+        return Step { allowed: true, left: count - used, wait, state, ttl };
+    }
+    // The next window holds nothing; a cost above the count never fits (the decision path
+    // refuses it before asking), and is refused for a whole window here.
+    Step { allowed: false, left: 0, wait: if cost > count { w } else { end }, state, ttl }
+}
+
+/// Two fixed windows, the previous one weighted by its overlap with the sliding window: with
+/// `e` the time into the current window, a call passes iff
+/// `prev * (w - e) + (cur + cost) * w <= count * w`. State: (window index, its count, the
+/// previous window's count).
+#[inline]
+fn window_counter(now: u64, cost: u64, w: u64, count: u64, stored: Option<(u64, u64, u64)>) -> Step {
+    let (idx, e) = (now / w, now % w);
+    let (cur, prev): (u64, u64) = match stored {
+        Some((i, c, p)) if i == idx => (c, p),
+        Some((i, c, _)) if i + 1 == idx => (0, c),
+        _ => (0, 0),
+    };
+    let (w128, n128) = (u128::from(w), u128::from(count));
+    // The previous window's weight now, rounded up.
+    let weight = (u128::from(prev) * u128::from(w - e)).div_ceil(w128);
+    let used = u128::from(cur) + u128::from(cost) + weight;
+    let reset = if cur.saturating_add(cost) > 0 {
+        2 * w - e
+    } else if prev > 0 {
+        w - e
+    } else {
+        0
+    };
+    let state = [idx, cur.saturating_add(cost), prev];
+    let ttl = 2 * w - e;
+    if used <= n128 {
+        return Step { allowed: true, left: (n128 - used) as u64, wait: reset, state, ttl };
+    }
+    let wait = if cost > count {
+        w
+    } else if cur + cost > count {
+        // Not in this window. In the next (prev = cur, cur = 0) it passes from the least e'
+        // with cur * (w - e') <= (count - cost) * w.
+        let room = u128::from(count - cost) * w128 / u128::from(cur);
+        (2 * u128::from(w) - u128::from(e) - room) as u64
+    } else {
+        // Later in this window, once the previous window's weight has decayed enough.
+        let room = (n128 - u128::from(cur) - u128::from(cost)) * w128 / u128::from(prev);
+        (u128::from(w - e) - room) as u64
+    };
+    Step { allowed: false, left: 0, wait, state, ttl }
+}
+
+/// A bucket of capacity `cap` draining at `count` per `w`; a call passes iff the level plus its
+/// cost is at most `cap`. State: the instant E the bucket is empty, as (e, f) with
+/// E = e + f / count µs (exact: one unit drains in w / count µs, a fraction).
+#[inline]
+fn bucket(now: u64, cost: u64, w: u64, count: u64, cap: u64, stored: Option<(u64, u64)>) -> Step {
+    let (w, n) = (u128::from(w), u128::from(count));
+    // Spans in units of 1/count µs: a unit of the bucket is w of them.
+    let now_n = u128::from(now) * n;
+    let empty_n = stored.map_or(0, |(e, f)| u128::from(e) * n + u128::from(f));
+    let level = empty_n.saturating_sub(now_n);
+    let after = level + u128::from(cost) * w;
+    let full = u128::from(cap) * w;
+    let until_empty = after.div_ceil(n) as u64;
+    let end = now_n + after;
+    let state = [(end / n) as u64, (end % n) as u64, 0];
+    if cost > cap {
+        // Never fits (the decision path refuses such a cost before asking).
+        return Step { allowed: false, left: 0, wait: w as u64, state, ttl: 0 };
+    }
+    if after <= full {
+        let left = cap - after.div_ceil(w) as u64;
+        return Step { allowed: true, left, wait: until_empty, state, ttl: until_empty };
+    }
+    Step { allowed: false, left: 0, wait: (after - full).div_ceil(n) as u64, state, ttl: until_empty }
 }
 
 #[cfg(test)]
@@ -177,16 +208,31 @@ mod tests {
     #[test]
     fn gcra_spaces_calls() {
         // 10 per second: emission interval 100ms, burst 10.
-        let (w, count) = (1e6, 10.0);
-        let mut state = vec![None];
-        let now = 5e15;
+        let (w, count) = (1_000_000, 10);
+        let mut state = vec![None, None];
+        let now = 5_000_000_000_000_000;
         for i in 0..10 {
-            let s = step(Algorithm::Gcra, now, 1.0, w, count, count, &state);
-            assert!(s.left >= 0.0, "call {i} fits the burst");
-            state = vec![Some(s.state[0])];
+            let s = step(Algorithm::Gcra, now, 1, w, count, count, &state, false);
+            assert!(s.allowed, "call {i} fits the burst");
+            assert_eq!(s.left, 9 - i);
+            state = vec![Some(s.state[0]), Some(s.state[1])];
         }
-        let s = step(Algorithm::Gcra, now, 1.0, w, count, count, &state);
-        assert!(s.left < 0.0);
-        assert_eq!(s.wait, 100_000.0);
+        let s = step(Algorithm::Gcra, now, 1, w, count, count, &state, false);
+        assert!(!s.allowed);
+        assert_eq!(s.wait, 100_000);
+    }
+
+    #[test]
+    fn a_third_of_a_microsecond_is_waited_in_full() {
+        // 3 per µs-second: T = 333 333 + 1/3 µs. After one call of a burst of 1, the next passes
+        // only once the whole interval has drained: 333 334 µs, not 333 333.
+        let (w, count) = (1_000_000, 3);
+        let s = step(Algorithm::Gcra, 7, 1, w, count, 1, &[None, None], false);
+        assert!(s.allowed);
+        let v = [Some(s.state[0]), Some(s.state[1])];
+        let s = step(Algorithm::Gcra, 7, 1, w, count, 1, &v, false);
+        assert_eq!((s.allowed, s.wait), (false, 333_334));
+        assert!(!step(Algorithm::Gcra, 7 + 333_333, 1, w, count, 1, &v, false).allowed);
+        assert!(step(Algorithm::Gcra, 7 + 333_334, 1, w, count, 1, &v, false).allowed);
     }
 }

@@ -322,11 +322,10 @@ impl MemoryStore {
                     _ => None,
                 };
                 each_step(limit, stored, now, cost, |r, s| {
-                    // Redis turns the script's numbers into integers by truncation.
-                    if s.left < 0.0 {
-                        deny(&mut d, g, r, s.wait as u64);
+                    if s.allowed {
+                        room(&mut d, &mut tightest, g, r, s.left, s.wait);
                     } else {
-                        room(&mut d, &mut tightest, g, r, s.left as u64, s.wait as u64);
+                        deny(&mut d, g, r, s.wait);
                     }
                 });
             }
@@ -365,17 +364,17 @@ impl MemoryStore {
                 }
                 if let State::Cells(cells) = state {
                     // The same pure steps as above, now written in place.
-                    let mut new = [0.0f64; 3];
-                    let mut ttl: f64 = 0.0;
+                    let mut new = [0u64; 3];
+                    let mut ttl: u64 = 0;
                     for r in 0..limit.rules.len() {
-                        let s = step_rule(limit, r, Some(&cells.values), now, cost);
+                        let s = step_rule(limit, r, Some(&cells.values), now, cost, false);
                         new[..k].copy_from_slice(&s.state[..k]);
                         for (j, v) in new[..k].iter().enumerate() {
                             cells.values[r * k + j] = Some(*v);
                         }
                         ttl = ttl.max(s.ttl);
                     }
-                    cells.expires_at = now + ttl.ceil() as u64;
+                    cells.expires_at = now + ttl;
                 }
             }
         }
@@ -453,40 +452,36 @@ fn peek_log(log: Option<&Log>, w: u64, count: u64, now: u64) -> (u64, u64) {
 
 /// An O(1) rule's remaining units and reset (µs), as the script's peek mode: the step of a call
 /// of cost 0.
-fn peek_cells(limit: &Limit, r: usize, stored: Option<&[Option<f64>]>, now: u64) -> (u64, u64) {
-    let s = step_rule(limit, r, stored, now, 0);
-    let rule = limit.rules[r];
-    let full = if limit.algorithm.supports_burst() { limit.burst.unwrap_or(rule.count()) } else { rule.count() };
-    let reset = if s.left >= full as f64 {
-        0.0
-    } else if limit.algorithm == Algorithm::SlidingWindowCounter && s.state[1] > 0.0 {
-        s.ttl
-    } else {
-        s.wait
-    };
-    // Redis turns the script's numbers into integers by truncation.
-    (s.left.max(0.0) as u64, reset as u64)
+fn peek_cells(limit: &Limit, r: usize, stored: Option<&[Option<u64>]>, now: u64) -> (u64, u64) {
+    let s = step_rule(limit, r, stored, now, 0, true);
+    (s.left, s.wait)
 }
 
 /// One rule of an O(1) limit, from its stored values (`None`: nothing stored).
-fn step_rule(limit: &Limit, r: usize, stored: Option<&[Option<f64>]>, now: u64, cost: u64) -> crate::algorithm::Step {
+fn step_rule(
+    limit: &Limit,
+    r: usize,
+    stored: Option<&[Option<u64>]>,
+    now: u64,
+    cost: u64,
+    peek: bool,
+) -> crate::algorithm::Step {
     let k = limit.algorithm.cells();
     let rule = limit.rules[r];
     let none = [None; 3];
     let v = stored.filter(|s| s.len() == k * limit.rules.len()).map_or(&none[..k], |s| &s[r * k..(r + 1) * k]);
-    let cap = limit.burst.unwrap_or(rule.count());
-    step(limit.algorithm, now as f64, cost as f64, rule.window_us() as f64, rule.count() as f64, cap as f64, v)
+    step(limit.algorithm, now, cost, rule.window_us(), rule.count(), limit.capacity(r), v, peek)
 }
 
 fn each_step(
     limit: &Limit,
-    stored: Option<&[Option<f64>]>,
+    stored: Option<&[Option<u64>]>,
     now: u64,
     cost: u64,
     mut f: impl FnMut(usize, crate::algorithm::Step),
 ) {
     for r in 0..limit.rules.len() {
-        f(r, step_rule(limit, r, stored, now, cost));
+        f(r, step_rule(limit, r, stored, now, cost, false));
     }
 }
 

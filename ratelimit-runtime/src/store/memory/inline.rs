@@ -67,8 +67,8 @@ fn word(bytes: &[u8]) -> u64 {
 /// for up to three (one rule of any algorithm), else on the heap.
 #[derive(Clone)]
 pub(super) enum Values {
-    Inline(u8, [Option<f64>; 3]),
-    Heap(Vec<Option<f64>>),
+    Inline(u8, [Option<u64>; 3]),
+    Heap(Vec<Option<u64>>),
 }
 
 impl Values {
@@ -83,9 +83,9 @@ impl Values {
 }
 
 impl Deref for Values {
-    type Target = [Option<f64>];
+    type Target = [Option<u64>];
     #[inline]
-    fn deref(&self) -> &[Option<f64>] {
+    fn deref(&self) -> &[Option<u64>] {
         match self {
             Values::Inline(n, v) => &v[..usize::from(*n)],
             Values::Heap(v) => v,
@@ -95,7 +95,7 @@ impl Deref for Values {
 
 impl DerefMut for Values {
     #[inline]
-    fn deref_mut(&mut self) -> &mut [Option<f64>] {
+    fn deref_mut(&mut self) -> &mut [Option<u64>] {
         match self {
             Values::Inline(n, v) => &mut v[..usize::from(*n)],
             Values::Heap(v) => v,

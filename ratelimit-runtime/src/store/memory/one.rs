@@ -105,15 +105,14 @@ fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision 
         State::Cells(c) if c.expires_at > now => Some(&c.values[..]),
         _ => None,
     };
-    let mut steps = [[0.0f64; 3]; INLINE_RULES];
-    let mut ttl: f64 = 0.0;
+    let mut steps = [[0u64; 3]; INLINE_RULES];
+    let mut ttl: u64 = 0;
     for (r, slot) in steps[..limit.rules.len()].iter_mut().enumerate() {
-        let s = step_rule(limit, r, stored, now, cost);
-        // Redis turns the script's numbers into integers by truncation.
-        if s.left < 0.0 {
-            super::deny(&mut d, 0, r, s.wait as u64);
+        let s = step_rule(limit, r, stored, now, cost, false);
+        if s.allowed {
+            room(&mut d, &mut tightest, 0, r, s.left, s.wait);
         } else {
-            room(&mut d, &mut tightest, 0, r, s.left as u64, s.wait as u64);
+            super::deny(&mut d, 0, r, s.wait);
         }
         *slot = s.state;
         ttl = ttl.max(s.ttl);
@@ -121,7 +120,7 @@ fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision 
     if !d.allowed {
         return d;
     }
-    let expires_at = now + ttl.ceil() as u64;
+    let expires_at = now + ttl;
     match state {
         State::Cells(c) if c.values.len() == n => {
             for (r, st) in steps[..limit.rules.len()].iter().enumerate() {
@@ -154,11 +153,9 @@ fn one_rule(alg: Algorithm, limit: &Limit, rule: crate::Rule, state: &mut State,
         State::Cells(c) if c.expires_at > now && c.values.len() == k => &c.values[..],
         _ => &none[..k],
     };
-    let cap = limit.burst.unwrap_or(rule.count());
-    let s = step(alg, now as f64, cost as f64, rule.window_us() as f64, rule.count() as f64, cap as f64, v);
-    // Redis turns the script's numbers into integers by truncation.
-    if s.left < 0.0 {
-        let wait = Duration::from_micros(s.wait as u64);
+    let s = step(alg, now, cost, rule.window_us(), rule.count(), limit.capacity(0), v, false);
+    if !s.allowed {
+        let wait = Duration::from_micros(s.wait);
         return Decision { allowed: false, limit: 0, rule: 0, retry_after: wait, remaining: 0, reset: wait };
     }
     let d = Decision {
@@ -166,10 +163,10 @@ fn one_rule(alg: Algorithm, limit: &Limit, rule: crate::Rule, state: &mut State,
         limit: 0,
         rule: 0,
         retry_after: Duration::ZERO,
-        remaining: s.left as u64,
-        reset: Duration::from_micros(s.wait as u64),
+        remaining: s.left,
+        reset: Duration::from_micros(s.wait),
     };
-    let expires_at = now + 0.0f64.max(s.ttl).ceil() as u64;
+    let expires_at = now + s.ttl;
     match state {
         State::Cells(c) if c.values.len() == k => {
             for (slot, v) in c.values.iter_mut().zip(&s.state[..k]) {
