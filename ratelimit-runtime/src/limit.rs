@@ -137,6 +137,10 @@ pub enum LimiterError {
     BurstUnsupported(Algorithm),
     /// `burst` is zero or larger than [`MAX_COUNT`](crate::rule::MAX_COUNT).
     InvalidBurst(u64),
+    /// A full bucket of this burst would take longer than
+    /// [`MAX_WINDOW`](crate::rule::MAX_WINDOW) to drain at a rule's rate (`burst × window /
+    /// count`): the burst is out of proportion with the rate.
+    BurstTooSlow(u64),
 }
 
 impl fmt::Display for LimiterError {
@@ -150,7 +154,12 @@ impl fmt::Display for LimiterError {
             LimiterError::BurstUnsupported(a) => {
                 write!(f, "`burst` applies to TokenBucket, LeakyBucket and Gcra, not {a:?}")
             }
-            LimiterError::InvalidBurst(b) => write!(f, "`burst` must be between 1 and 2^53 - 1, not {b}"),
+            LimiterError::InvalidBurst(b) => write!(f, "`burst` must be between 1 and 1_000_000_000, not {b}"),
+            LimiterError::BurstTooSlow(b) => write!(
+                f,
+                "a bucket of `burst = {b}` would take more than 366 days to drain at its rate (burst × window / count): \
+                 lower the burst or raise the count"
+            ),
         }
     }
 }
@@ -188,6 +197,12 @@ impl Limit {
             }
             if burst == 0 || burst > crate::rule::MAX_COUNT {
                 return Err(LimiterError::InvalidBurst(burst));
+            }
+            // Every span a bucket handles is at most the time a full bucket takes to drain: keep
+            // it within the longest window, as every store's arithmetic assumes.
+            let max_us = u128::from(crate::rule::MAX_WINDOW.as_micros() as u64);
+            if rules.iter().any(|r| u128::from(burst) * u128::from(r.window_us()) > max_us * u128::from(r.count())) {
+                return Err(LimiterError::BurstTooSlow(burst));
             }
         }
         let mut script_args = vec![

@@ -219,7 +219,7 @@ use crate::rule;
 /// Why a literal of the attribute is out of the runtime's bounds, as a compile-time message.
 ///
 /// The attribute reads its literals, but the bounds they must respect are the runtime's
-/// ([`Rule::from_millis`](crate::Rule::from_millis), [`MAX_COUNT`](crate::MAX_COUNT)): a
+/// ([`Rule::from_millis`](crate::rule::Rule::from_millis), [`MAX_COUNT`](crate::rule::MAX_COUNT)): a
 /// proc-macro crate cannot import them, so the expansion asks these `const fn`s in a `const`
 /// item spanned at the literal, and a problem becomes a compile error there
 /// (`if let Some(p) = window_problem(..) { panic!("{}", p.as_str()) }`).

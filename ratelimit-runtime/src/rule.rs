@@ -7,9 +7,11 @@ use std::time::Duration;
 /// and bounding them keeps every time computation (in microseconds) far from overflow.
 pub const MAX_WINDOW: Duration = Duration::from_secs(366 * 24 * 3600);
 
-/// The largest count accepted. Counts are compared with sums of costs inside Lua, whose numbers
-/// are doubles: staying under 2^53 keeps that arithmetic exact.
-pub const MAX_COUNT: u64 = (1 << 53) - 1;
+/// The largest count accepted: 10^9. Every store decides exactly up to it; in Redis the scripts'
+/// numbers are doubles, and a count this size keeps every product they form (a count times a
+/// window, split as the scripts do) below 2^53. Larger counts are better written as the same
+/// rate over a shorter window, or as larger units counted with `cost`.
+pub const MAX_COUNT: u64 = 1_000_000_000;
 
 /// At most `count` units in any sliding `window`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -37,7 +39,7 @@ impl fmt::Display for RuleError {
             RuleError::ZeroWindow => "the window must be at least 1ms",
             RuleError::WindowTooLong => "the window must be at most 366 days",
             RuleError::ZeroCount => "the count must be at least 1",
-            RuleError::CountTooLarge => "the count must be at most 2^53 - 1",
+            RuleError::CountTooLarge => "the count must be at most 1_000_000_000",
         })
     }
 }
