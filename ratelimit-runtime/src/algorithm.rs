@@ -81,20 +81,21 @@ pub(crate) struct Step {
     pub ttl: u64,
 }
 
-/// One rule of an O(1) algorithm on its stored values `v` (`None` where absent): `cap` is the
-/// burst of a bucket (the count otherwise); `peek` asks for a peek's reset (an empty fixed
-/// window reads 0, where an admission of cost 0 still ends with the window).
+/// One rule as the steps read it: `count` per `w` µs, holding at most `cap` units at once (the
+/// burst of a bucket, the count otherwise).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rate {
+    pub w: u64,
+    pub count: u64,
+    pub cap: u64,
+}
+
+/// One rule of an O(1) algorithm on its stored values `v` (`None` where absent); `peek` asks for
+/// a peek's reset (an empty fixed window reads 0, where an admission of cost 0 still ends with
+/// the window).
 #[inline]
-pub(crate) fn step(
-    alg: Algorithm,
-    now: u64,
-    cost: u64,
-    w: u64,
-    count: u64,
-    cap: u64,
-    v: &[Option<u64>],
-    peek: bool,
-) -> Step {
+pub(crate) fn step(alg: Algorithm, rate: Rate, now: u64, cost: u64, v: &[Option<u64>], peek: bool) -> Step {
+    let Rate { w, count, cap } = rate;
     let get = |i: usize| v.get(i).copied().flatten();
     match alg {
         Algorithm::FixedWindow => fixed_window(now, cost, w, count, get(0).zip(get(1)), peek),
@@ -212,12 +213,12 @@ mod tests {
         let mut state = vec![None, None];
         let now = 5_000_000_000_000_000;
         for i in 0..10 {
-            let s = step(Algorithm::Gcra, now, 1, w, count, count, &state, false);
+            let s = step(Algorithm::Gcra, Rate { w, count, cap: count }, now, 1, &state, false);
             assert!(s.allowed, "call {i} fits the burst");
             assert_eq!(s.left, 9 - i);
             state = vec![Some(s.state[0]), Some(s.state[1])];
         }
-        let s = step(Algorithm::Gcra, now, 1, w, count, count, &state, false);
+        let s = step(Algorithm::Gcra, Rate { w, count, cap: count }, now, 1, &state, false);
         assert!(!s.allowed);
         assert_eq!(s.wait, 100_000);
     }
@@ -227,12 +228,12 @@ mod tests {
         // 3 per µs-second: T = 333 333 + 1/3 µs. After one call of a burst of 1, the next passes
         // only once the whole interval has drained: 333 334 µs, not 333 333.
         let (w, count) = (1_000_000, 3);
-        let s = step(Algorithm::Gcra, 7, 1, w, count, 1, &[None, None], false);
+        let s = step(Algorithm::Gcra, Rate { w, count, cap: 1 }, 7, 1, &[None, None], false);
         assert!(s.allowed);
         let v = [Some(s.state[0]), Some(s.state[1])];
-        let s = step(Algorithm::Gcra, 7, 1, w, count, 1, &v, false);
+        let s = step(Algorithm::Gcra, Rate { w, count, cap: 1 }, 7, 1, &v, false);
         assert_eq!((s.allowed, s.wait), (false, 333_334));
-        assert!(!step(Algorithm::Gcra, 7 + 333_333, 1, w, count, 1, &v, false).allowed);
-        assert!(step(Algorithm::Gcra, 7 + 333_334, 1, w, count, 1, &v, false).allowed);
+        assert!(!step(Algorithm::Gcra, Rate { w, count, cap: 1 }, 7 + 333_333, 1, &v, false).allowed);
+        assert!(step(Algorithm::Gcra, Rate { w, count, cap: 1 }, 7 + 333_334, 1, &v, false).allowed);
     }
 }

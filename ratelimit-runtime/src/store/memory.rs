@@ -7,8 +7,8 @@
 use super::peek_reset::Targets;
 use super::Answer;
 use super::{Call, Pending, Store};
-use crate::algorithm::step;
 use crate::algorithm::Algorithm;
+use crate::algorithm::{step, Rate};
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::limit::Limit;
@@ -470,7 +470,7 @@ fn step_rule(
     let rule = limit.rules[r];
     let none = [None; 3];
     let v = stored.filter(|s| s.len() == k * limit.rules.len()).map_or(&none[..k], |s| &s[r * k..(r + 1) * k]);
-    step(limit.algorithm, now, cost, rule.window_us(), rule.count(), limit.capacity(r), v, peek)
+    step(limit.algorithm, Rate { w: rule.window_us(), count: rule.count(), cap: limit.capacity(r) }, now, cost, v, peek)
 }
 
 fn each_step(

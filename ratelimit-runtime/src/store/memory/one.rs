@@ -6,8 +6,8 @@
 //! below hold the two paths to the same decisions and the same stored state.
 
 use super::{lock, room, sliding, step_rule, Cells, Log, MemoryStore, State, Values, SHARDS};
-use crate::algorithm::step;
 use crate::algorithm::Algorithm;
+use crate::algorithm::{step, Rate};
 use crate::decision::Decision;
 use crate::limit::Limit;
 use crate::store::Call;
@@ -153,7 +153,7 @@ fn one_rule(alg: Algorithm, limit: &Limit, rule: crate::Rule, state: &mut State,
         State::Cells(c) if c.expires_at > now && c.values.len() == k => &c.values[..],
         _ => &none[..k],
     };
-    let s = step(alg, now, cost, rule.window_us(), rule.count(), limit.capacity(0), v, false);
+    let s = step(alg, Rate { w: rule.window_us(), count: rule.count(), cap: limit.capacity(0) }, now, cost, v, false);
     if !s.allowed {
         let wait = Duration::from_micros(s.wait);
         return Decision { allowed: false, limit: 0, rule: 0, retry_after: wait, remaining: 0, reset: wait };
