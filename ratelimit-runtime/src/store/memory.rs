@@ -14,6 +14,7 @@ use crate::decision::Decision;
 use crate::limit::Limit;
 use crate::metrics::{self, StoreMetrics};
 use crate::status::RuleStatus;
+use crate::sync::lock;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use std::collections::VecDeque;
@@ -573,12 +574,6 @@ fn partition(entries: &VecDeque<(u64, u64)>, start: usize, pred: impl Fn(u64) ->
         }
     }
     lo - start
-}
-
-/// Locks a shard even if a panicking thread poisoned it: the shard's data is always consistent
-/// between statements, so the poison carries no information here.
-fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Store for MemoryStore {

@@ -5,12 +5,13 @@
 //! steps (`sliding`, `step_rule`, `room`, `deny`) on the same state, only fused. The unit tests
 //! below hold the two paths to the same decisions and the same stored state.
 
-use super::{lock, room, sliding, step_rule, Cells, Log, MemoryStore, State, Values, SHARDS};
+use super::{room, sliding, step_rule, Cells, Log, MemoryStore, State, Values, SHARDS};
 use crate::algorithm::Algorithm;
 use crate::algorithm::{step, Rate};
 use crate::decision::Decision;
 use crate::limit::Limit;
 use crate::store::Call;
+use crate::sync::lock;
 use std::time::Duration;
 
 /// Keys up to this many bytes (hash, limit id, subject) are built on the stack; longer ones go
