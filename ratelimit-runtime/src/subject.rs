@@ -323,7 +323,7 @@ impl SubjectValue for SocketAddr {
 /// A value that names a client IP: what `ip = …` accepts.
 ///
 /// Addresses are normalised (IPv6 to its /64, IPv4-mapped IPv6 to IPv4); text is read as
-/// [`parse_ip`](crate::parse_ip) reads it (`[2001:db8::1]:443`, `192.0.2.1:80`, zone ids) and
+/// [`parse_ip`] reads it (`[2001:db8::1]:443`, `192.0.2.1:80`, zone ids) and
 /// normalised the same way; other text is counted as given.
 #[diagnostic::on_unimplemented(
     message = "`ip = …` takes a client address (`IpAddr`, `SocketAddr`, or its text), not `{Self}`",
