@@ -150,7 +150,9 @@ fn cost_consumes_that_many_units() {
     assert_eq!(spend("acme", 2).unwrap(), 2);
     denied_by(spend("acme", 1), LimitType::Key);
     // Another key has its own budget; a call costing more than the whole rule never passes.
-    denied_by(spend("globex", 11), LimitType::Key);
+    let e = spend("globex", 11).expect_err("11 units never fit a rule of 10");
+    assert_eq!(e.cause(), Cause::CostTooHigh, "{e}");
+    assert_eq!(e.retry_after(), Duration::ZERO, "{e}");
     assert_eq!(spend("globex", 10).unwrap(), 10);
 }
 

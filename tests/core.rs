@@ -261,6 +261,28 @@ fn memory_evicts_idle_subjects() {
     assert_eq!(store.len(), 0, "idle subjects are evicted");
 }
 
+/// Calls pinned to a time after the store's clock (replays, tests) sweep nothing the clock has
+/// not reached: a subject decided at an earlier pinned time keeps its count.
+#[test]
+fn a_pinned_time_ahead_of_the_clock_sweeps_no_state() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let limiter = Limiter::builder("core::pinned_sweep")
+        .limit(LimitType::User, [rule(1000, 2)])
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let early = support::at(T0 + 10_000_000);
+    limiter.check_blocking_at(&[user("early")], 2, early).unwrap();
+    // Enough calls an hour later to sweep every shard many times over.
+    let late = support::at(T0 + 3_600_000_000);
+    for _ in 0..70_000 {
+        limiter.check_blocking_at(&[user("late")], 0, late).unwrap();
+    }
+    let e = limiter.check_blocking_at(&[user("early")], 1, early).unwrap_err();
+    assert_eq!(e.cause(), ratelimit::Cause::Exceeded, "{e}");
+}
+
 /// Entries that have left the window are dropped: the log never holds more than the limit.
 #[tokio::test]
 async fn redis_log_stays_bounded_by_the_limit() {

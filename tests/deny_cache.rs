@@ -62,7 +62,7 @@ impl Rng {
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Allowed { rule: Rule, remaining: u64, reset: Duration },
-    Refused { limit_type: LimitType, retry_after: Duration },
+    Refused { cause: ratelimit::Cause, limit_type: LimitType, retry_after: Duration },
 }
 
 fn outcome(r: Result<ratelimit::Permit<'_>, RateLimited>) -> Outcome {
@@ -71,10 +71,8 @@ fn outcome(r: Result<ratelimit::Permit<'_>, RateLimited>) -> Outcome {
             let q = p.quota().expect("quota");
             Outcome::Allowed { rule: q.policy.rule, remaining: q.remaining, reset: q.reset }
         }
-        Err(e) => {
-            assert_eq!(e.cause(), ratelimit::Cause::Exceeded, "{e}");
-            Outcome::Refused { limit_type: e.limit_type(), retry_after: e.retry_after() }
-        }
+        // A cost of 3 never fits the user's rule of 2 per second: refused as too high.
+        Err(e) => Outcome::Refused { cause: e.cause(), limit_type: e.limit_type(), retry_after: e.retry_after() },
     }
 }
 
@@ -141,7 +139,10 @@ async fn the_cache_changes_no_decision() {
             let (calls, plain) = run(&stacked(store.clone(), alg, global_alg, false), seed, None).await;
             let plain_evals = evalsha_calls(&server);
             // (One more the first time a script meets this server: NOSCRIPT, then the retry.)
-            assert!(plain_evals >= calls.len() as u64, "without the cache every call goes to Redis");
+            // Costs that can never fit are refused before any store call.
+            let fitting =
+                plain.iter().filter(|o| !matches!(o, Outcome::Refused { cause: ratelimit::Cause::CostTooHigh, .. }));
+            assert!(plain_evals >= fitting.count() as u64, "without the cache every call goes to Redis");
             flush(&server);
             reset_stats(&server);
             let (_, cached) = run(&stacked(store.clone(), alg, global_alg, true), seed, Some(&calls)).await;
@@ -154,15 +155,19 @@ async fn the_cache_changes_no_decision() {
                 );
                 match (a, b) {
                     (Outcome::Allowed { .. }, _) | (_, Outcome::Allowed { .. }) => assert_eq!(a, b, "{at}"),
-                    (Outcome::Refused { retry_after: ra, .. }, Outcome::Refused { retry_after: rb, .. }) => {
-                        // A cost above a rule's count never fits: the store's retry-after is then
-                        // that rule's window, a hint, not a time the call would fit at.
-                        if cost <= 2 {
-                            // (Up to 2 µs over: the O(1) algorithms' waits are floats rounded
-                            // up to the µs, and the store's later rounding may differ.)
-                            let float = Duration::from_micros(2);
-                            assert!(*rb <= *ra + float, "{at}: the cache answered {rb:?}, the store {ra:?}");
+                    (
+                        Outcome::Refused { cause: ca, retry_after: ra, .. },
+                        Outcome::Refused { cause: cb, retry_after: rb, .. },
+                    ) => {
+                        assert_eq!(ca, cb, "{at}");
+                        if *ca == ratelimit::Cause::CostTooHigh {
+                            // A cost above a rule's count never fits: refused before the cache
+                            // or the store, with no time to come back at.
+                            assert_eq!(a, b, "{at}");
+                            assert!(ra.is_zero(), "{at}");
+                            continue;
                         }
+                        assert!(*rb <= *ra, "{at}: the cache answered {rb:?}, the store {ra:?}");
                         assert!(!rb.is_zero(), "{at}");
                         refusals += 1;
                         exact += usize::from(a == b);

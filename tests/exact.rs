@@ -467,7 +467,7 @@ async fn gcra_sweep_agrees_with_the_definition() {
                         rules: vec![Rule::from_millis(window_ms, count).unwrap()],
                         burst,
                     }];
-                    let name = format!("exact::sweep::{window_ms}::{count}::{burst:?}");
+                    let name = format!("exact::sweep::{}::{window_ms}::{count}::{burst:?}", store.describe());
                     let l = build(&store, &name, &limits);
                     let mut models = vec![vec![RuleModel::new(Algorithm::Gcra, limits[0].rules[0], burst)]];
                     let cap = models[0][0].cap;

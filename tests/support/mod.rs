@@ -13,12 +13,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// An IP address from text.
 /// The time `us` µs after the Unix epoch: a pinned time for `check_at` and `peek_at`.
 pub fn at(us: u64) -> std::time::SystemTime {
     std::time::UNIX_EPOCH + Duration::from_micros(us)
 }
 
+/// An IP address from text.
 pub fn addr(text: &str) -> std::net::IpAddr {
     text.parse().expect("an IP address")
 }
