@@ -325,6 +325,12 @@ pub const fn count_problem(what: &str, n: u64) -> Option<Problem> {
 /// The key prefix of a limit whose attribute gives none.
 pub use crate::key::DEFAULT_PREFIX;
 
+/// The general decision script as the library sends it, its fragments spliced in: the benchmark
+/// harness runs it beside the lean script, and must not assemble a copy that could drift.
+pub fn general_script() -> &'static str {
+    crate::store::redis::GENERAL.code()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
