@@ -130,11 +130,7 @@ fn jitter(retry: Duration) -> Duration {
     if cap_us == 0 {
         return Duration::ZERO;
     }
-    static SEED: std::sync::OnceLock<foldhash::fast::RandomState> = std::sync::OnceLock::new();
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let random = SEED.get_or_init(Default::default).hash_one(n);
-    Duration::from_micros(random % (cap_us + 1))
+    Duration::from_micros(fastrand::u64(0..=cap_us))
 }
 
 #[cfg(test)]
