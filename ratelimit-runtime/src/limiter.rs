@@ -170,6 +170,7 @@ impl LimiterBuilder {
         if self.limits.is_empty() {
             return Err(LimiterError::NoLimits);
         }
+        let mut tier_limits = Vec::with_capacity(self.tiers.len());
         for (i, tier) in self.tiers.iter().enumerate() {
             if tier.name.is_empty() {
                 return Err(LimiterError::EmptyTierName);
@@ -179,7 +180,8 @@ impl LimiterBuilder {
             }
             // A tier's rules must hold for its limit as the limit's own would.
             if let Some(spec) = self.limits.get(tier.limit) {
-                Limit::compile(&self.name, LimitSpec { rules: tier.rules.clone(), ..spec.clone() }, 0)?;
+                let rules = tier.rules.clone();
+                tier_limits.push(Limit::compile(&self.name, LimitSpec { rules, ..spec.clone() }, 0)?);
             }
         }
         let plan = Plan::new(self.limits.clone(), self.tiers, self.store.is_none());
@@ -200,6 +202,7 @@ impl LimiterBuilder {
                 store: self.store,
                 plan,
                 refusal_cache: self.refusal_cache,
+                _tier_limits: tier_limits,
             }),
         })
     }
@@ -239,6 +242,9 @@ struct Inner {
     plan: Plan,
     metrics: LimiterMetrics,
     refusal_cache: Option<bool>,
+    /// The tiers given in code, compiled: held, as `own` is, so that the memory store finds a
+    /// tier's counts again when a reload puts its rules back in force (as Redis does, by key).
+    _tier_limits: Vec<Limit>,
 }
 
 /// An allowed call. Borrows its limiter, so that deciding allocates nothing.
