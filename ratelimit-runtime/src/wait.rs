@@ -5,7 +5,6 @@ use crate::error::{Cause, RateLimited};
 use crate::io;
 use crate::limiter::{Limiter, Permit};
 use crate::subject::Subject;
-use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
 
 /// The most jitter added to a retry-after: enough to spread a fleet's retries, small next to
