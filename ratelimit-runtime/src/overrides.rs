@@ -7,6 +7,7 @@
 //! type = "ip"
 //! rules = ["5/10s", "50/1m"]
 //! mode = "enforce"
+//! block = "2m"
 //!
 //! [exempt]
 //! ips = ["10.0.0.0/8"]
@@ -41,6 +42,9 @@ pub struct LimitOverride {
     pub rules: Option<Vec<Rule>>,
     /// The mode instead of the attribute's (`None`: keep the attribute's).
     pub mode: Option<Mode>,
+    /// The penalty after a refusal as exceeded instead of the attribute's (`None`: keep the
+    /// attribute's).
+    pub block: Option<Duration>,
 }
 
 /// A parsed overrides file.
@@ -124,6 +128,8 @@ struct LimitDe {
     rules: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     mode: Option<Spanned<String>>,
+    #[serde(default)]
+    block: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -230,7 +236,11 @@ impl Overrides {
                 None => None,
                 Some(m) => Some(m.get_ref().parse::<Mode>().map_err(|msg| loc.spanned(m, msg))?),
             };
-            out.limits.push(LimitOverride { limiter: limiter.to_owned(), limit_type, rules, mode });
+            let block = match &entry.block {
+                None => None,
+                Some(b) => Some(parse_block(b.get_ref()).map_err(|msg| loc.spanned(b, msg))?),
+            };
+            out.limits.push(LimitOverride { limiter: limiter.to_owned(), limit_type, rules, mode, block });
         }
         if let Some(exempt) = de.exempt {
             for ip in &exempt.ips {
@@ -304,6 +314,13 @@ fn parse_type(s: &Spanned<String>) -> Result<LimitType, String> {
         "key" => Ok(LimitType::Key),
         other => Err(format!("unknown type {other:?}: expected \"global\", \"ip\", \"user\" or \"key\"")),
     }
+}
+
+/// `"2m"`: a block's length, written as a rule's window.
+fn parse_block(text: &str) -> Result<Duration, String> {
+    parse_rule(&format!("1/{text}"))
+        .map(|rule| rule.window())
+        .map_err(|_| format!("block {text:?}: expected a duration from 1ms to 366d such as \"2m\" (units ms, s, m, h, d)"))
 }
 
 /// `"5/10s"`: a count, `/`, a window with its unit (ms, s, m, h, d).
