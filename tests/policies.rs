@@ -328,7 +328,7 @@ async fn concurrency_stacked_with_rules_admits_in_one_round_trip() {
         .unwrap();
     let who = [ip("203.0.113.100"), ip("203.0.113.100")];
     // Once the scripts are loaded (a first call may meet NOSCRIPT and load them).
-    drop(l.check(&[ip("203.0.113.101"), ip("203.0.113.101")], 1).await.unwrap());
+    l.check(&[ip("203.0.113.101"), ip("203.0.113.101")], 1).await.unwrap().refund().await.unwrap();
     let before = server.calls("evalsha");
     let a = l.check(&who, 1).await.unwrap();
     assert_eq!(server.calls("evalsha") - before, 1, "one EVALSHA to admit");
@@ -462,4 +462,115 @@ async fn the_attribute_frees_slots_on_return_error_panic_and_drop() {
     assert!(std::panic::catch_unwind(|| panicking(true)).is_err());
     panicking(false).unwrap();
     panicking(false).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// A process that dies holding a slot
+
+/// Set to the Redis URL in the child process of [`a_killed_process_frees_its_slot_by_lease`].
+const HOLDER_REDIS: &str = "RATELIMIT_TEST_SLOT_HOLDER_REDIS";
+
+fn holder(store: StoreHandle) -> Limiter {
+    Limiter::builder("policies::holder")
+        .concurrency(LimitType::Key, 1)
+        .lease(Duration::from_secs(3))
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+/// Not a test: the body of the child process that takes a slot and waits to be killed. Does
+/// nothing unless this binary was started as that process.
+#[test]
+fn slot_holder_process() {
+    let Ok(url) = std::env::var(HOLDER_REDIS) else { return };
+    let store: StoreHandle = Arc::new(RedisStore::open(&url, Duration::from_secs(2)).unwrap());
+    let l = holder(store);
+    let permit = l.check_blocking(&[Subject::bytes(&b"job"[..])], 1).expect("a free slot");
+    println!("held");
+    std::thread::sleep(Duration::from_secs(60));
+    drop(permit);
+}
+
+#[test]
+fn a_killed_process_frees_its_slot_by_lease() {
+    use std::io::BufRead;
+    let server = RedisServer::start();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["slot_holder_process", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .env(HOLDER_REDIS, server.url())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    assert!(lines.any(|l| l.is_ok_and(|l| l.contains("held"))), "the child took its slot");
+    let held_at = Instant::now();
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let l = holder(redis(&server));
+    let job = [Subject::bytes(&b"job"[..])];
+    assert_eq!(l.check_blocking(&job, 1).unwrap_err().cause(), Cause::Concurrency, "the dead process's slot");
+    let admitted = loop {
+        match l.check_blocking(&job, 1) {
+            Ok(p) => break p,
+            Err(e) => assert_eq!(e.cause(), Cause::Concurrency),
+        }
+        assert!(held_at.elapsed() < Duration::from_secs(10), "the lease never freed the slot");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let waited = held_at.elapsed();
+    assert!(waited >= Duration::from_millis(2_500), "freed only by the 3 s lease, after {waited:?}");
+    drop(admitted);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A real cluster
+
+#[cfg(feature = "cluster")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refunds_blocks_and_slots_on_a_cluster() {
+    let cluster = support::cluster::RedisCluster::start(3, 0);
+    let store: StoreHandle =
+        Arc::new(ratelimit::store::ClusterStore::open(&cluster.urls(), Duration::from_secs(2)).unwrap());
+    // An IP limit with a block and a concurrency limit on the IP, and a user limit (another
+    // slot, most likely): one script per slot.
+    let l = Limiter::builder(name("cluster"))
+        .limit(LimitType::Ip, [Rule::from_millis(60_000, 3).unwrap()])
+        .block(Duration::from_secs(90))
+        .concurrency(LimitType::Ip, 2)
+        .limit(LimitType::User, [Rule::from_millis(60_000, 100).unwrap()])
+        .store(store)
+        .refusal_cache(false)
+        .build()
+        .unwrap();
+    let who = [ip("198.51.100.40"), ip("198.51.100.40"), Subject::bytes(&b"carol"[..])];
+    // Refunded calls never count, and free their slots.
+    for _ in 0..10 {
+        l.check(&who, 1).await.unwrap().refund().await.unwrap();
+    }
+    let statuses = l.peek(&who).await.unwrap();
+    assert_eq!(statuses.iter().map(|s| s.remaining).collect::<Vec<_>>(), [3, 100]);
+    // Two in flight, a third refused for concurrency.
+    let a = l.check(&who, 1).await.unwrap();
+    let b = l.check(&who, 1).await.unwrap();
+    assert_eq!(l.check(&who, 1).await.unwrap_err().cause(), Cause::Concurrency);
+    drop(a);
+    let c = admitted_soon(&l, &who).await;
+    drop((b, c));
+    // Three units used: the next is refused and blocks for 90 s.
+    let e = loop {
+        match l.check(&who, 1).await {
+            Err(e) if e.cause() == Cause::Exceeded => break e,
+            Err(e) => {
+                assert_eq!(e.cause(), Cause::Concurrency);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Ok(p) => panic!("a fourth unit was admitted: {p:?}"),
+        }
+    };
+    assert_eq!(e.retry_after(), Duration::from_secs(90));
+    let again = l.check(&who, 1).await.unwrap_err();
+    assert!(again.retry_after() <= Duration::from_secs(90) && again.retry_after() > Duration::from_secs(88));
 }

@@ -160,6 +160,12 @@ impl<'a> Permit<'a> {
         let store = self.limiter.store();
         if refund {
             set.forget_keys(store, &subjects);
+            // The response's `RateLimit` field tells what is left after the refund.
+            if let (Some(ctx), Some(mut quota)) = (crate::context::current(), set.quota(&d)) {
+                let capacity = set.limits.get(d.limit).map_or(0, |l| l.capacity(d.rule));
+                quota.remaining = quota.remaining.saturating_add(self.cost).min(capacity);
+                ctx.record_quota(quota);
+            }
         }
         let release = Release {
             call: Call {
