@@ -156,12 +156,10 @@ impl IntoResponse for AppError {
             )
                 .into_response(),
             AppError::RateLimited(e) => e.into_response(),
-            AppError::WrongPassword => (
-                StatusCode::UNAUTHORIZED,
-                [(CONTENT_TYPE, "application/json")],
-                r#"{"error":"wrong_password"}"#,
-            )
-                .into_response(),
+            AppError::WrongPassword => {
+                (StatusCode::UNAUTHORIZED, [(CONTENT_TYPE, "application/json")], r#"{"error":"wrong_password"}"#)
+                    .into_response()
+            }
             AppError::BadRequest(message) => (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response(),
         }
     }

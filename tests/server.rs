@@ -658,7 +658,8 @@ async fn reports_run_at_most_two_at_a_time_across_two_processes() {
     let url = redis.url();
     let env = [("REDIS_URL", url.as_str())];
     let (a, b) = (Server::start(&[], &env), Server::start(&[], &env));
-    let slow = |server: SocketAddr| async move { request(server, loopback(30), "GET", "/api/report?ms=1500", &[]).await };
+    let slow =
+        |server: SocketAddr| async move { request(server, loopback(30), "GET", "/api/report?ms=1500", &[]).await };
     let first = tokio::spawn(slow(a.addr));
     let second = tokio::spawn(slow(b.addr));
     // Both are running once a third is refused (retrying briefly while they start).

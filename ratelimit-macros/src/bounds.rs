@@ -31,7 +31,7 @@ pub(crate) fn checks(p: &TokenStream, attrs: &[Attr]) -> TokenStream {
             checks.extend(check(p, "window_problem", "lease", lease.value.0, &lease.value.1));
         }
         if let Some(n) = &attr.concurrency {
-            checks.extend(check(p, "count_problem", "concurrency", n.value.0, &n.value.1));
+            checks.extend(check(p, "concurrency_problem", "concurrency", n.value.0, &n.value.1));
         }
     }
     checks

@@ -43,7 +43,12 @@ use proc_macro::TokenStream;
 ///            | on_error = allow | deny   what to do when the store fails (default: global policy)
 ///            | wait = <duration>         wait up to this long for room instead of refusing
 ///            | mode = enforce | shadow   shadow: decide and count, never refuse (default enforce)
+///            | refund = on_ok | on_err   give the call's units back when the body returns Ok / Err
+///            | block = <duration>        once refused as exceeded, refuse the subject this long
 ///            | crate = "path"            where `ratelimit` is reachable, default "::ratelimit"
+///
+/// Instead of `rules`: concurrency = N [, lease = <duration>]
+///                                        at most N calls of a subject in flight (lease: 60s)
 /// ```
 ///
 /// A rule `(20s, 10)` admits at most 10 units in any 20 seconds. Windows run from 1ms to 366
@@ -84,6 +89,12 @@ use proc_macro::TokenStream;
 /// * **Shadow mode.** `mode = shadow` decides and counts this attribute's rules but never
 ///   refuses: a would-be refusal is logged (throttled) and counted as `shadow_denied`. The
 ///   overrides file (`RATELIMIT_CONFIG`) can change rules and modes without a rebuild.
+/// * **Refunds, penalties, concurrency.** `refund = on_ok` counts only failures (logins),
+///   `refund = on_err` makes failures free; `block = 2m` refuses a subject for 2 minutes once
+///   this limit refused it as exceeded (in every process); `concurrency = N` admits at most N
+///   calls of a subject at a time, the slot freed on return, error, panic or a dropped future.
+///   `refund` belongs to the whole limiter; `block`, `concurrency` and `lease` to their attribute.
+///   See the repository's docs/policies.md.
 /// * **Cost of a call.** The limiter is built once per function, in a `static`, on first use;
 ///   per call only the subjects are computed and one check is made.
 ///

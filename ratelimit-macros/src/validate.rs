@@ -83,9 +83,9 @@ fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
                 "starts when rules refuse a call; a concurrency limit has none (stack one with `rules`)",
             ),
             (
-                "mode",
+                "mode = shadow",
                 attr.mode.as_ref().filter(|g| g.value == Mode::Shadow).map(|g| &g.key),
-                "= shadow cannot watch a concurrency limit (its slots would never be freed): remove it",
+                "cannot watch a concurrency limit (its slots would never be freed): remove it",
             ),
         ];
         for (option, key, why) in conflicts {

@@ -23,8 +23,8 @@ use crate::limit_set::{Keys, LimitSet};
 use crate::limit_type::LimitType;
 use crate::limiter::epoch_us;
 use crate::limiter::Limiter;
-use crate::permit::Permit;
 use crate::metrics::Outcome;
+use crate::permit::Permit;
 use crate::policy::Policy;
 use crate::refusal_cache::{self, Refusal};
 use crate::snapshot::{shadow_refusal, Snapshot};
@@ -296,9 +296,14 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     pub(crate) fn decided(self) -> Result<Permit<'l>, RateLimited> {
         match self.refused {
             Some(refused) => Err(refused),
-            None => {
-                Ok(Permit::new(self.limiter, self.allowed, self.snapshot, self.cost, self.subjects, self.pinned.is_some()))
-            }
+            None => Ok(Permit::new(
+                self.limiter,
+                self.allowed,
+                self.snapshot,
+                self.cost,
+                self.subjects,
+                self.pinned.is_some(),
+            )),
         }
     }
 

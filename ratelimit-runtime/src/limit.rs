@@ -371,7 +371,12 @@ mod memory_id_tests {
 
     fn spec(count: u64) -> LimitSpec {
         let _ = Mode::Enforce;
-        LimitSpec::new(LimitType::Ip, vec![Rule::new(Duration::from_secs(10), count).unwrap()], Algorithm::SlidingWindow, "rl:")
+        LimitSpec::new(
+            LimitType::Ip,
+            vec![Rule::new(Duration::from_secs(10), count).unwrap()],
+            Algorithm::SlidingWindow,
+            "rl:",
+        )
     }
 
     /// How many registered identities belong to limiter `name`.

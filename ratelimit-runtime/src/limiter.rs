@@ -49,7 +49,7 @@ impl LimiterBuilder {
     }
 
     /// Adds a concurrency limit: at most `max_in_flight` calls of one subject at a time, across
-    /// every process sharing the store. A call holds its slot until its [`Permit`] is dropped (or
+    /// every process sharing the store. A call holds its slot until its [`Permit`](crate::Permit) is dropped (or
     /// ended by the attribute when the function returns); a slot whose process died is freed
     /// after its lease ([`lease`](Self::lease), 60 s by default). Refusals have the cause
     /// [`Cause::Concurrency`](crate::Cause::Concurrency).

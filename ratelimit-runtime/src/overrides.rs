@@ -318,9 +318,9 @@ fn parse_type(s: &Spanned<String>) -> Result<LimitType, String> {
 
 /// `"2m"`: a block's length, written as a rule's window.
 fn parse_block(text: &str) -> Result<Duration, String> {
-    parse_rule(&format!("1/{text}"))
-        .map(|rule| rule.window())
-        .map_err(|_| format!("block {text:?}: expected a duration from 1ms to 366d such as \"2m\" (units ms, s, m, h, d)"))
+    parse_rule(&format!("1/{text}")).map(|rule| rule.window()).map_err(|_| {
+        format!("block {text:?}: expected a duration from 1ms to 366d such as \"2m\" (units ms, s, m, h, d)")
+    })
 }
 
 /// `"5/10s"`: a count, `/`, a window with its unit (ms, s, m, h, d).

@@ -398,6 +398,17 @@ pub const fn count_problem(what: &str, n: u64) -> Option<Problem> {
     }
 }
 
+/// Whether `n` is a valid `concurrency` (bounded as a count); `what` is "concurrency".
+pub const fn concurrency_problem(what: &str, n: u64) -> Option<Problem> {
+    match rule::Rule::from_millis(1, n) {
+        Ok(_) => None,
+        Err(rule::RuleError::ZeroCount) => {
+            Some(Problem::new().push("the ").push(what).push(" must be at least 1 (0 would refuse every call)"))
+        }
+        Err(_) => Some(Problem::new().push("the ").push(what).push(" must be at most ").push_number(rule::MAX_COUNT)),
+    }
+}
+
 /// The key prefix of a limit whose attribute gives none.
 pub use crate::key::DEFAULT_PREFIX;
 

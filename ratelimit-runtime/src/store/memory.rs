@@ -104,7 +104,10 @@ enum State {
     Log(Log),
     Cells(Cells),
     /// Refused until this instant (µs), as rule `rule` refused the call that started it.
-    Block { until: u64, rule: usize },
+    Block {
+        until: u64,
+        rule: usize,
+    },
     /// (end of lease µs, member) of each call in flight.
     Slots(Vec<(u64, [u8; 16])>),
 }
@@ -350,7 +353,9 @@ impl MemoryStore {
             if limit.is_concurrency() {
                 let state = guards.get(shard).get(key).filter(|st| !st.expired(now));
                 let held = match state {
-                    Some(State::Slots(slots)) => slots.iter().filter(|&&(end, _)| end > now).map(|&(end, _)| end).collect(),
+                    Some(State::Slots(slots)) => {
+                        slots.iter().filter(|&&(end, _)| end > now).map(|&(end, _)| end).collect()
+                    }
                     _ => Vec::new(),
                 };
                 if held.len() as u64 >= limit.concurrency {
@@ -361,7 +366,8 @@ impl MemoryStore {
             }
             // A limit with a penalty is decided on its own, then merged, to know whether it
             // refused the call itself.
-            let outer = limit.has_policy().then(|| (std::mem::replace(&mut d, Decision::admitted(now)), tightest.take()));
+            let outer =
+                limit.has_policy().then(|| (std::mem::replace(&mut d, Decision::admitted(now)), tightest.take()));
             let mut blocked = false;
             if limit.block_us > 0 {
                 if let Some(&State::Block { until, rule }) = guards.get(shard).get(&block_key(key)) {
@@ -689,7 +695,13 @@ fn deny_why(d: &mut Decision, limit: usize, rule: usize, wait_us: u64, why: Why)
 fn room(d: &mut Decision, tightest: &mut Option<u64>, limit: usize, rule: usize, left: u64, reset_us: u64) {
     if d.allowed && tightest.is_none_or(|t| left < t) {
         *tightest = Some(left);
-        *d = Decision { limit, rule, remaining: left, reset: Duration::from_micros(reset_us), ..Decision::admitted(d.at_us) };
+        *d = Decision {
+            limit,
+            rule,
+            remaining: left,
+            reset: Duration::from_micros(reset_us),
+            ..Decision::admitted(d.at_us)
+        };
     }
 }
 
