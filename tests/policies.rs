@@ -574,3 +574,60 @@ async fn refunds_blocks_and_slots_on_a_cluster() {
     let again = l.check(&who, 1).await.unwrap_err();
     assert!(again.retry_after() <= Duration::from_secs(90) && again.retry_after() > Duration::from_secs(88));
 }
+
+#[test]
+fn wait_waits_for_a_free_slot() {
+    let store: StoreHandle = Arc::new(MemoryStore::new());
+    let l = concurrency(&store, 1, Duration::from_secs(60));
+    let who = [ip("203.0.113.120")];
+    let held = l.check_blocking(&who, 1).unwrap();
+    // Without waiting: refused. With a wait longer than the call that holds the slot: admitted
+    // once it ends.
+    assert_eq!(l.until_ready_blocking(&who, 1, Duration::from_millis(1)).unwrap_err().cause(), Cause::Concurrency);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(held);
+        });
+        let started = Instant::now();
+        let permit = l.until_ready_blocking(&who, 1, Duration::from_secs(5)).expect("a slot within 5 s");
+        assert!(started.elapsed() >= Duration::from_millis(150), "{:?}", started.elapsed());
+        drop(permit);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sentinel
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refunds_blocks_and_slots_through_sentinel() {
+    use ratelimit::store::{SentinelSpec, SentinelStore};
+    let set = support::sentinel::SentinelSet::start();
+    let spec = SentinelSpec::new([set.sentinel_url()], support::sentinel::MASTER);
+    let store: StoreHandle = Arc::new(SentinelStore::open(&spec, Duration::from_secs(2)).unwrap());
+    let l = Limiter::builder(name("sentinel"))
+        .limit(LimitType::Ip, [Rule::from_millis(60_000, 2).unwrap()])
+        .block(Duration::from_secs(120))
+        .concurrency(LimitType::Ip, 1)
+        .store(store)
+        .refusal_cache(false)
+        .build()
+        .unwrap();
+    let who = [ip("198.51.100.60"), ip("198.51.100.60")];
+    for _ in 0..5 {
+        l.check(&who, 1).await.unwrap().refund().await.unwrap();
+    }
+    let held = l.check(&who, 1).await.unwrap();
+    assert_eq!(l.check(&who, 1).await.unwrap_err().cause(), Cause::Concurrency);
+    drop(held);
+    drop(admitted_soon(&l, &who).await);
+    let e = loop {
+        match l.check(&who, 1).await {
+            Err(e) if e.cause() == Cause::Exceeded => break e,
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Ok(p) => panic!("a third unit was admitted: {p:?}"),
+        }
+    };
+    // The block (120 s) outlasts the rule's own wait (60 s).
+    assert_eq!(e.retry_after(), Duration::from_secs(120));
+}

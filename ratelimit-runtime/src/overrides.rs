@@ -558,6 +558,15 @@ users = ["ops-bot"]
     }
 
     #[test]
+    fn blocks_are_durations() {
+        let o = Overrides::parse("[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\nblock = \"2m\"\n", "o.toml").unwrap();
+        assert_eq!(o.limits()[0].block, Some(Duration::from_secs(120)));
+        let e = err("[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\nblock = \"2x\"\n");
+        assert!(e.message().contains("block \"2x\": expected a duration"), "{e}");
+        assert_eq!(e.line(), 4);
+    }
+
+    #[test]
     fn errors_name_file_line_and_value() {
         let e = err("[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\nrules = [\"5/10x\"]\n");
         assert_eq!((e.file(), e.line(), e.column()), ("o.toml", 4, 10));
