@@ -11,9 +11,10 @@
 //!
 //! Routes: `GET /healthz`, `GET /api/hello` (per IP: 20 per 10s and 50 per 60s),
 //! `GET /api/global` (30 per 10s for everyone), `POST /api/orders` (per user from `X-User-Id`:
-//! 10 per 10s, and per IP: 15 per 10s, decided together), `GET /api/search` (per user: 5 per
-//! 10s, 50 per 10s for the `pro` plan of the `X-Plan` header), `GET /metrics` (Prometheus text
-//! format, never limited).
+//! 10 per 10s, and per IP: 15 per 10s, decided together), `POST /api/login` (per IP, only
+//! failed attempts count: 5 per 60s, then 2 minutes blocked), `GET /api/report?ms=N` (per IP,
+//! at most 2 at a time), `GET /api/search` (per user: 5 per 10s, 50 per 10s for the `pro` plan
+//! of the `X-Plan` header), `GET /metrics` (Prometheus text format, never limited).
 //!
 //! `RATELIMIT_CONFIG=limits.toml` overrides those limits (rules, shadow mode, exemptions; see
 //! the README); `kill -HUP <pid>` re-reads it.
@@ -41,6 +42,9 @@ Serves rate-limited HTTP routes:
   GET  /api/global   30 per 10s, shared by everyone
   POST /api/orders   per user (X-User-Id header, required): 10 per 10s,
                      and per client IP: 15 per 10s
+  POST /api/login    JSON body with a password: 200 for letmein, else 401; per client
+                     IP only failures count: after 5 in 60s, 2 minutes of 429
+  GET  /api/report   ?ms=N: sleeps N ms (at most 10000); per client IP at most 2 at a time
   GET  /api/search   per user (X-User-Id, required): 5 per 10s; the plan in the
                      X-Plan header chooses the tier (pro: 50 per 10s)
   GET  /metrics      the limiter's metrics, Prometheus text format (no limit)
@@ -120,6 +124,8 @@ pub fn app(trust_proxy: &[Cidr]) -> Router {
         .route("/api/hello", get(hello))
         .route("/api/global", get(global))
         .route("/api/orders", post(orders))
+        .route("/api/login", post(login))
+        .route("/api/report", get(report))
         .route("/api/search", get(search))
         .route("/metrics", get(metrics))
         .layer(RequestContextLayer::new().trust_proxies(trust_proxy.iter().copied()))
@@ -132,6 +138,10 @@ pub enum AppError {
     MissingUser,
     /// A limit refused the call.
     RateLimited(RateLimited),
+    /// `POST /api/login` with a wrong password.
+    WrongPassword,
+    /// A malformed request.
+    BadRequest(&'static str),
 }
 
 impl From<RateLimited> for AppError {
@@ -150,6 +160,11 @@ impl IntoResponse for AppError {
             )
                 .into_response(),
             AppError::RateLimited(e) => e.into_response(),
+            AppError::WrongPassword => {
+                (StatusCode::UNAUTHORIZED, [(CONTENT_TYPE, "application/json")], r#"{"error":"wrong_password"}"#)
+                    .into_response()
+            }
+            AppError::BadRequest(message) => (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response(),
         }
     }
 }
@@ -208,6 +223,43 @@ pub fn config() -> Result<ratelimit::Config, ratelimit::config::ConfigError> {
         .map_err(|e| ratelimit::config::ConfigError(e.to_string()))?;
     let search = format!("{}::search", module_path!());
     Ok(ratelimit::Config::from_env()?.tier(search, ratelimit::LimitType::User, "pro", [pro]))
+}
+
+/// The body of `POST /api/login`.
+#[derive(serde::Deserialize)]
+pub struct Login {
+    /// The password tried.
+    pub password: String,
+}
+
+/// Only failed logins count (`refund = on_ok` gives a successful attempt back): after 5
+/// failures from one IP within 60 s, the next attempt is refused and blocks that IP for 2
+/// minutes, on every server sharing the store.
+#[rate_limiter(type = Ip, rules = [(60s, 5)], refund = on_ok, block = 2m)]
+async fn login(axum::Json(login): axum::Json<Login>) -> Result<&'static str, AppError> {
+    if login.password == "letmein" {
+        Ok("welcome\n")
+    } else {
+        Err(AppError::WrongPassword)
+    }
+}
+
+/// A slow endpoint: at most 2 reports per IP run at once, across every server sharing the
+/// store; a third is refused (429) while they run.
+#[rate_limiter(type = Ip, concurrency = 2)]
+async fn report(uri: axum::http::Uri) -> Result<String, AppError> {
+    let ms = report_ms(uri.query()).ok_or(AppError::BadRequest("?ms= takes a number of milliseconds"))?;
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    Ok(format!("report ready after {ms} ms\n"))
+}
+
+/// `ms=N` of the query (absent: 0), at most 10 000.
+fn report_ms(query: Option<&str>) -> Option<u64> {
+    let value = query.unwrap_or("").split('&').find_map(|pair| pair.strip_prefix("ms="));
+    match value {
+        None => Some(0),
+        Some(v) => v.parse::<u64>().ok().map(|ms| ms.min(10_000)),
+    }
 }
 
 /// The Prometheus recorder's handle, once [`install_metrics`] ran.

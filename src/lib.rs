@@ -79,3 +79,8 @@ pub mod status {
 pub mod __private {
     pub use ratelimit_runtime::private::*;
 }
+
+/// The examples of docs/policies.md, run as doctests (not part of the API).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/policies.md")]
+pub struct PoliciesDoc;

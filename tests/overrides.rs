@@ -578,3 +578,23 @@ fn a_malformed_file_stops_the_example_server() {
     assert!(stderr.contains(&named) && stderr.contains("\"3 per 10s\""), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
 }
+
+/// `block = "…"` in the file sets a limit's penalty without a rebuild.
+#[test]
+fn the_file_sets_a_block() {
+    let _guard = locked();
+    let store: StoreHandle = Arc::new(ratelimit::store::MemoryStore::new());
+    let login = Limiter::builder("file::login").limit(LimitType::Ip, [rule(60, 2)]).store(store).build().unwrap();
+    apply(
+        r#"
+[[limit]]
+limiter = "file::login"
+type = "ip"
+block = "5m"
+"#,
+    );
+    let who = [ip("192.0.2.45")];
+    assert_eq!(passes(&login, &who, 2), 2);
+    assert_eq!(login.check_blocking(&who, 1).unwrap_err().retry_after(), Duration::from_secs(300));
+    apply("");
+}

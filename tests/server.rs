@@ -599,3 +599,88 @@ async fn non_ascii_user_ids_are_users() {
     let other: [(&str, &[u8]); 1] = [("X-User-Id", "ü名字2".as_bytes())];
     assert_eq!(request_bytes(addr, loopback(4), "POST", "/api/orders", &other).await.status, 200);
 }
+
+/// `POST /api/login` with a JSON body, from `from`.
+async fn login(server: SocketAddr, from: u8, password: &str) -> Reply {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket.bind(SocketAddr::new(loopback(from), 0)).expect("bind");
+    let mut stream = socket.connect(server).await.expect("connect");
+    let body = format!(r#"{{"password":"{password}"}}"#);
+    let req = format!(
+        "POST /api/login HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(req.as_bytes()).await.expect("write request");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await.expect("in time").expect("read");
+    parse_response(&raw)
+}
+
+/// Password guessing against two processes sharing one Redis: correct passwords never count,
+/// failures count jointly, and the sixth failure blocks the IP on both for 2 minutes.
+#[tokio::test]
+async fn login_failures_are_counted_and_blocked_across_two_processes() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let env = [("REDIS_URL", url.as_str())];
+    let (a, b) = (Server::start(&[], &env), Server::start(&[], &env));
+    for i in 0..10 {
+        let server = if i % 2 == 0 { a.addr } else { b.addr };
+        let ok = login(server, 20, "letmein").await;
+        assert_eq!((ok.status, ok.body.as_str()), (200, "welcome\n"), "{ok:?}");
+        // Refunded: the header says nothing was used.
+        assert_eq!(ok.header("ratelimit"), Some(r#""ip-1m";r=5;t=60"#), "{ok:?}");
+    }
+    // Five failures, alternating processes: all answered 401.
+    for i in 0..5 {
+        let server = if i % 2 == 0 { a.addr } else { b.addr };
+        assert_eq!(login(server, 20, "guess").await.status, 401);
+    }
+    // The sixth attempt is refused and starts the block, seen by both processes.
+    let refused = login(b.addr, 20, "guess").await;
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert_eq!(refused.header("retry-after"), Some("120"), "{refused:?}");
+    for server in [a.addr, b.addr] {
+        let blocked = login(server, 20, "letmein").await;
+        assert_eq!(blocked.status, 429, "even the right password waits out the block: {blocked:?}");
+        let retry: u64 = blocked.header("retry-after").and_then(|v| v.parse().ok()).expect("retry-after");
+        assert!((118..=120).contains(&retry), "the rest of the block, not a new one: {retry}");
+    }
+    // Another IP logs in.
+    assert_eq!(login(a.addr, 21, "letmein").await.status, 200);
+}
+
+/// `GET /api/report` admits at most 2 calls of one IP at a time across two processes.
+#[tokio::test]
+async fn reports_run_at_most_two_at_a_time_across_two_processes() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let env = [("REDIS_URL", url.as_str())];
+    let (a, b) = (Server::start(&[], &env), Server::start(&[], &env));
+    let slow =
+        |server: SocketAddr| async move { request(server, loopback(30), "GET", "/api/report?ms=1500", &[]).await };
+    let first = tokio::spawn(slow(a.addr));
+    let second = tokio::spawn(slow(b.addr));
+    // Both are running once a third is refused (retrying briefly while they start).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let third = loop {
+        let third = request(a.addr, loopback(30), "GET", "/api/report?ms=0", &[]).await;
+        if third.status == 429 || Instant::now() > deadline {
+            break third;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(third.status, 429, "{third:?}");
+    assert_eq!(third.header("retry-after"), Some("1"));
+    assert_eq!(request(b.addr, loopback(30), "GET", "/api/report?ms=0", &[]).await.status, 429);
+    // Another IP has its own two slots.
+    assert_eq!(request(b.addr, loopback(31), "GET", "/api/report?ms=0", &[]).await.status, 200);
+    for done in [first, second] {
+        let done = done.await.unwrap();
+        assert_eq!((done.status, done.body.as_str()), (200, "report ready after 1500 ms\n"));
+    }
+    // Their slots were freed when they returned.
+    assert_eq!(request(b.addr, loopback(30), "GET", "/api/report?ms=0", &[]).await.status, 200);
+    assert_eq!(request(a.addr, loopback(30), "GET", "/api/report?ms=0", &[]).await.status, 200);
+}

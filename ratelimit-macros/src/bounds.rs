@@ -24,6 +24,15 @@ pub(crate) fn checks(p: &TokenStream, attrs: &[Attr]) -> TokenStream {
         if let Some(wait) = &attr.wait {
             checks.extend(check(p, "window_problem", "wait", wait.value.0, &wait.value.1));
         }
+        if let Some(block) = &attr.block {
+            checks.extend(check(p, "window_problem", "block", block.value.0, &block.value.1));
+        }
+        if let Some(lease) = &attr.lease {
+            checks.extend(check(p, "window_problem", "lease", lease.value.0, &lease.value.1));
+        }
+        if let Some(n) = &attr.concurrency {
+            checks.extend(check(p, "concurrency_problem", "concurrency", n.value.0, &n.value.1));
+        }
     }
     checks
 }

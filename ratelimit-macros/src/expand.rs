@@ -3,7 +3,7 @@
 
 use crate::errors::Errors;
 use crate::item::{self, Function};
-use crate::parse::{self, Attr, Kind, Mode, OnError};
+use crate::parse::{self, Attr, Kind, Mode, OnError, Refund};
 use crate::validate::{self, Body, Limit, Plan, Shape};
 use crate::{bounds, stack};
 use proc_macro2::{Literal, Span, TokenStream};
@@ -80,7 +80,21 @@ fn private_path(krate: Option<&syn::Path>) -> TokenStream {
 }
 
 fn expand(func: Function, plan: &Plan, shape: &Shape, bounds: TokenStream) -> TokenStream {
-    let prelude = prelude(&func, plan, shape, bounds);
+    if plan.ends_calls() {
+        let prelude = prelude(&func, plan, shape, bounds, true);
+        let ended = |body: TokenStream| ended(prelude, body, plan, shape);
+        return match shape.body {
+            Body::Async | Body::Blocking => func.wrap(ended),
+            Body::BoxedAsync => {
+                let sig = func.sig.clone();
+                func.wrap_in_async_block(ended).unwrap_or_else(|| {
+                    // Unreachable: `signature` found the async block.
+                    Error::new_spanned(sig, "internal error: #[rate_limiter] lost the async block").to_compile_error()
+                })
+            }
+        };
+    }
+    let prelude = prelude(&func, plan, shape, bounds, false);
     match shape.body {
         Body::Async | Body::Blocking => func.prepend(prelude),
         Body::BoxedAsync => {
@@ -93,11 +107,39 @@ fn expand(func: Function, plan: &Plan, shape: &Shape, bounds: TokenStream) -> To
     }
 }
 
+/// The statements of a function whose call must end after its body (`refund`, concurrency
+/// slots): the check keeps its permit, the body runs in a closure (or an async block) so that
+/// its `return`s and `?`s give its result, and the permit ends with that result (refunded or
+/// not, its slots freed). A panic or a dropped future drops the permit, which frees the slots.
+/// The body's type is pinned to the function's result type, so that `?` inside converts as it
+/// would in the function.
+fn ended(prelude: TokenStream, body: TokenStream, plan: &Plan, shape: &Shape) -> TokenStream {
+    let p = private_path(plan.krate.as_ref());
+    let permit = syn::Ident::new(item::PERMIT, Span::mixed_site());
+    let result = &shape.result;
+    let refund = match plan.refund {
+        Some(Refund::OnOk) => quote!(#p::Refund::OnOk),
+        Some(Refund::OnErr) => quote!(#p::Refund::OnErr),
+        None => quote!(#p::Refund::Never),
+    };
+    match shape.body {
+        Body::Blocking => quote! {
+            #prelude
+            #p::end_blocking(#permit, #p::body::<#result, _>(move || { #body }), #refund)
+        },
+        Body::Async | Body::BoxedAsync => quote! {
+            #prelude
+            #p::end(#permit, #p::body_async::<#result, _>(async move { #body }).await, #refund).await
+        },
+    }
+}
+
 /// The block that decides the call, placed before the function's own statements. It is a block
 /// so that the subjects (which may borrow parameters) are dropped before the body runs. It binds
 /// [`item::MARKER`], by which a later expansion sees it. The bound checks are items, and go
-/// first: items after statements are a lint of their own.
-fn prelude(func: &Function, plan: &Plan, shape: &Shape, bounds: TokenStream) -> TokenStream {
+/// first: items after statements are a lint of their own. With `keep`, the block's value is the
+/// permit, bound to [`item::PERMIT`].
+fn prelude(func: &Function, plan: &Plan, shape: &Shape, bounds: TokenStream, keep: bool) -> TokenStream {
     let p = private_path(plan.krate.as_ref());
     let hygienic = |name: &str| syn::Ident::new(name, Span::mixed_site());
     let limiter = hygienic(item::MARKER);
@@ -130,17 +172,33 @@ fn prelude(func: &Function, plan: &Plan, shape: &Shape, bounds: TokenStream) -> 
     // `?` converts with `From` into the function's error type; when that type has no
     // `From<RateLimited>`, rustc says so and points at the return type.
     let question = quote_spanned!(shape.result.span()=> ?);
-
+    let head = quote! {
+        #bounds
+        let #limiter: &'static #p::StaticLimiter = {
+            static LIMITER: #p::StaticLimiter = #p::StaticLimiter::new(|| #build);
+            &LIMITER
+        };
+        #(#bindings)*
+        #tier_binding
+        let #subjects = [#(#subject_exprs),*];
+    };
+    if keep {
+        let permit = hygienic(item::PERMIT);
+        return quote! {
+            let #permit = {
+                #head
+                match #check {
+                    ::core::result::Result::Ok(permit) => permit,
+                    ::core::result::Result::Err(#error) => {
+                        match ::core::result::Result::<::core::convert::Infallible, _>::Err(#error)#question {}
+                    }
+                }
+            };
+        };
+    }
     quote! {
         {
-            #bounds
-            let #limiter: &'static #p::StaticLimiter = {
-                static LIMITER: #p::StaticLimiter = #p::StaticLimiter::new(|| #build);
-                &LIMITER
-            };
-            #(#bindings)*
-            #tier_binding
-            let #subjects = [#(#subject_exprs),*];
+            #head
             if let ::core::result::Result::Err(#error) = #check {
                 ::core::result::Result::<::core::convert::Infallible, _>::Err(#error)#question;
             }
@@ -194,10 +252,31 @@ fn add_limit(p: &TokenStream, limit: &Limit) -> TokenStream {
         Some(Mode::Shadow) => Some(quote!(.mode(#p::Mode::Shadow))),
         Some(Mode::Enforce) | None => None,
     };
+    let millis = |ms: u64| {
+        let ms = Literal::u64_suffixed(ms);
+        quote!(::core::time::Duration::from_millis(#ms))
+    };
+    if let Some(n) = limit.concurrency {
+        let n = Literal::u64_suffixed(n);
+        let lease = limit.lease.map(|ms| {
+            let lease = millis(ms);
+            quote!(.lease(#lease))
+        });
+        return quote! {
+            .concurrency_with(#p::LimitType::#kind, #n, #prefix)
+            #lease
+            #mode
+        };
+    }
+    let block = limit.block.map(|ms| {
+        let block = millis(ms);
+        quote!(.block(#block))
+    });
     quote! {
         .limit_ms(#p::LimitType::#kind, &[#(#rules),*], #p::Algorithm::#algorithm, #prefix)
         #burst
         #mode
+        #block
     }
 }
 

@@ -40,7 +40,7 @@ impl Function {
     /// Whether the body is exactly `Box::pin(async move { … })`, the shape `#[async_trait]`
     /// gives a method, whose check must run inside the future.
     pub(crate) fn is_boxed_async(&self) -> bool {
-        boxed_async(&self.body, &TokenStream::new()).is_some()
+        async_block(&self.body).is_some()
     }
 
     /// Whether the body already starts with the check of a `#[rate_limiter]` that expanded
@@ -50,17 +50,28 @@ impl Function {
     }
 
     /// The function with `prelude` in front of its statements.
-    pub(crate) fn prepend(mut self, prelude: TokenStream) -> TokenStream {
+    pub(crate) fn prepend(self, prelude: TokenStream) -> TokenStream {
+        self.wrap(|body| prepended(prelude, body))
+    }
+
+    /// The function with its statements replaced by `wrap(statements)` (which may put them in
+    /// a closure or an async block after the check).
+    pub(crate) fn wrap(mut self, wrap: impl FnOnce(TokenStream) -> TokenStream) -> TokenStream {
         let body = std::mem::take(&mut self.body);
-        self.body = prelude;
-        self.body.extend(body);
+        self.body = wrap(body);
         self.into_token_stream()
     }
 
     /// The function with `prelude` in front of the statements of its body's async block; `None`
     /// unless [`is_boxed_async`](Self::is_boxed_async).
-    pub(crate) fn prepend_in_async_block(mut self, prelude: TokenStream) -> Option<TokenStream> {
-        self.body = boxed_async(&self.body, &prelude)?;
+    pub(crate) fn prepend_in_async_block(self, prelude: TokenStream) -> Option<TokenStream> {
+        self.wrap_in_async_block(|body| prepended(prelude, body))
+    }
+
+    /// The function with the statements of its body's async block replaced by
+    /// `wrap(statements)`; `None` unless [`is_boxed_async`](Self::is_boxed_async).
+    pub(crate) fn wrap_in_async_block(mut self, wrap: impl FnOnce(TokenStream) -> TokenStream) -> Option<TokenStream> {
+        self.body = boxed_async(&self.body, wrap)?;
         Some(self.into_token_stream())
     }
 }
@@ -77,12 +88,36 @@ impl ToTokens for Function {
     }
 }
 
+fn prepended(prelude: TokenStream, body: TokenStream) -> TokenStream {
+    let mut out = prelude;
+    out.extend(body);
+    out
+}
+
 /// The name the check binds to its limiter; a body whose first block binds it with `let` was
 /// already limited by an expansion of the attribute.
 pub(crate) const MARKER: &str = "__ratelimit_limiter";
 
+/// The name a check that keeps its permit binds it to (`let __ratelimit_permit = { check };`).
+pub(crate) const PERMIT: &str = "__ratelimit_permit";
+
 fn starts_with_check(body: &TokenStream) -> bool {
-    let Some(TokenTree::Group(block)) = body.clone().into_iter().next() else { return false };
+    let mut tokens = body.clone().into_iter();
+    let first = match tokens.next() {
+        Some(TokenTree::Ident(i)) if i == "let" => {
+            // `let __ratelimit_permit = { … }`
+            match (tokens.next(), tokens.next(), tokens.next()) {
+                (Some(TokenTree::Ident(name)), Some(TokenTree::Punct(eq)), block)
+                    if name == PERMIT && eq.as_char() == '=' =>
+                {
+                    block
+                }
+                _ => None,
+            }
+        }
+        other => other,
+    };
+    let Some(TokenTree::Group(block)) = first else { return false };
     let tokens: Vec<TokenTree> = block.stream().into_iter().collect();
     block.delimiter() == Delimiter::Brace
         && tokens.windows(2).any(|pair| {
@@ -113,15 +148,15 @@ fn async_block(body: &TokenStream) -> Option<Group> {
     (block.delimiter() == Delimiter::Brace).then(|| block.clone())
 }
 
-/// The body `Box::pin(async move { prelude … })`, tokens and spans as written otherwise.
-fn boxed_async(body: &TokenStream, prelude: &TokenStream) -> Option<TokenStream> {
+/// The body `Box::pin(async move { wrap(…) })`, tokens and spans as written otherwise.
+fn boxed_async(body: &TokenStream, wrap: impl FnOnce(TokenStream) -> TokenStream) -> Option<TokenStream> {
     let block = async_block(body)?;
     let mut tokens: Vec<TokenTree> = body.clone().into_iter().collect();
     let Some(TokenTree::Group(call)) = tokens.pop() else { return None };
+    let mut wrap = Some(wrap);
     let args = call.stream().into_iter().map(|t| match t {
         TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => {
-            let mut stream = prelude.clone();
-            stream.extend(block.stream());
+            let stream = wrap.take().map_or_else(|| block.stream(), |wrap| wrap(block.stream()));
             let mut inner = Group::new(Delimiter::Brace, stream);
             inner.set_span(g.span());
             TokenTree::Group(inner)

@@ -44,7 +44,12 @@ use proc_macro::TokenStream;
 ///            | wait = <duration>         wait up to this long for room instead of refusing
 ///            | mode = enforce | shadow   shadow: decide and count, never refuse (default enforce)
 ///            | tier = <expr>             the caller's tier (text, or an Option of it): its rules
+///            | refund = on_ok | on_err   give the call's units back when the body returns Ok / Err
+///            | block = <duration>        once refused as exceeded, refuse the subject this long
 ///            | crate = "path"            where `ratelimit` is reachable, default "::ratelimit"
+///
+/// Instead of `rules`: concurrency = N [, lease = <duration>]
+///                                        at most N calls of a subject in flight (lease: 60s)
 /// ```
 ///
 /// A rule `(20s, 10)` admits at most 10 units in any 20 seconds. Windows run from 1ms to 366
@@ -89,6 +94,12 @@ use proc_macro::TokenStream;
 ///   tier) chooses the rules of this call: those a tier gets from code (`Config::tier`,
 ///   `LimiterBuilder::tier`) or from the overrides file (`[[limit]]` with `tier = "pro"`), else
 ///   the attribute's. Unknown tiers get the attribute's rules. See `docs/tiers.md`.
+/// * **Refunds, penalties, concurrency.** `refund = on_ok` counts only failures (logins),
+///   `refund = on_err` makes failures free; `block = 2m` refuses a subject for 2 minutes once
+///   this limit refused it as exceeded (in every process); `concurrency = N` admits at most N
+///   calls of a subject at a time, the slot freed on return, error, panic or a dropped future.
+///   `refund` belongs to the whole limiter; `block`, `concurrency` and `lease` to their attribute.
+///   See the repository's docs/policies.md.
 /// * **Cost of a call.** The limiter is built once per function, in a `static`, on first use;
 ///   per call only the subjects are computed and one check is made.
 ///

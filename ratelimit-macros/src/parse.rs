@@ -93,6 +93,15 @@ pub(crate) enum Mode {
     Shadow,
 }
 
+/// `refund = on_ok|on_err`: when the body's result gives the call's units back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refund {
+    /// Only failures count (a login that succeeded gives its attempt back).
+    OnOk,
+    /// Failures cost nothing.
+    OnErr,
+}
+
 /// The algorithms the runtime knows (`algorithm = …`).
 pub(crate) const ALGORITHMS: &[&str] =
     &["SlidingWindow", "SlidingWindowCounter", "FixedWindow", "TokenBucket", "LeakyBucket", "Gcra"];
@@ -116,6 +125,10 @@ const OPTIONS: &[&str] = &[
     "wait",
     "mode",
     "tier",
+    "refund",
+    "block",
+    "concurrency",
+    "lease",
     "crate",
 ];
 
@@ -146,6 +159,13 @@ pub(crate) struct Attr {
     pub mode: Option<Given<Mode>>,
     /// `tier = <expr>`: the caller's tier, evaluated per call.
     pub tier: Option<Given<Expr>>,
+    pub refund: Option<Given<(Refund, Expr)>>,
+    /// `block = <duration>`, in ms.
+    pub block: Option<Given<(u64, syn::LitInt)>>,
+    /// `concurrency = N`.
+    pub concurrency: Option<Given<(u64, syn::LitInt)>>,
+    /// `lease = <duration>`, in ms.
+    pub lease: Option<Given<(u64, syn::LitInt)>>,
     pub krate: Option<Given<(syn::Path, LitStr)>>,
     /// Options given with a value that was refused (already reported).
     pub invalid: Vec<String>,
@@ -197,6 +217,10 @@ impl Attr {
             "wait" => store(&mut self.wait, key, rules::duration(&value, "wait")),
             "mode" => store(&mut self.mode, key, mode(&value)),
             "tier" => store(&mut self.tier, key, Ok(value)),
+            "refund" => store(&mut self.refund, key, refund(&value).map(|r| (r, value))),
+            "block" => store(&mut self.block, key, rules::duration(&value, "block")),
+            "concurrency" => store(&mut self.concurrency, key, rules::count(&value, "concurrency")),
+            "lease" => store(&mut self.lease, key, rules::duration(&value, "lease")),
             "crate" => store(&mut self.krate, key, krate(&value)),
             _ => Err(Error::new_spanned(
                 &key,
@@ -309,6 +333,16 @@ fn on_error(value: &Expr) -> syn::Result<OnError> {
             value,
             "`on_error` is `allow` (let calls through when the store fails) or `deny` (refuse them)",
         )),
+    }
+}
+
+fn refund(value: &Expr) -> syn::Result<Refund> {
+    const EXPECTED: &str = "`refund` is `on_ok` (give the call's units back when the function returns Ok: only \
+                            failures count, e.g. login attempts) or `on_err` (give them back on Err: failures cost nothing)";
+    match single_ident(value).map(Ident::to_string).as_deref() {
+        Some("on_ok") => Ok(Refund::OnOk),
+        Some("on_err") => Ok(Refund::OnErr),
+        _ => Err(Error::new_spanned(value, EXPECTED)),
     }
 }
 

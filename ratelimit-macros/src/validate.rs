@@ -3,7 +3,7 @@
 
 use crate::errors::Errors;
 use crate::item::Function;
-use crate::parse::{Attr, Given, Kind, Mode, OnError, ALGORITHMS, BURST_ALGORITHMS};
+use crate::parse::{Attr, Given, Kind, Mode, OnError, Refund, ALGORITHMS, BURST_ALGORITHMS};
 use crate::rules::Rule;
 use quote::ToTokens;
 use syn::{Error, Expr, GenericArgument, Ident, LitStr, PathArguments, ReturnType, Type, TypeParamBound};
@@ -19,6 +19,12 @@ pub(crate) struct Limit {
     pub mode: Option<Mode>,
     /// The `ip`/`user`/`key` expression, if any.
     pub subject: Option<Expr>,
+    /// `block = …` in ms: the penalty after a refusal as exceeded.
+    pub block: Option<u64>,
+    /// `concurrency = N`: a concurrency limit (then `rules` is empty).
+    pub concurrency: Option<u64>,
+    /// `lease = …` in ms (concurrency limits).
+    pub lease: Option<u64>,
 }
 
 /// Everything the expansion needs: the limits of all stacked attributes, outermost first, and
@@ -33,6 +39,16 @@ pub(crate) struct Plan {
     pub wait: Option<u64>,
     /// `tier = …`: the caller's tier, which chooses the rules in force.
     pub tier: Option<Expr>,
+    /// `refund = …`: when the body's result gives the call's units back.
+    pub refund: Option<Refund>,
+}
+
+impl Plan {
+    /// Whether the call must be ended after the body: its units may be given back, or it holds
+    /// concurrency slots.
+    pub(crate) fn ends_calls(&self) -> bool {
+        self.refund.is_some() || self.limits.iter().any(|l| l.concurrency.is_some())
+    }
 }
 
 /// Checks one attribute's options against each other. `None` when its `type` or `rules` was
@@ -45,10 +61,47 @@ fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
             "missing `type`: add `type = Global`, `type = Ip`, `type = User` or `type = Key`",
         ));
     }
-    if attr.rules.is_none() && !attr.was_refused("rules") {
+    let concurrency = attr.concurrency.is_some() || attr.was_refused("concurrency");
+    if attr.rules.is_none() && !attr.was_refused("rules") && !concurrency {
         errors.push(Error::new_spanned(
             &attr.site,
-            "missing `rules`: add e.g. `rules = [(20s, 10)]` (at most 10 calls in any 20 seconds)",
+            "missing `rules`: add e.g. `rules = [(20s, 10)]` (at most 10 calls in any 20 seconds), or \
+             `concurrency = N` (at most N calls at a time)",
+        ));
+    }
+    if let Some(n) = &attr.concurrency {
+        let conflicts: [(&str, Option<&Ident>, &str); 5] = [
+            (
+                "rules",
+                attr.rules.as_ref().map(|g| &g.key),
+                "counts calls per window; put `concurrency` in a #[rate_limiter] of its own, stacked on this \
+                 function (both are decided in one step)",
+            ),
+            ("algorithm", attr.algorithm.as_ref().map(|g| &g.key), "is how rules count; a concurrency limit has none"),
+            ("burst", attr.burst.as_ref().map(|g| &g.key), "is a bucket's capacity; a concurrency limit has none"),
+            (
+                "block",
+                attr.block.as_ref().map(|g| &g.key),
+                "starts when rules refuse a call; a concurrency limit has none (stack one with `rules`)",
+            ),
+            (
+                "mode = shadow",
+                attr.mode.as_ref().filter(|g| g.value == Mode::Shadow).map(|g| &g.key),
+                "cannot watch a concurrency limit (its slots would never be freed): remove it",
+            ),
+        ];
+        for (option, key, why) in conflicts {
+            if let Some(key) = key {
+                let mut e = Error::new_spanned(key, format!("`{option}` {why}"));
+                e.combine(Error::new_spanned(&n.key, "`concurrency` is given here"));
+                errors.push(e);
+            }
+        }
+    }
+    if let (Some(lease), false) = (&attr.lease, concurrency) {
+        errors.push(Error::new_spanned(
+            &lease.key,
+            "`lease` is how long a concurrency slot is held at most: it needs `concurrency = N`; remove it",
         ));
     }
     let kind = attr.kind.as_ref().map(|k| k.value.0);
@@ -93,16 +146,24 @@ fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
         }
     }
     errors.finish()?;
-    match (attr.kind.take(), attr.rules.take()) {
+    let rules = match (attr.rules.take(), &attr.concurrency) {
+        (Some(rules), _) => Some(rules.value),
+        (None, Some(_)) => Some(Vec::new()),
+        (None, None) => None,
+    };
+    match (attr.kind.take(), rules) {
         // A refused `type` or `rules` was reported when it was read.
         (Some(kind), Some(rules)) => Ok(Some(Limit {
             kind: kind.value.0,
-            rules: rules.value,
+            rules,
             algorithm: attr.algorithm.take().map(|g| g.value),
             burst: attr.burst.take().map(|g| g.value.0),
             prefix: attr.prefix.take().map(|g| g.value),
             mode: attr.mode.take().map(|g| g.value),
             subject,
+            block: attr.block.take().map(|g| g.value.0),
+            concurrency: attr.concurrency.take().map(|g| g.value.0),
+            lease: attr.lease.take().map(|g| g.value.0),
         })),
         _ => Ok(None),
     }
@@ -120,7 +181,7 @@ fn variant_of(option: &str) -> &'static str {
 pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     let mut errors = Errors::default();
     let mut plan =
-        Plan { limits: Vec::new(), name: None, on_error: None, krate: None, cost: None, wait: None, tier: None };
+        Plan { limits: Vec::new(), name: None, on_error: None, krate: None, cost: None, wait: None, tier: None, refund: None };
     // The first attribute that gave each limiter-wide option, to compare the others with.
     let mut name: Option<Given<LitStr>> = None;
     let mut on_error: Option<Given<(OnError, Expr)>> = None;
@@ -128,7 +189,9 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     let mut cost: Option<Given<Expr>> = None;
     let mut wait: Option<Given<(u64, syn::LitInt)>> = None;
     let mut tier: Option<Given<Expr>> = None;
+    let mut refund: Option<Given<(Refund, Expr)>> = None;
     for mut attr in attrs {
+        agree(&mut refund, attr.refund.take(), |a, b| a.0 == b.0, &mut errors);
         agree(&mut name, attr.name.take(), |a, b| a.value() == b.value(), &mut errors);
         agree(&mut on_error, attr.on_error.take(), |a, b| a.0 == b.0, &mut errors);
         agree(&mut krate, attr.krate.take(), |a, b| same_tokens(&a.0, &b.0), &mut errors);
@@ -149,6 +212,7 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     plan.cost = cost.map(|g| g.value);
     plan.wait = wait.map(|g| g.value.0);
     plan.tier = tier.map(|g| g.value);
+    plan.refund = refund.map(|g| g.value.0);
     Ok(plan)
 }
 

@@ -202,6 +202,56 @@ fn bucket(now: u64, cost: u64, w: u64, count: u64, cap: u64, stored: Option<(u64
     Step { allowed: false, left: 0, wait: (after - full).div_ceil(n) as u64, state, ttl: until_empty }
 }
 
+/// Gives back the `cost` units a call admitted at `at` (µs) took from one rule of an O(1)
+/// algorithm, at `now`, from its stored values `v`: the new values, or `None` when the units no
+/// longer count (nothing to write).
+///
+/// - fixed window: the window's count drops by `cost` (never below zero) if the call's window is
+///   still the current one;
+/// - sliding window counter: the count of the call's window drops by `cost` while that window is
+///   the current or the previous one (where it still weighs);
+/// - buckets and GCRA: the instant the bucket is empty moves back by `cost · T`, never before
+///   now (a bucket never holds more than its capacity), and only while it is not empty and the
+///   call's units may still be in it (less than a full bucket's drain time, `cap · T`, after
+///   the call).
+#[inline]
+pub(crate) fn refund(alg: Algorithm, rate: Rate, now: u64, at: u64, cost: u64, v: &[Option<u64>]) -> Option<[u64; 3]> {
+    let Rate { w, count, .. } = rate;
+    let get = |i: usize| v.get(i).copied().flatten();
+    let (idx, at_idx) = (now / w, at / w);
+    match alg {
+        Algorithm::FixedWindow => {
+            let (i, c) = get(0).zip(get(1))?;
+            (i == at_idx && at_idx == idx).then(|| [i, c.saturating_sub(cost), 0])
+        }
+        Algorithm::SlidingWindowCounter => {
+            let (i, c) = get(0).zip(get(1))?;
+            let p = get(2).unwrap_or(0);
+            if i == at_idx && at_idx + 1 >= idx {
+                Some([i, c.saturating_sub(cost), p])
+            } else if i == at_idx + 1 && i == idx {
+                Some([i, c, p.saturating_sub(cost)])
+            } else {
+                None
+            }
+        }
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra | Algorithm::SlidingWindow => {
+            let (e, f) = get(0).zip(get(1))?;
+            let n = u128::from(count);
+            let empty_n = u128::from(e) * n + u128::from(f);
+            let now_n = u128::from(now) * n;
+            // A full bucket drains in cap · T: the call's units are gone by then, whatever
+            // came after them.
+            let drained = u128::from(now.saturating_sub(at)) * n >= u128::from(rate.cap) * u128::from(w);
+            if empty_n <= now_n || drained {
+                return None;
+            }
+            let back = empty_n.saturating_sub(u128::from(cost) * u128::from(w)).max(now_n);
+            Some([(back / n) as u64, (back % n) as u64, 0])
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -237,6 +237,7 @@ impl Config {
             rules: Some(rules.into_iter().collect()),
             mode: None,
             tier: Some(tier.into()),
+            block: None,
         });
         self
     }

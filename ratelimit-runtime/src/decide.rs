@@ -15,15 +15,16 @@
 use crate::algorithm::Algorithm;
 use crate::config::{self, FailurePolicy};
 use crate::context;
-use crate::decision::Decision;
+use crate::decision::{Decision, Why};
 use crate::error::Cause;
 use crate::error::RateLimited;
 use crate::error::StoreError;
 use crate::limit_set::{Keys, LimitSet};
 use crate::limit_type::LimitType;
 use crate::limiter::epoch_us;
-use crate::limiter::{Limiter, Permit};
+use crate::limiter::Limiter;
 use crate::metrics::Outcome;
+use crate::permit::Permit;
 use crate::policy::Policy;
 use crate::refusal_cache::{self, Refusal};
 use crate::snapshot::{shadow_refusal, Snapshot};
@@ -196,14 +197,16 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 self.shadow()
             }
             Ok(d) => {
-                self.remember(&d);
-                let refused = self.refusal(
-                    set.limit_type(d.limit),
-                    set.policy_of(d.limit, d.rule),
-                    d.retry_after,
-                    Cause::Exceeded,
-                    None,
-                );
+                // A full concurrency limit can free a slot any moment: such a refusal is never
+                // cached. A block stands until its end, as a refusal by a rule does.
+                let (cause, policy) = match d.why {
+                    Why::Concurrency => (Cause::Concurrency, None),
+                    Why::Exceeded | Why::Blocked => {
+                        self.remember(&d);
+                        (Cause::Exceeded, set.policy_of(d.limit, d.rule))
+                    }
+                };
+                let refused = self.refusal(set.limit_type(d.limit), policy, d.retry_after, cause, None);
                 self.done(Some(refused), Outcome::Denied)
             }
             Err(e) => match self.limiter.failure_policy() {
@@ -229,7 +232,9 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     fn remember(&self, d: &Decision) {
         let Some(at) = self.cache_at else { return };
         let set = self.set();
-        let sliding = set.limits.get(d.limit).is_some_and(|l| l.algorithm == Algorithm::SlidingWindow);
+        // A block's wait and the sliding window's are exact; the O(1) algorithms' may be a µs long.
+        let sliding =
+            d.why == Why::Blocked || set.limits.get(d.limit).is_some_and(|l| l.algorithm == Algorithm::SlidingWindow);
         let Some(refusal) = Refusal::of(d, sliding, at, self.cost, self.pinned.is_some()) else { return };
         let Ok(keys) = Keys::of(set, self.subjects) else { return };
         refusal_cache::global().insert(set.owner(self.limiter.store()), keys.as_slice(), refusal);
@@ -292,7 +297,14 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     pub(crate) fn decided(self) -> Result<Permit<'l>, RateLimited> {
         match self.refused {
             Some(refused) => Err(refused),
-            None => Ok(Permit::new(self.limiter, self.allowed, self.snapshot)),
+            None => Ok(Permit::new(
+                self.limiter,
+                self.allowed,
+                self.snapshot,
+                self.cost,
+                self.subjects,
+                self.pinned.is_some(),
+            )),
         }
     }
 

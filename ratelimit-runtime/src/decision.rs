@@ -2,6 +2,18 @@
 
 use std::time::Duration;
 
+/// Why a store refused a call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Why {
+    /// A rule had no room.
+    #[default]
+    Exceeded,
+    /// The subject is blocked by a limit's penalty (`block`): refused until the block ends.
+    Blocked,
+    /// A concurrency limit's slots are all held.
+    Concurrency,
+}
+
 /// The answer of a store for one call, over every limit of the call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
@@ -20,11 +32,50 @@ pub struct Decision {
     /// (for the sliding window, its full window: this call's units leave last). When denied:
     /// the retry-after.
     pub reset: Duration,
+    /// When the store decided, in µs since the Unix epoch on the store's clock: a refund finds
+    /// the call's units by it (the window they were counted in).
+    pub(crate) at_us: u64,
+    /// The call's unique id in the store (its sliding-window entries and concurrency slots),
+    /// zero when the store keeps none.
+    pub(crate) member: [u8; 16],
+    /// Why it was refused (meaningless when allowed).
+    pub(crate) why: Why,
 }
 
 impl Decision {
-    /// Builds a decision from the six integers of the script (1-based indexes, µs).
-    pub(crate) fn from_script(v: [i64; 6]) -> Decision {
+    /// An admission with nothing to report yet (the stores fill in the tightest rule).
+    pub(crate) const fn admitted(at_us: u64) -> Decision {
+        Decision {
+            allowed: true,
+            limit: 0,
+            rule: 0,
+            retry_after: Duration::ZERO,
+            remaining: 0,
+            reset: Duration::ZERO,
+            at_us,
+            member: [0; 16],
+            why: Why::Exceeded,
+        }
+    }
+
+    /// A refusal by rule `rule` of limit `limit` for `wait`.
+    pub(crate) const fn refused(limit: usize, rule: usize, wait: Duration, at_us: u64, why: Why) -> Decision {
+        Decision {
+            allowed: false,
+            limit,
+            rule,
+            retry_after: wait,
+            remaining: 0,
+            reset: wait,
+            at_us,
+            member: [0; 16],
+            why,
+        }
+    }
+
+    /// Builds a decision from the integers of the script (1-based indexes, µs): allowed, limit,
+    /// rule, retry-after, remaining, reset, now, and why (0 exceeded, 1 blocked, 2 concurrency).
+    pub(crate) fn from_script(v: [i64; 8]) -> Decision {
         let us = |x: i64| Duration::from_micros(u64::try_from(x).unwrap_or(0));
         Decision {
             allowed: v[0] == 1,
@@ -33,6 +84,13 @@ impl Decision {
             retry_after: us(v[3]),
             remaining: u64::try_from(v[4]).unwrap_or(0),
             reset: us(v[5]),
+            at_us: u64::try_from(v[6]).unwrap_or(0),
+            member: [0; 16],
+            why: match v[7] {
+                1 => Why::Blocked,
+                2 => Why::Concurrency,
+                _ => Why::Exceeded,
+            },
         }
     }
 }

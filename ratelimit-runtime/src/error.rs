@@ -25,6 +25,10 @@ pub enum Cause {
     /// no wait would let it pass, so no retry-after is promised. [`RateLimited::rule`] names the
     /// rule.
     CostTooHigh,
+    /// A concurrency limit (`concurrency = N`) already has N calls of this subject in flight.
+    /// The retry-after is a hint (a slot frees when a call ends); [`RateLimited::rule`] is
+    /// `None`.
+    Concurrency,
 }
 
 /// The error of a rate-limited call: which limiter and rule refused it, and when to retry.
@@ -107,6 +111,7 @@ impl fmt::Display for RateLimited {
                 write!(f, "({}: no {} to count the call for)", self.limit_type, self.limit_type)?
             }
             (Cause::Misconfigured, _) => write!(f, "({}: misconfigured)", self.limit_type)?,
+            (Cause::Concurrency, _) => write!(f, "({}: too many calls in flight)", self.limit_type)?,
             (Cause::CostTooHigh, Some(p)) => {
                 return write!(f, "({}, {}): the call's cost can never fit; do not retry", p.limit_type, p.rule)
             }

@@ -95,6 +95,21 @@ impl KeyTemplate {
         KeyTemplate { head, tail }
     }
 
+    /// The keys of a concurrency limit: `<prefix>{<limiter>|<type>|<subject>}:cc:<n>x<lease>`
+    /// (a sorted set of the slots held, each scored by the end of its lease).
+    pub(crate) fn concurrency(
+        prefix: &str,
+        limiter: &str,
+        limit_type: LimitType,
+        n: u64,
+        lease: std::time::Duration,
+    ) -> KeyTemplate {
+        let mut template = KeyTemplate::new(prefix, limiter, limit_type, Algorithm::SlidingWindow, None, &[]);
+        let lease = Rule::new(lease, 1).map_or_else(|_| lease.as_millis().to_string(), |r| r.window_label());
+        template.tail = format!("}}:cc:{n}x{lease}").into_bytes();
+        template
+    }
+
     /// Everything but the subject: what identifies the limit.
     pub(crate) fn identity(&self) -> Vec<u8> {
         [&self.head[..], &[0], &self.tail[..]].concat()

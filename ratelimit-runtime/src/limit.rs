@@ -26,6 +26,16 @@ pub(crate) struct Limit {
     template: KeyTemplate,
     /// Where this limit's policies start in the limiter's policy list.
     policy_offset: usize,
+    /// The penalty: a refusal as exceeded blocks the subject this long (µs; 0: none).
+    pub(crate) block_us: u64,
+    /// A concurrency limit: at most this many calls in flight (0: a rate limit). Such a limit
+    /// has no rules.
+    pub(crate) concurrency: u64,
+    /// How long a concurrency slot is held at most (µs): the slots of a process that died free
+    /// themselves after it.
+    pub(crate) lease_us: u64,
+    /// The arguments every limit gives the general script first: block µs, concurrency, lease µs.
+    pub(crate) policy_args: [Vec<u8>; 3],
     /// The script's arguments for this limit: algorithm, rule count, (window µs, count)*.
     pub(crate) script_args: Vec<Vec<u8>>,
     /// Distinguishes this limit's logs in the in-memory store without building a Redis key
@@ -48,6 +58,19 @@ impl Limit {
     /// The first rule whose capacity is below `cost`: a call of that cost can never pass.
     pub(crate) fn rule_too_small(&self, cost: u64) -> Option<usize> {
         (0..self.rules.len()).find(|&r| self.capacity(r) < cost)
+    }
+
+    /// Whether this limit needs more than its rules (a penalty, or in-flight slots): such calls
+    /// are decided by the general script, and in memory by the general path.
+    #[inline]
+    pub(crate) fn has_policy(&self) -> bool {
+        self.block_us > 0 || self.concurrency > 0
+    }
+
+    /// Whether this is a concurrency limit (slots, no rules).
+    #[inline]
+    pub(crate) fn is_concurrency(&self) -> bool {
+        self.concurrency > 0
     }
 
     pub(crate) fn longest_us(&self) -> u64 {
@@ -137,6 +160,18 @@ pub enum LimiterError {
     BurstUnsupported(Algorithm),
     /// `burst` is zero or larger than [`MAX_COUNT`](crate::rule::MAX_COUNT).
     InvalidBurst(u64),
+    /// `block` is zero or longer than [`MAX_WINDOW`](crate::rule::MAX_WINDOW).
+    InvalidBlock(Duration),
+    /// `block` was given to a concurrency limit: a penalty follows a refusal by a rule.
+    BlockWithoutRules,
+    /// `concurrency` is zero or larger than [`MAX_COUNT`](crate::rule::MAX_COUNT).
+    InvalidConcurrency(u64),
+    /// `lease` is zero or longer than [`MAX_WINDOW`](crate::rule::MAX_WINDOW).
+    InvalidLease(Duration),
+    /// `lease` was given to a limit that is not a concurrency limit.
+    LeaseWithoutConcurrency,
+    /// A limit has both rules and `concurrency`: give each its own limit (stack them).
+    ConcurrencyWithRules,
     /// A full bucket of this burst would take longer than
     /// [`MAX_WINDOW`](crate::rule::MAX_WINDOW) to drain at a rule's rate (`burst × window /
     /// count`): the burst is out of proportion with the rate.
@@ -159,6 +194,18 @@ impl fmt::Display for LimiterError {
                 write!(f, "`burst` applies to TokenBucket, LeakyBucket and Gcra, not {a:?}")
             }
             LimiterError::InvalidBurst(b) => write!(f, "`burst` must be between 1 and 1_000_000_000, not {b}"),
+            LimiterError::InvalidBlock(d) => write!(f, "`block` must be between 1ms and 366 days, not {d:?}"),
+            LimiterError::BlockWithoutRules => {
+                f.write_str("`block` applies to a limit with rules (a refusal as exceeded starts it), not to `concurrency`")
+            }
+            LimiterError::InvalidConcurrency(n) => {
+                write!(f, "`concurrency` must be between 1 and 1_000_000_000, not {n}")
+            }
+            LimiterError::InvalidLease(d) => write!(f, "`lease` must be between 1ms and 366 days, not {d:?}"),
+            LimiterError::LeaseWithoutConcurrency => f.write_str("`lease` applies to a `concurrency` limit only"),
+            LimiterError::ConcurrencyWithRules => {
+                f.write_str("a limit has either rules or `concurrency`: add the concurrency limit as a limit of its own")
+            }
             LimiterError::BurstTooSlow(b) => write!(
                 f,
                 "a bucket of `burst = {b}` would take more than 366 days to drain at its rate (burst × window / count): \
@@ -182,6 +229,37 @@ pub(crate) struct LimitSpec {
     pub(crate) burst: Option<u64>,
     /// Enforce, or shadow (`mode = shadow`); the overrides file may change it.
     pub(crate) mode: crate::mode::Mode,
+    /// The penalty after a refusal as exceeded (`block = …`).
+    pub(crate) block: Option<Duration>,
+    /// At most this many calls in flight (`concurrency = N`), instead of rules.
+    pub(crate) concurrency: Option<u64>,
+    /// How long a slot is held at most (`lease = …`; default [`DEFAULT_LEASE`]).
+    pub(crate) lease: Option<Duration>,
+}
+
+/// How long a concurrency slot is held at most when the limit names no `lease`.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+
+impl LimitSpec {
+    /// A spec of `limit_type` with these rules and nothing else.
+    pub(crate) fn new(limit_type: LimitType, rules: Vec<Rule>, algorithm: Algorithm, prefix: &str) -> LimitSpec {
+        LimitSpec {
+            limit_type,
+            rules,
+            algorithm,
+            prefix: prefix.to_owned(),
+            burst: None,
+            mode: crate::mode::Mode::Enforce,
+            block: None,
+            concurrency: None,
+            lease: None,
+        }
+    }
+}
+
+/// `d` in µs, if it is a valid window (1ms to 366 days).
+fn window_us(d: Duration) -> Option<u64> {
+    Rule::new(d, 1).ok().map(|r| r.window_us())
 }
 
 impl Limit {
@@ -189,6 +267,16 @@ impl Limit {
     /// `policy_offset` in the limiter's list.
     pub(crate) fn compile(name: &str, spec: LimitSpec, policy_offset: usize) -> Result<Limit, LimiterError> {
         check_prefix(&spec.prefix).map_err(LimiterError::Prefix)?;
+        let block_us = match spec.block {
+            Some(d) => window_us(d).ok_or(LimiterError::InvalidBlock(d))?,
+            None => 0,
+        };
+        if spec.lease.is_some() && spec.concurrency.is_none() {
+            return Err(LimiterError::LeaseWithoutConcurrency);
+        }
+        if let Some(n) = spec.concurrency {
+            return Limit::compile_concurrency(name, spec, n, policy_offset);
+        }
         let mut rules = spec.rules;
         if rules.is_empty() {
             return Err(LimiterError::NoRules);
@@ -228,7 +316,43 @@ impl Limit {
             burst: spec.burst,
             rules,
             policy_offset,
+            block_us,
+            concurrency: 0,
+            lease_us: 0,
+            policy_args: [block_us.to_string().into_bytes(), b"0".to_vec(), b"0".to_vec()],
             script_args,
+            memory_id: registration.id,
+            _memory_registration: registration,
+            template,
+        })
+    }
+
+    /// A concurrency limit: no rules, `n` slots held at most `lease` each.
+    fn compile_concurrency(name: &str, spec: LimitSpec, n: u64, policy_offset: usize) -> Result<Limit, LimiterError> {
+        if spec.block.is_some() {
+            return Err(LimiterError::BlockWithoutRules);
+        }
+        if !spec.rules.is_empty() {
+            return Err(LimiterError::ConcurrencyWithRules);
+        }
+        if n == 0 || n > crate::rule::MAX_COUNT {
+            return Err(LimiterError::InvalidConcurrency(n));
+        }
+        let lease = spec.lease.unwrap_or(DEFAULT_LEASE);
+        let lease_us = window_us(lease).ok_or(LimiterError::InvalidLease(lease))?;
+        let template = KeyTemplate::concurrency(&spec.prefix, name, spec.limit_type, n, lease);
+        let registration = memory_id(&template);
+        Ok(Limit {
+            limit_type: spec.limit_type,
+            algorithm: spec.algorithm,
+            burst: None,
+            rules: Vec::new(),
+            policy_offset,
+            block_us: 0,
+            concurrency: n,
+            lease_us,
+            policy_args: [b"0".to_vec(), n.to_string().into_bytes(), lease_us.to_string().into_bytes()],
+            script_args: vec![b"cc".to_vec(), b"0".to_vec(), b"0".to_vec()],
             memory_id: registration.id,
             _memory_registration: registration,
             template,
@@ -252,14 +376,13 @@ mod memory_id_tests {
     use crate::mode::Mode;
 
     fn spec(count: u64) -> LimitSpec {
-        LimitSpec {
-            limit_type: LimitType::Ip,
-            rules: vec![Rule::new(Duration::from_secs(10), count).unwrap()],
-            algorithm: Algorithm::SlidingWindow,
-            prefix: "rl:".to_owned(),
-            burst: None,
-            mode: Mode::Enforce,
-        }
+        let _ = Mode::Enforce;
+        LimitSpec::new(
+            LimitType::Ip,
+            vec![Rule::new(Duration::from_secs(10), count).unwrap()],
+            Algorithm::SlidingWindow,
+            "rl:",
+        )
     }
 
     /// How many registered identities belong to limiter `name`.

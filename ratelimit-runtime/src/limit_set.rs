@@ -48,7 +48,8 @@ impl LimitSet {
     #[inline]
     pub(crate) fn policy_of(&self, limit: usize, rule: usize) -> Option<Policy> {
         let limit = self.limits.get(limit)?;
-        self.policies.get(limit.policy_offset() + rule).copied()
+        // A concurrency limit has no rules: nothing to name.
+        (rule < limit.rules.len()).then(|| self.policies.get(limit.policy_offset() + rule).copied())?
     }
 
     #[inline]
@@ -72,7 +73,14 @@ impl LimitSet {
     pub(crate) fn forget(&self, store: &crate::store::StoreHandle, subjects: &[Subject<'_>]) {
         let keys: Option<Vec<&[u8]>> = self.targets(subjects).into_iter().collect();
         if let Some(keys) = keys {
-            refusal_cache::global().forget(self.owner(store), &keys);
+            self.forget_keys(store, &keys);
+        }
+    }
+
+    /// Forgets the cached refusal of these subject keys (one per limit) in this process.
+    pub(crate) fn forget_keys(&self, store: &crate::store::StoreHandle, keys: &[&[u8]]) {
+        if self.ever_refused.load(std::sync::atomic::Ordering::Relaxed) {
+            refusal_cache::global().forget(self.owner(store), keys);
         }
     }
 }

@@ -2,14 +2,13 @@
 
 use crate::algorithm::Algorithm;
 use crate::config::{self, FailurePolicy};
-use crate::decision::Decision;
 use crate::key::DEFAULT_PREFIX;
 use crate::limit::{Limit, LimitSpec, LimiterError};
 use crate::limit_set::LimitSet;
 use crate::limit_type::LimitType;
 use crate::metrics::LimiterMetrics;
 use crate::mode::Mode;
-use crate::policy::{Headroom, Policy};
+use crate::policy::Policy;
 use crate::refusal_cache;
 use crate::rule::Rule;
 use crate::snapshot::{CodeTier, Plan, Snapshot};
@@ -17,7 +16,7 @@ use crate::store::StoreHandle;
 use crate::subject::Subject;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Builds a [`Limiter`].
 pub struct LimiterBuilder {
@@ -46,14 +45,80 @@ impl LimiterBuilder {
         prefix: &str,
     ) -> Self {
         let rules: Vec<Rule> = rules.into_iter().collect();
-        self.limits.push(LimitSpec {
-            limit_type,
-            rules,
-            algorithm,
-            prefix: prefix.to_owned(),
-            burst: None,
-            mode: Mode::Enforce,
-        });
+        self.limits.push(LimitSpec::new(limit_type, rules, algorithm, prefix));
+        self
+    }
+
+    /// Adds a concurrency limit: at most `max_in_flight` calls of one subject at a time, across
+    /// every process sharing the store. A call holds its slot until its [`Permit`](crate::Permit) is dropped (or
+    /// ended by the attribute when the function returns); a slot whose process died is freed
+    /// after its lease ([`lease`](Self::lease), 60 s by default). Refusals have the cause
+    /// [`Cause::Concurrency`](crate::Cause::Concurrency).
+    ///
+    /// ```
+    /// use ratelimit_runtime::{Cause, Limiter, LimitType, Subject, store::MemoryStore};
+    /// use std::sync::Arc;
+    ///
+    /// let reports = Limiter::builder("reports")
+    ///     .concurrency(LimitType::Ip, 2)
+    ///     .store(Arc::new(MemoryStore::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let ip = [Subject::ip("203.0.113.7".parse().unwrap())];
+    /// let first = reports.check_blocking(&ip, 1).unwrap();
+    /// let _second = reports.check_blocking(&ip, 1).unwrap();
+    /// assert_eq!(reports.check_blocking(&ip, 1).unwrap_err().cause(), Cause::Concurrency);
+    /// drop(first);
+    /// assert!(reports.check_blocking(&ip, 1).is_ok());
+    /// ```
+    pub fn concurrency(self, limit_type: LimitType, max_in_flight: u64) -> Self {
+        self.concurrency_with(limit_type, max_in_flight, DEFAULT_PREFIX)
+    }
+
+    /// As [`concurrency`](Self::concurrency), with an explicit key prefix.
+    pub fn concurrency_with(mut self, limit_type: LimitType, max_in_flight: u64, prefix: &str) -> Self {
+        let mut spec = LimitSpec::new(limit_type, Vec::new(), Algorithm::default(), prefix);
+        spec.concurrency = Some(max_in_flight);
+        self.limits.push(spec);
+        self
+    }
+
+    /// Sets how long a slot of the last added concurrency limit is held at most (default
+    /// 60 s): the slots of a process that died without freeing them are free after it. Longer
+    /// than the slowest call, or a call still running loses its slot to another.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        if let Some(last) = self.limits.last_mut() {
+            last.lease = Some(lease);
+        }
+        self
+    }
+
+    /// Sets a penalty on the last added limit: when it refuses a call as exceeded, the subject
+    /// is refused by this limit for `block` from that refusal, in every process sharing the
+    /// store (the block lives in the store and starts in the same round trip). Calls refused
+    /// during the block do not extend it; their retry-after is the rest of the block.
+    ///
+    /// ```
+    /// use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore};
+    /// use std::{sync::Arc, time::Duration};
+    ///
+    /// let logins = Limiter::builder("login")
+    ///     .limit(LimitType::Ip, [Rule::new(Duration::from_secs(60), 5).unwrap()])
+    ///     .block(Duration::from_secs(120))
+    ///     .store(Arc::new(MemoryStore::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let ip = [Subject::ip("203.0.113.7".parse().unwrap())];
+    /// for _ in 0..5 {
+    ///     logins.check_blocking(&ip, 1).unwrap();
+    /// }
+    /// let refused = logins.check_blocking(&ip, 1).unwrap_err();
+    /// assert_eq!(refused.retry_after(), Duration::from_secs(120));
+    /// ```
+    pub fn block(mut self, block: Duration) -> Self {
+        if let Some(last) = self.limits.last_mut() {
+            last.block = Some(block);
+        }
         self
     }
 
@@ -245,33 +310,6 @@ struct Inner {
     /// The tiers given in code, compiled: held, as `own` is, so that the memory store finds a
     /// tier's counts again when a reload puts its rules back in force (as Redis does, by key).
     _tier_limits: Vec<Limit>,
-}
-
-/// An allowed call. Borrows its limiter, so that deciding allocates nothing.
-#[derive(Clone, Debug)]
-pub struct Permit<'a> {
-    limiter: &'a Limiter,
-    /// `None` when the store failed and the policy let the call through.
-    decision: Option<Decision>,
-    /// The limits in force it was decided under, when not the limiter's own.
-    snapshot: Option<Arc<Snapshot>>,
-}
-
-impl<'a> Permit<'a> {
-    #[inline]
-    pub(crate) fn new(limiter: &'a Limiter, decision: Option<Decision>, snapshot: Option<Arc<Snapshot>>) -> Permit<'a> {
-        Permit { limiter, decision, snapshot }
-    }
-
-    /// The quota left, or `None` when the store failed and the policy let the call through (or
-    /// the call was exempt, or only shadow limits decided it).
-    pub fn quota(&self) -> Option<Headroom> {
-        let set = match &self.snapshot {
-            Some(s) => &s.enforced,
-            None => self.limiter.own(),
-        };
-        self.decision.and_then(|d| set.quota(&d))
-    }
 }
 
 impl fmt::Debug for Limiter {

@@ -7,6 +7,7 @@
 //! type = "ip"
 //! rules = ["5/10s", "50/1m"]
 //! mode = "enforce"
+//! block = "2m"
 //!
 //! [[limit]]                # the rules of the "pro" tier of the same limit
 //! limiter = "server::hello"
@@ -48,8 +49,11 @@ pub struct LimitOverride {
     /// The mode instead of the attribute's (`None`: keep the attribute's).
     pub mode: Option<Mode>,
     /// The tier these rules are for (`None`: every call without a tier of its own). A tier's
-    /// entry has no mode: the limit's applies.
+    /// entry has no mode and no block: the limit's apply.
     pub tier: Option<String>,
+    /// The penalty after a refusal as exceeded instead of the attribute's (`None`: keep the
+    /// attribute's).
+    pub block: Option<Duration>,
 }
 
 /// A parsed overrides file.
@@ -135,6 +139,8 @@ struct LimitDe {
     mode: Option<Spanned<String>>,
     #[serde(default)]
     tier: Option<Spanned<String>>,
+    #[serde(default)]
+    block: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -231,6 +237,12 @@ impl Overrides {
                     "a tier's [[limit]] gives rules only: set `mode` on the [[limit]] without `tier` (it applies to every tier)",
                 ));
             }
+            if let (Some(_), Some(block)) = (&tier, &entry.block) {
+                return Err(loc.spanned(
+                    block,
+                    "a tier's [[limit]] gives rules only: set `block` on the [[limit]] without `tier` (it applies to every tier)",
+                ));
+            }
             let rules = match &entry.rules {
                 None => None,
                 Some(list) => {
@@ -258,7 +270,11 @@ impl Overrides {
                 None => None,
                 Some(m) => Some(m.get_ref().parse::<Mode>().map_err(|msg| loc.spanned(m, msg))?),
             };
-            out.limits.push(LimitOverride { limiter: limiter.to_owned(), limit_type, rules, mode, tier });
+            let block = match &entry.block {
+                None => None,
+                Some(b) => Some(parse_block(b.get_ref()).map_err(|msg| loc.spanned(b, msg))?),
+            };
+            out.limits.push(LimitOverride { limiter: limiter.to_owned(), limit_type, rules, mode, tier, block });
         }
         if let Some(exempt) = de.exempt {
             for ip in &exempt.ips {
@@ -332,6 +348,13 @@ fn parse_type(s: &Spanned<String>) -> Result<LimitType, String> {
         "key" => Ok(LimitType::Key),
         other => Err(format!("unknown type {other:?}: expected \"global\", \"ip\", \"user\" or \"key\"")),
     }
+}
+
+/// `"2m"`: a block's length, written as a rule's window.
+fn parse_block(text: &str) -> Result<Duration, String> {
+    parse_rule(&format!("1/{text}")).map(|rule| rule.window()).map_err(|_| {
+        format!("block {text:?}: expected a duration from 1ms to 366d such as \"2m\" (units ms, s, m, h, d)")
+    })
 }
 
 /// `"5/10s"`: a count, `/`, a window with its unit (ms, s, m, h, d).
@@ -599,6 +622,15 @@ users = ["ops-bot"]
         assert!(o.is_exempt_user(b"ops-bot"));
         assert!(!o.is_exempt_user(b"ops"));
         assert!(Overrides::parse("", "o.toml").unwrap().limits().is_empty());
+    }
+
+    #[test]
+    fn blocks_are_durations() {
+        let o = Overrides::parse("[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\nblock = \"2m\"\n", "o.toml").unwrap();
+        assert_eq!(o.limits()[0].block, Some(Duration::from_secs(120)));
+        let e = err("[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\nblock = \"2x\"\n");
+        assert!(e.message().contains("block \"2x\": expected a duration"), "{e}");
+        assert_eq!(e.line(), 4);
     }
 
     #[test]

@@ -11,10 +11,19 @@
 //! let subjects = [ip_from_context()];
 //! if let Err(e) = check(&LIMITER, &subjects, cost(1), None).await { return Err(From::from(e)); }
 //! ```
+//!
+//! With `refund = …` or a concurrency limit, the check keeps its permit and the body runs in a
+//! closure (or an async block), whose result ends the call:
+//!
+//! ```ignore
+//! let permit = match check(&LIMITER, &subjects, cost(1)).await { Ok(p) => p, Err(e) => return Err(e.into()) };
+//! end(permit, body_async::<Result<T, E>, _>(async move { body }).await, Refund::OnOk).await
+//! ```
 
 use crate::context;
 use crate::error::RateLimited;
-use crate::limiter::{LazyLimiter, Permit};
+use crate::limiter::LazyLimiter;
+use crate::permit::Permit;
 use crate::subject::{Subject, SubjectValue};
 use std::fmt::Display;
 
@@ -49,6 +58,73 @@ pub async fn check(
         Ok(l) => l.check_pinned(subjects, cost, None, tier).await,
         Err(e) => Err(misconfigured(limiter, e)),
     }
+}
+
+/// When the body's result gives the call's units back (`refund = …`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refund {
+    /// Never (the call only ends: its concurrency slots are freed).
+    Never,
+    /// `refund = on_ok`: when the body returns `Ok`.
+    OnOk,
+    /// `refund = on_err`: when the body returns `Err`.
+    OnErr,
+}
+
+impl Refund {
+    fn wanted<R: Outcome>(self, result: &R) -> bool {
+        match self {
+            Refund::Never => false,
+            Refund::OnOk => result.is_ok(),
+            Refund::OnErr => !result.is_ok(),
+        }
+    }
+}
+
+/// The result of a limited function's body: `Result<T, E>`.
+pub trait Outcome {
+    /// Whether the body succeeded.
+    fn is_ok(&self) -> bool;
+}
+
+impl<T, E> Outcome for Result<T, E> {
+    #[inline]
+    fn is_ok(&self) -> bool {
+        Result::is_ok(self)
+    }
+}
+
+/// Runs the body of a plain `fn` as a closure whose result type is the function's (so that `?`
+/// and `return` inside mean what they meant in the function).
+#[inline(always)]
+pub fn body<R, F: FnOnce() -> R>(f: F) -> R {
+    f()
+}
+
+/// The body of an `async fn` as an async block whose output is the function's result type.
+#[inline(always)]
+pub fn body_async<R, F: std::future::Future<Output = R>>(f: F) -> F {
+    f
+}
+
+/// Ends a call of an `async fn` once its body returned `result`: refunds its units if `refund`
+/// says so, and frees its concurrency slots (one round trip, awaited, so that the caller's next
+/// call finds the slot free). A failure to give back is logged: the result is the body's.
+pub async fn end<R: Outcome>(permit: Permit<'static>, result: R, refund: Refund) -> R {
+    let ended = if refund.wanted(&result) { permit.refund().await } else { permit.end().await };
+    if let Err(e) = ended {
+        tracing::warn!(error = %e, "ratelimit: could not give a call back (refund or concurrency slot)");
+    }
+    result
+}
+
+/// As [`end`], for a plain `fn` (blocking).
+pub fn end_blocking<R: Outcome>(permit: Permit<'static>, result: R, refund: Refund) -> R {
+    let ended = if refund.wanted(&result) { permit.refund_blocking() } else { permit.end_blocking() };
+    if let Err(e) = ended {
+        tracing::warn!(error = %e, "ratelimit: could not give a call back (refund or concurrency slot)");
+    }
+    result
 }
 
 /// Registers the limiter the attribute just built, so that `ratelimit::limiter(name)` finds it.
@@ -382,6 +458,17 @@ pub const fn count_problem(what: &str, n: u64) -> Option<Problem> {
                 .push_number(rule::MAX_COUNT)
                 .push(": write the same rate over a shorter window, or count larger units with `cost`"),
         ),
+    }
+}
+
+/// Whether `n` is a valid `concurrency` (bounded as a count); `what` is "concurrency".
+pub const fn concurrency_problem(what: &str, n: u64) -> Option<Problem> {
+    match rule::Rule::from_millis(1, n) {
+        Ok(_) => None,
+        Err(rule::RuleError::ZeroCount) => {
+            Some(Problem::new().push("the ").push(what).push(" must be at least 1 (0 would refuse every call)"))
+        }
+        Err(_) => Some(Problem::new().push("the ").push(what).push(" must be at most ").push_number(rule::MAX_COUNT)),
     }
 }
 

@@ -105,11 +105,15 @@ impl Plan {
             let mut spec = base.clone();
             if let Some(o) = file.and_then(|f| f.find(name, spec.limit_type)) {
                 touched = true;
-                if let Some(rules) = &o.rules {
+                // A concurrency limit has no rules to replace.
+                if let Some(rules) = o.rules.as_ref().filter(|_| spec.concurrency.is_none()) {
                     spec.rules = rules.clone();
                 }
                 if let Some(mode) = o.mode {
                     spec.mode = mode;
+                }
+                if o.block.is_some() && spec.concurrency.is_none() {
+                    spec.block = o.block;
                 }
             }
             defaults.push(spec);
@@ -151,7 +155,10 @@ impl Plan {
                 .enumerate()
                 .map(|(i, d)| {
                     let mut spec = d.clone();
-                    if let Some(rules) = self.tier_rules(table.as_deref(), name, i, tier) {
+                    // A concurrency limit has no rules for a tier to replace.
+                    if let Some(rules) =
+                        self.tier_rules(table.as_deref(), name, i, tier).filter(|_| spec.concurrency.is_none())
+                    {
                         spec.rules = rules;
                     }
                     spec
@@ -193,6 +200,8 @@ impl Plan {
         for (i, spec) in specs.into_iter().enumerate() {
             match spec.mode {
                 Mode::Enforce => enforced.push((i, spec)),
+                // A watched concurrency limit would hold slots that nothing frees: not decided.
+                Mode::Shadow if spec.concurrency.is_some() => {}
                 Mode::Shadow => shadow.push((i, spec)),
                 Mode::Off => {}
             }

@@ -3,7 +3,8 @@
 
 use crate::error::{Cause, RateLimited};
 use crate::io;
-use crate::limiter::{Limiter, Permit};
+use crate::limiter::Limiter;
+use crate::permit::Permit;
 use crate::subject::Subject;
 use std::time::{Duration, Instant};
 
@@ -136,7 +137,7 @@ fn until_ready_with<'l>(
 /// `max_wait` of the start. The sleep is the retry-after plus a little jitter (never past
 /// `max_wait`), and at least 1ms so that a zero retry-after cannot spin.
 fn next_sleep(refused: &RateLimited, elapsed: Duration, max_wait: Duration) -> Option<Duration> {
-    if refused.cause() != Cause::Exceeded {
+    if !matches!(refused.cause(), Cause::Exceeded | Cause::Concurrency) {
         return None;
     }
     let left = max_wait.checked_sub(elapsed)?;

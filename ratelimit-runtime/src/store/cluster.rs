@@ -15,7 +15,7 @@ use super::redis::{
 };
 use super::tls::{is_tls_url, TlsConfig};
 use super::Answer;
-use super::{Call, Pending, Store};
+use super::{Call, Pending, Release, Store};
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::io;
@@ -121,14 +121,48 @@ impl Store for ClusterStore {
             .into_iter()
             .map(|(_, limits)| SlotPart {
                 decide: command(call, limits.iter().copied(), &member, ScriptOp::Decide),
-                release: command(call, limits.iter().copied(), &member, ScriptOp::Release),
+                // Given back at once: the units are in the window of "now".
+                release: command(call, limits.iter().copied(), &member, ScriptOp::Release(0)),
                 limits,
             })
             .collect();
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         let m = &metrics::CLUSTER;
-        Pending::Remote(Box::pin(async move { m.timed(io::timeout(timeout, decide_by_slot(&mut conn, &parts))).await }))
+        Pending::Remote(Box::pin(async move {
+            m.timed(io::timeout(timeout, decide_by_slot(&mut conn, &parts, member))).await
+        }))
+    }
+
+    fn release(&self, release: &Release<'_>) -> Answer<()> {
+        // One script per slot. The call was admitted at the time of the slot that answered
+        // first: another node's clock may differ by its skew, which near a window's end can
+        // make a refund of a fixed window or a window counter a no-op there (an over-count).
+        let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+        for &i in release.indices {
+            let slot = cluster_slot(&release.call.limits[i].redis_key(release.call.subjects[i]));
+            match groups.iter_mut().find(|(s, _)| *s == slot) {
+                Some((_, v)) => v.push(i),
+                None => groups.push((slot, vec![i])),
+            }
+        }
+        let cmds: Vec<(Cmd, &'static Script)> = groups
+            .into_iter()
+            .map(|(_, indices)| {
+                command(&release.call, indices.into_iter(), &release.member, ScriptOp::Release(release.at_us))
+            })
+            .collect();
+        let mut conn = self.conn.clone();
+        let timeout = self.timeout;
+        Answer::Remote(Box::pin(async move {
+            io::timeout(timeout, async {
+                for cmd in &cmds {
+                    eval(&mut conn, cmd, [0; 16]).await?;
+                }
+                Ok(())
+            })
+            .await
+        }))
     }
 
     fn describe(&self) -> String {
@@ -197,23 +231,30 @@ fn by_slot(targets: &Targets<'_>) -> Vec<Vec<usize>> {
     groups.into_iter().map(|(_, v)| v).collect()
 }
 
-async fn decide_by_slot(conn: &mut ClusterConnection, parts: &[SlotPart]) -> Result<Decision, StoreError> {
+async fn decide_by_slot(
+    conn: &mut ClusterConnection,
+    parts: &[SlotPart],
+    member: [u8; 16],
+) -> Result<Decision, StoreError> {
     let mut tightest: Option<Decision> = None;
+    // The time of the first slot's decision: what a refund finds the call's windows by.
+    let mut first_at = None;
     for (done, part) in parts.iter().enumerate() {
-        let outcome = eval(conn, &part.decide).await.map(|mut d| {
+        let outcome = eval(conn, &part.decide, member).await.map(|mut d| {
             // The script's indexes count within this slot's limits.
             d.limit = part.limits.get(d.limit).copied().unwrap_or(0);
             d
         });
         match outcome {
             Ok(d) if d.allowed => {
+                let at = *first_at.get_or_insert(d.at_us);
                 if tightest.is_none_or(|t| d.remaining < t.remaining) {
-                    tightest = Some(d);
+                    tightest = Some(Decision { at_us: at, ..d });
                 }
             }
             other => {
                 for earlier in &parts[..done] {
-                    if let Err(e) = eval(conn, &earlier.release).await {
+                    if let Err(e) = eval(conn, &earlier.release, member).await {
                         tracing::warn!(error = %e, "ratelimit: could not release a unit admitted on another cluster slot");
                     }
                 }

@@ -1,90 +1,131 @@
 -- One atomic decision over every limit of a call. Assembled by store/redis.rs: each `--@name`
 -- line is replaced by lua/name.lua (fragments may hold markers of their own).
 --
--- KEYS[g]  one key per limit of the call: a ZSET log (sliding window) or a HASH (the others)
+-- KEYS[g]  one key per limit of the call: a ZSET log (sliding window), a HASH (the others), or
+--          a ZSET of slots (a concurrency limit); a limit's block is the key `KEYS[g]:blk`
+--          (same hash tag, same slot)
 -- ARGV[1]  now in µs, or "0" to read the server's TIME (the usual case; tests pin time)
 -- ARGV[2]  cost: units this call consumes
--- ARGV[3]  member: a process-unique id for this call (sliding window; unit i > 1 adds ":i")
+-- ARGV[3]  member: a process-unique id for this call (sliding window; unit i > 1 adds ":i"; a
+--          concurrency slot)
 -- ARGV[4]  mode: "d" decides; "r" releases what a "d" with the same member and cost admitted
---          (Redis Cluster: a later slot denied, so earlier slots give the call back); "p" peeks
---          (cost 0): reads every rule, writes nothing, and returns {remaining, reset_us} per rule
--- then per KEYS[g]: algorithm, rule count n, burst (0 = count), n x (window µs, count), longest
--- window first
+--          (a refund; the end of a call, which frees its slots; on a Redis Cluster, a later slot
+--          denied, so earlier slots give the call back); "p" peeks (cost 0): reads every rule,
+--          writes nothing, and returns {remaining, reset_us} per rule
+-- ARGV[5]  "r": when the call was admitted (µs; "0": now): the window its units count in
+-- then per KEYS[g]: block µs (0 = none), concurrency (0 = a rate limit), lease µs, algorithm
+-- ("cc" for a concurrency limit), rule count n, burst (0 = count), n x (window µs, count),
+-- longest window first
 --
--- Returns 40 bytes, struct.pack('<ddddd', allowed, limit, rule, remaining, reset_us): five
--- little-endian doubles (every value is an integer below 2^53: exact), one bulk string that the
--- client reads for a fraction of what an array of integers costs it to parse. When allowed,
--- `limit` and `rule` (1-based) name the tightest rule (least remaining) and the retry-after is 0;
--- else they name the denying rule with the longest wait, `remaining` is 0, and `reset_us` is the
--- retry-after: the least whole µs after which the same call passes, for every rule.
--- A denied call records nothing (it may drop entries that have left every window). Keys expire
--- (PEXPIREAT) when their state stops mattering: the sliding window's log when the call's units
--- leave its longest window; the O(1) algorithms' HASH on the grid line (1/64 of the longest
--- window) after it; with a pinned `now`, expiry follows the pinned clock. decide_o1.lua decides
--- O(1)-only calls on the same keys with the same fragments.
+-- Returns 56 bytes, struct.pack('<ddddddd', allowed, limit, rule, remaining, reset_us, now, why):
+-- seven little-endian doubles (every value is an integer below 2^53: exact), one bulk string
+-- that the client reads for a fraction of what an array of integers costs it to parse. When
+-- allowed, `limit` and `rule` (1-based) name the tightest rule (least remaining) and the
+-- retry-after is 0; else they name the denying rule with the longest wait, `remaining` is 0,
+-- and `reset_us` is the retry-after: the least whole µs after which the same call passes, for
+-- every rule. `now` is the time decided at (a refund finds the call's window by it); `why` says
+-- what refused: 0 a rule, 1 a block, 2 a full concurrency limit.
+-- A denied call records nothing (it may drop entries that have left every window) but the
+-- blocks it starts. Keys expire (PEXPIREAT) when their state stops mattering: the sliding
+-- window's log when the call's units leave its longest window; the O(1) algorithms' HASH on the
+-- grid line (1/64 of the longest window) after it; a block when it ends; slots when the last
+-- lease ends; with a pinned `now`, expiry follows the pinned clock. decide_sw.lua and
+-- decide_o1.lua decide calls without blocks and slots on the same keys with the same fragments.
 
 --@preamble
 local release = ARGV[4] == 'r'
 local peek = ARGV[4] == 'p'
+local at = now
+if ARGV[5] ~= '0' then at = ARGV[5] + 0 end
 -- Peek mode's answer: remaining, reset (µs) per rule, in key and rule order.
 local statuses = {}
 local unpack = unpack
 --@exact
 
-local pos = 5
--- Per limit: true (a sliding window's log), or its HSET arguments and new expiry.
+local pos = 6
+-- Per limit: true (a sliding window's log), its HSET arguments and new expiry, or its lease
+-- (a concurrency limit's slot).
 local writes = {}
+-- Per limit: the wait of its block, when it blocks the call; whether it is a concurrency limit.
+local blocks, slots = {}, {}
+-- The blocks the call starts if refused: {limit, refusing rule, length}, in limit order.
+local starts = {}
 for g = 1, #KEYS do
   local key = KEYS[g]
-  if ARGV[pos] ~= 'sw' then
-    --@o1_limit
-    if release then
-      if set then redis.call('HSET', unpack(set)) end
-    elseif not peek then
-      writes[g] = {set, expiry}
-    end
-  else
-    local n = ARGV[pos + 1] + 0
+  local blk, conc, lease = ARGV[pos] + 0, ARGV[pos + 1] + 0, ARGV[pos + 2] + 0
+  pos = pos + 3
+  if conc > 0 then
     pos = pos + 3
-    if peek then
-      -- What is in each window, and when the newest unit leaves it; nothing trimmed.
-      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-      for r = 1, n do
-        local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
-        pos = pos + 2
-        local used = redis.call('ZCOUNT', key, now - w + 1, '+inf')
-        local rst = 0
-        if used > 0 then rst = newest[2] + w - now end
-        local left = count - used
-        if left < 0 then left = 0 end
-        statuses[#statuses + 1] = left
-        statuses[#statuses + 1] = rst
-      end
-    elseif release then
-      pos = pos + 2 * n
-      if cost == 1 then redis.call('ZREM', key, member) else
-        for i = 1, cost do redis.call('ZREM', key, member .. ':' .. i) end
+    slots[g] = true
+    --@concurrency
+  else
+    local outer, blocked = false, false
+    if blk > 0 and not (peek or release) then
+      --@block_check
+    end
+    if ARGV[pos] ~= 'sw' then
+      --@o1_limit
+      if release then
+        if set then redis.call('HSET', unpack(set)) end
+      elseif not peek then
+        writes[g] = {set, expiry}
       end
     else
-      --@sliding_check
-      writes[g] = true
+      local n = ARGV[pos + 1] + 0
+      pos = pos + 3
+      if peek then
+        -- What is in each window, and when the newest unit leaves it; nothing trimmed.
+        local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+        for r = 1, n do
+          local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
+          pos = pos + 2
+          local used = redis.call('ZCOUNT', key, now - w + 1, '+inf')
+          local rst = 0
+          if used > 0 then rst = newest[2] + w - now end
+          local left = count - used
+          if left < 0 then left = 0 end
+          statuses[#statuses + 1] = left
+          statuses[#statuses + 1] = rst
+        end
+      elseif release then
+        -- The call's entries, if they have not left the log (ZREM of a missing member is a no-op).
+        pos = pos + 2 * n
+        if cost == 1 then redis.call('ZREM', key, member) else
+          for i = 1, cost do redis.call('ZREM', key, member .. ':' .. i) end
+        end
+      else
+        --@sliding_check
+        writes[g] = true
+      end
+    end
+    if outer then
+      --@block_merge
     end
   end
 end
 
 if peek then return statuses end
-if release then return struct.pack('<ddddd', 1, 0, 0, 0, 0) end
+if release then return struct.pack('<ddddddd', 1, 0, 0, 0, 0, now, 0) end
 
 if allowed == 1 then
   for g = 1, #KEYS do
     local key, wr = KEYS[g], writes[g]
     if wr == true then
       --@sliding_commit
-    else
+    elseif type(wr) == 'number' then
+      redis.call('ZADD', key, now + wr, member)
+      redis.call('PEXPIREAT', key, math.ceil((now + wr) / 1000) + 1)
+    elseif wr then
       redis.call('HSET', unpack(wr[1]))
       if wr[2] then redis.call('PEXPIREAT', key, wr[2]) end
     end
   end
+else
+  --@block_start
 end
 
-return struct.pack('<ddddd', allowed, at_g, at_r, remaining, reset)
+local why = 0
+if allowed == 0 then
+  if slots[at_g] then why = 2 elseif blocks[at_g] == retry then why = 1 end
+end
+return struct.pack('<ddddddd', allowed, at_g, at_r, remaining, reset, now, why)

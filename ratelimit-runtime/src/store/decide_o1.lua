@@ -7,8 +7,8 @@
 -- KEYS[g]  one HASH per limit; ARGV[1] now (0 = TIME), ARGV[2] cost, then per limit: algorithm,
 -- rule count n, burst (0 = count), n x (window µs, count), longest window first: decide.lua's
 -- arguments without the member and the mode, which this script would not read (each argument
--- costs the server about 1 000 instructions to receive). Returns decide.lua's 40 bytes:
--- struct.pack('<ddddd', allowed, limit, rule, remaining, reset_us).
+-- costs the server about 1 000 instructions to receive). Returns decide.lua's answer without
+-- `why` (48 bytes): struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now).
 
 -- Globals are table lookups: locals are cheaper.
 local KEYS, ARGV, redis, unpack = KEYS, ARGV, redis, unpack
@@ -22,7 +22,7 @@ end
 local cost = 1
 if ARGV[2] ~= '1' then cost = ARGV[2] + 0 end
 local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
-local release, peek, statuses = false, false, nil
+local release, peek, statuses, at = false, false, nil, now
 --@exact
 -- Per limit: its HSET arguments (key first) and its new expiry in ms (false: unchanged). The
 -- first limit's in locals, the others' in tables.
@@ -49,4 +49,4 @@ if allowed == 1 then
   end
 end
 
-return struct.pack('<ddddd', allowed, at_g, at_r, remaining, reset)
+return struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)

@@ -5,6 +5,8 @@
 -- Its arguments are decide.lua's without those it would not read (each costs the server about
 -- 1 000 instructions to receive): no mode (ARGV[4]), and per limit no algorithm and no burst:
 -- ARGV[1..3] now, cost, member, then per KEYS[g]: rule count n, n x (window µs, count).
+-- Returns decide.lua's answer without `why` (48 bytes): struct.pack('<dddddd', allowed, limit,
+-- rule, remaining, reset_us, now). Calls with blocks or concurrency limits go to decide.lua.
 
 --@preamble
 local pos = 4
@@ -23,4 +25,4 @@ if allowed == 1 then
   end
 end
 
-return struct.pack('<ddddd', allowed, at_g, at_r, remaining, reset)
+return struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)

@@ -6,11 +6,11 @@
 
 use super::peek_reset::Targets;
 use super::Answer;
-use super::{Call, Pending, Store};
+use super::{Call, Pending, Release, Store};
 use crate::algorithm::Algorithm;
-use crate::algorithm::{step, Rate};
+use crate::algorithm::{refund, step, Rate};
 use crate::clock::Clock;
-use crate::decision::Decision;
+use crate::decision::{Decision, Why};
 use crate::limit::Limit;
 use crate::metrics::{self, StoreMetrics};
 use crate::status::RuleStatus;
@@ -78,6 +78,14 @@ impl Shard {
         &mut entry.or_insert_with(|| (Key::from(key), new())).into_mut().1
     }
 
+    /// Sets `key`'s state, replacing any.
+    fn set(&mut self, key: &[u8], state: State) {
+        match self.get_mut(key) {
+            Some(st) => *st = state,
+            None => self.insert(key, state),
+        }
+    }
+
     fn insert(&mut self, key: &[u8], state: State) {
         self.states.insert_unique(hash_of(key), (Key::from(key), state), |(k, _)| k.hash());
     }
@@ -89,10 +97,19 @@ impl Shard {
     }
 }
 
-/// One key's state: a log (sliding window) or the stored values of an O(1) algorithm.
+/// One key's state: a log (sliding window), the stored values of an O(1) algorithm, a block
+/// (a limit's penalty, under the limit's key and a marker byte), or the slots of a concurrency
+/// limit.
 enum State {
     Log(Log),
     Cells(Cells),
+    /// Refused until this instant (µs), as rule `rule` refused the call that started it.
+    Block {
+        until: u64,
+        rule: usize,
+    },
+    /// (end of lease µs, member) of each call in flight.
+    Slots(Vec<(u64, [u8; 16])>),
 }
 
 impl State {
@@ -100,9 +117,24 @@ impl State {
         match self {
             State::Log(log) => log.expired(now),
             State::Cells(cells) => cells.expires_at <= now,
+            State::Block { until, .. } => *until <= now,
+            State::Slots(slots) => slots.iter().all(|&(end, _)| end <= now),
         }
     }
 }
+
+/// The key of a limit's block: the limit's key and a byte no key ends with otherwise (its
+/// first 8 bytes, the hash, stay: same shard, same bucket).
+fn block_key(key: &[u8]) -> Vec<u8> {
+    let mut block = Vec::with_capacity(key.len() + 1);
+    block.extend_from_slice(key);
+    block.push(0xff);
+    block
+}
+
+/// How soon a refused call may try a full concurrency limit again: a slot frees when a call
+/// ends, which no one can predict; its lease's end is only the latest it frees.
+pub(crate) const CONCURRENCY_RETRY_US: u64 = 100_000;
 
 /// An O(1) algorithm's values, `cells()` per rule, `None` where never written.
 struct Cells {
@@ -170,6 +202,31 @@ impl Log {
 
     fn expired(&self, now: u64) -> bool {
         self.back().is_none_or(|(t, _)| t + self.longest_us <= now)
+    }
+
+    /// Removes up to `cost` units admitted at `at` (a refund): calls admitted at the same µs are
+    /// alike, so any of that instant's units are the call's. Nothing once they have left.
+    fn remove(&mut self, at: u64, cost: u64) {
+        let lo = self.entries.partition_point(|&(t, _)| t < at);
+        let hi = self.entries.partition_point(|&(t, _)| t <= at);
+        let (mut left, mut j) = (cost, hi);
+        while left > 0 && j > lo {
+            j -= 1;
+            let before = if j == 0 { self.base } else { self.entries[j - 1].1 };
+            let units = self.entries[j].1 - before;
+            let cut = units.min(left);
+            for entry in self.entries.range_mut(j..) {
+                entry.1 -= cut;
+            }
+            left -= cut;
+            if cut == units {
+                self.entries.remove(j);
+            }
+        }
+        if let (Some(&(oldest, _)), Some(&newest)) = (self.entries.front(), self.entries.back()) {
+            self.oldest_t = oldest;
+            self.newest = newest;
+        }
     }
 }
 
@@ -286,39 +343,62 @@ impl MemoryStore {
         let mut guards = Guards::lock(&self.shards, spans.iter().map(|s| s.2));
 
         let cost = call.cost;
-        let mut d = Decision {
-            allowed: true,
-            limit: 0,
-            rule: 0,
-            retry_after: Duration::ZERO,
-            remaining: 0,
-            reset: Duration::ZERO,
-        };
+        let mut d = Decision::admitted(now);
         let mut tightest: Option<u64> = None;
+        // Limits with a penalty that refused the call as exceeded, with their refusing rule.
+        let mut starts: Vec<(usize, usize)> = Vec::new();
         for (g, limit) in call.limits.iter().enumerate() {
             let (start, end, shard) = spans[g];
-            let state = guards.get(shard).get_mut(&buf[start..end]).filter(|st| !st.expired(now));
+            let key = &buf[start..end];
+            if limit.is_concurrency() {
+                let state = guards.get(shard).get(key).filter(|st| !st.expired(now));
+                let held = match state {
+                    Some(State::Slots(slots)) => {
+                        slots.iter().filter(|&&(end, _)| end > now).map(|&(end, _)| end).collect()
+                    }
+                    _ => Vec::new(),
+                };
+                if held.len() as u64 >= limit.concurrency {
+                    let first = held.iter().min().map_or(0, |&end| end - now);
+                    deny_why(&mut d, g, 0, first.min(CONCURRENCY_RETRY_US), Why::Concurrency);
+                }
+                continue;
+            }
+            // A limit with a penalty is decided on its own, then merged, to know whether it
+            // refused the call itself.
+            let outer =
+                limit.has_policy().then(|| (std::mem::replace(&mut d, Decision::admitted(now)), tightest.take()));
+            let mut blocked = false;
+            if limit.block_us > 0 {
+                if let Some(&State::Block { until, rule }) = guards.get(shard).get(&block_key(key)) {
+                    if until > now {
+                        blocked = true;
+                        deny_why(&mut d, g, rule, until - now, Why::Blocked);
+                    }
+                }
+            }
+            let state = guards.get(shard).get_mut(key).filter(|st| !st.expired(now));
             if limit.algorithm == Algorithm::SlidingWindow {
-                let Some(State::Log(log)) = state else {
+                if let Some(State::Log(log)) = state {
+                    log.longest_us = limit.longest_us();
+                    log.trim(now);
+                    for (r, rule) in limit.rules.iter().enumerate() {
+                        let w = rule.window_us();
+                        // The longest window holds everything the trim left.
+                        let (start, before) = if r == 0 { (0, log.base) } else { log.window_start(now, w) };
+                        let used = log.total() - before;
+                        let nth_wait = |need: u64| {
+                            // The first entry whose cumulative units (from the window start) reach `need`.
+                            let i = start + partition(&log.entries, start, |cum| cum - before < need);
+                            log.entries.get(i).map_or(w, |&(t, _)| t + w - now)
+                        };
+                        sliding(&mut d, &mut tightest, g, r, rule.count(), used, cost, w, nth_wait);
+                    }
+                } else {
                     // An empty log: every rule has `count` room.
                     for (r, rule) in limit.rules.iter().enumerate() {
                         sliding(&mut d, &mut tightest, g, r, rule.count(), 0, cost, rule.window_us(), |_| 0);
                     }
-                    continue;
-                };
-                log.longest_us = limit.longest_us();
-                log.trim(now);
-                for (r, rule) in limit.rules.iter().enumerate() {
-                    let w = rule.window_us();
-                    // The longest window holds everything the trim left.
-                    let (start, before) = if r == 0 { (0, log.base) } else { log.window_start(now, w) };
-                    let used = log.total() - before;
-                    let nth_wait = |need: u64| {
-                        // The first entry whose cumulative units (from the window start) reach `need`.
-                        let i = start + partition(&log.entries, start, |cum| cum - before < need);
-                        log.entries.get(i).map_or(w, |&(t, _)| t + w - now)
-                    };
-                    sliding(&mut d, &mut tightest, g, r, rule.count(), used, cost, w, nth_wait);
                 }
             } else {
                 let stored = match state {
@@ -333,9 +413,25 @@ impl MemoryStore {
                     }
                 });
             }
+            if let Some((outer, outer_tightest)) = outer {
+                if !d.allowed && !blocked && limit.block_us > 0 {
+                    starts.push((g, d.rule));
+                }
+                (d, tightest) = merge((outer, outer_tightest), (d, tightest));
+            }
         }
         if !d.allowed {
+            // Each penalty starts now, for its whole length: the retry-after is the longest wait.
+            for (g, rule) in starts {
+                let (start, end, shard) = spans[g];
+                let until = now + call.limits[g].block_us;
+                guards.get(shard).set(&block_key(&buf[start..end]), State::Block { until, rule });
+                deny_why(&mut d, g, rule, call.limits[g].block_us, Why::Blocked);
+            }
             return d;
+        }
+        if call.limits.iter().any(Limit::is_concurrency) {
+            d.member = super::redis::unique_member();
         }
 
         // Commit: every limit records the call.
@@ -343,7 +439,15 @@ impl MemoryStore {
             let (start, end, shard) = spans[g];
             let key = &buf[start..end];
             let state = guards.get(shard).get_or_insert(key, || State::Log(Log::default()));
-            if limit.algorithm == Algorithm::SlidingWindow {
+            if limit.is_concurrency() {
+                if !matches!(state, State::Slots(_)) {
+                    *state = State::Slots(Vec::new());
+                }
+                if let State::Slots(slots) = state {
+                    slots.retain(|&(end, _)| end > now);
+                    slots.push((now + limit.lease_us, d.member));
+                }
+            } else if limit.algorithm == Algorithm::SlidingWindow {
                 if !matches!(state, State::Log(_)) || state.expired(now) {
                     *state = State::Log(Log::default());
                 }
@@ -383,6 +487,55 @@ impl MemoryStore {
             }
         }
         d
+    }
+
+    /// Gives back what an admitted call took (see [`Store::release`]).
+    fn release_now(&self, release: &Release<'_>) {
+        let now = release.call.now_us.unwrap_or_else(|| self.clock.now_us());
+        let call = &release.call;
+        for &i in release.indices {
+            let (Some(limit), Some(subject)) = (call.limits.get(i), call.subjects.get(i)) else { continue };
+            let (key, shard) = self.key_of(limit, subject);
+            let mut shard = lock(&self.shards[shard]);
+            let Some(state) = shard.get_mut(&key).filter(|st| !st.expired(now)) else { continue };
+            match state {
+                State::Slots(slots) => slots.retain(|&(_, member)| member != release.member),
+                State::Log(log) => log.remove(release.at_us, call.cost),
+                State::Cells(cells) => {
+                    let k = limit.algorithm.cells();
+                    if cells.values.len() != k * limit.rules.len() {
+                        continue;
+                    }
+                    for (r, rule) in limit.rules.iter().enumerate() {
+                        let rate = Rate { w: rule.window_us(), count: rule.count(), cap: limit.capacity(r) };
+                        let values = &mut cells.values[r * k..(r + 1) * k];
+                        if let Some(new) = refund(limit.algorithm, rate, now, release.at_us, call.cost, values) {
+                            for (slot, v) in values.iter_mut().zip(new) {
+                                *slot = Some(v);
+                            }
+                        }
+                    }
+                }
+                State::Block { .. } => {}
+            }
+        }
+    }
+}
+
+/// Two parts of one decision, `a` (the limits before) then `b` (one more limit), as one: a
+/// refusal with the longest wait (the earlier on ties), else the tightest rule (the earlier on
+/// ties), as deciding them in one pass would have.
+fn merge(a: (Decision, Option<u64>), b: (Decision, Option<u64>)) -> (Decision, Option<u64>) {
+    let ((da, ta), (db, tb)) = (a, b);
+    match (da.allowed, db.allowed) {
+        (false, false) if db.retry_after > da.retry_after => (db, tb),
+        (false, _) => (da, ta),
+        (true, false) => (db, tb),
+        (true, true) => match (ta, tb) {
+            (Some(x), Some(y)) if y >= x => (da, ta),
+            (_, Some(_)) => (Decision { at_us: da.at_us, ..db }, tb),
+            _ => (da, ta),
+        },
     }
 }
 
@@ -436,7 +589,11 @@ impl MemoryStore {
     fn reset_now(&self, targets: &Targets<'_>) {
         for (_, limit, subject) in targets.present() {
             let (key, shard) = self.key_of(limit, subject);
-            lock(&self.shards[shard]).remove(&key);
+            let mut shard = lock(&self.shards[shard]);
+            shard.remove(&key);
+            if limit.block_us > 0 {
+                shard.remove(&block_key(&key));
+            }
         }
     }
 }
@@ -523,9 +680,14 @@ impl<'a> Guards<'a> {
 
 /// The script's `deny`: the denying rule with the longest wait wins.
 fn deny(d: &mut Decision, limit: usize, rule: usize, wait_us: u64) {
+    deny_why(d, limit, rule, wait_us, Why::Exceeded);
+}
+
+/// [`deny`], for a refusal other than by a rule.
+fn deny_why(d: &mut Decision, limit: usize, rule: usize, wait_us: u64, why: Why) {
     let wait = Duration::from_micros(wait_us);
     if d.allowed || wait > d.retry_after {
-        *d = Decision { allowed: false, limit, rule, retry_after: wait, remaining: 0, reset: wait };
+        *d = Decision::refused(limit, rule, wait, d.at_us, why);
     }
 }
 
@@ -534,12 +696,11 @@ fn room(d: &mut Decision, tightest: &mut Option<u64>, limit: usize, rule: usize,
     if d.allowed && tightest.is_none_or(|t| left < t) {
         *tightest = Some(left);
         *d = Decision {
-            allowed: true,
             limit,
             rule,
-            retry_after: Duration::ZERO,
             remaining: left,
             reset: Duration::from_micros(reset_us),
+            ..Decision::admitted(d.at_us)
         };
     }
 }
@@ -596,6 +757,11 @@ impl Store for MemoryStore {
 
     fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
         self.reset_now(targets);
+        Answer::Ready(Ok(()))
+    }
+
+    fn release(&self, release: &Release<'_>) -> Answer<()> {
+        self.release_now(release);
         Answer::Ready(Ok(()))
     }
 

@@ -78,6 +78,20 @@ pub(crate) struct Call<'a> {
     pub(crate) now_us: Option<u64>,
 }
 
+/// What a call admitted and now gives back ([`Store::release`]): a refund of its units, and/or
+/// the concurrency slots it held.
+pub(crate) struct Release<'a> {
+    /// The call's limits and subjects, as decided, and its cost.
+    pub(crate) call: Call<'a>,
+    /// Which of the call's limits give back (a refund: the rate limits; the end of a call: the
+    /// concurrency limits; both at once when a refunded call ends).
+    pub(crate) indices: &'a [usize],
+    /// When the call was admitted (µs, the store's clock): the window its units count in.
+    pub(crate) at_us: u64,
+    /// The call's id in the store (its sliding-window entries and slots).
+    pub(crate) member: [u8; 16],
+}
+
 mod sealed {
     pub trait Sealed {}
 }
@@ -94,6 +108,13 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// (one round trip; per slot on a cluster). In limit order, rules in rule order.
     fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::status::RuleStatus>> {
         peek_reset::unsupported("peek")
+    }
+
+    /// Gives back what an admitted call took from the limits `release.indices` (one round trip;
+    /// per slot on a cluster): its units, where they still count (a refund), and its
+    /// concurrency slots. Never below zero, never twice for one call.
+    fn release(&self, _release: &Release<'_>) -> Answer<()> {
+        peek_reset::unsupported("release")
     }
 
     /// Forgets the targets' subjects' counts (one round trip; per slot on a cluster).
@@ -154,6 +175,9 @@ impl Store for Unavailable {
         Answer::Ready(Err(self.error()))
     }
     fn reset(&self, _targets: &Targets<'_>) -> Answer<()> {
+        Answer::Ready(Err(self.error()))
+    }
+    fn release(&self, _release: &Release<'_>) -> Answer<()> {
         Answer::Ready(Err(self.error()))
     }
     fn describe(&self) -> String {

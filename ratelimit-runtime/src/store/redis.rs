@@ -3,7 +3,7 @@
 use super::peek_reset::{read_statuses, shapes, Targets};
 use super::tls::TlsConfig;
 use super::Answer;
-use super::{Call, Pending, Store};
+use super::{Call, Pending, Release, Store};
 use crate::algorithm::Algorithm;
 use crate::decision::Decision;
 use crate::error::StoreError;
@@ -25,7 +25,7 @@ pub(crate) struct Script {
 
 /// The fragments the scripts share: each `--@name` line of a template (or of a fragment) becomes
 /// lua/name.lua.
-const FRAGMENTS: [(&str, &str); 8] = [
+const FRAGMENTS: [(&str, &str); 12] = [
     ("--@preamble", include_str!("lua/preamble.lua")),
     ("--@exact", include_str!("lua/exact.lua")),
     ("--@sliding_check", include_str!("lua/sliding_check.lua")),
@@ -34,6 +34,10 @@ const FRAGMENTS: [(&str, &str); 8] = [
     ("--@bucket", include_str!("lua/bucket.lua")),
     ("--@fixed_window", include_str!("lua/fixed_window.lua")),
     ("--@window_counter", include_str!("lua/window_counter.lua")),
+    ("--@concurrency", include_str!("lua/concurrency.lua")),
+    ("--@block_check", include_str!("lua/block_check.lua")),
+    ("--@block_merge", include_str!("lua/block_merge.lua")),
+    ("--@block_start", include_str!("lua/block_start.lua")),
 ];
 
 /// Appends `template` to `code` with its markers replaced, line by line: only a line that is
@@ -74,7 +78,8 @@ impl Script {
     }
 }
 
-/// The decision script: every algorithm, and release mode (see `decide.lua`).
+/// The decision script: every algorithm, blocks, concurrency limits, and release and peek
+/// modes (see `decide.lua`).
 pub(crate) static GENERAL: Script = Script::new(include_str!("decide.lua"));
 /// The same decision when every limit is a sliding window (see `decide_sw.lua`).
 pub(crate) static SLIDING: Script = Script::new(include_str!("decide_sw.lua"));
@@ -143,9 +148,8 @@ impl RedisStore {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ScriptOp {
     Decide,
-    /// Used by the cluster store.
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-    Release,
+    /// Gives back what a decision with the same member admitted at this time (µs; 0: now).
+    Release(u64),
     /// Read every rule at cost 0 and write nothing (`Limiter::peek`).
     Peek,
 }
@@ -159,18 +163,22 @@ pub(crate) fn command(
 ) -> (Cmd, &'static Script) {
     let all_sliding = indices.clone().all(|i| call.limits[i].algorithm == Algorithm::SlidingWindow);
     let all_o1 = indices.clone().all(|i| call.limits[i].algorithm != Algorithm::SlidingWindow);
+    // Blocks and concurrency limits are the general script's alone.
+    let policy = indices.clone().any(|i| call.limits[i].has_policy());
     let script = match mode {
-        ScriptOp::Decide if all_sliding => &SLIDING,
-        ScriptOp::Decide if all_o1 => &O1,
+        ScriptOp::Decide if all_sliding && !policy => &SLIDING,
+        ScriptOp::Decide if all_o1 && !policy => &O1,
         _ => &GENERAL,
     };
+    let general = std::ptr::eq(script, &GENERAL);
     // Sized once: growing the command's buffers argument by argument cost more than building it.
-    // Seven fixed arguments (EVALSHA, SHA, key count, now, cost, member, mode), ~70 bytes.
-    let (mut args, mut bytes) = (7, 80);
+    // Eight fixed arguments (EVALSHA, SHA, key count, now, cost, member, mode, admitted), ~80
+    // bytes.
+    let (mut args, mut bytes) = (8, 90);
     for i in indices.clone() {
         let limit = &call.limits[i];
-        args += 1 + limit.script_args.len();
-        bytes += 16
+        args += 1 + limit.script_args.len() + 3;
+        bytes += 24
             + call.subjects[i].len() * 3
             + limit.redis_key_len()
             + limit.script_args.iter().map(Vec::len).sum::<usize>();
@@ -183,26 +191,38 @@ pub(crate) fn command(
     cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost);
     // Every argument costs the server about 1 000 instructions to receive: decide_sw.lua takes
     // neither the mode nor each limit's algorithm and burst (script_args[0] and [2]), and
-    // decide_o1.lua neither the member nor the mode.
+    // decide_o1.lua neither the member nor the mode; only decide.lua takes the admission time
+    // and each limit's block, concurrency and lease.
     let sliding = std::ptr::eq(script, &SLIDING);
     if !std::ptr::eq(script, &O1) {
         cmd.arg(member);
     }
-    if !sliding && !std::ptr::eq(script, &O1) {
-        cmd.arg(match mode {
-            ScriptOp::Decide => "d",
-            ScriptOp::Release => "r",
-            ScriptOp::Peek => "p",
-        });
+    if general {
+        match mode {
+            ScriptOp::Decide => cmd.arg("d").arg(0),
+            ScriptOp::Release(at) => cmd.arg("r").arg(at),
+            ScriptOp::Peek => cmd.arg("p").arg(0),
+        };
     }
     for i in indices {
-        for (k, a) in call.limits[i].script_args.iter().enumerate() {
+        let limit = &call.limits[i];
+        if general {
+            for a in &limit.policy_args {
+                cmd.arg(a.as_slice());
+            }
+        }
+        for (k, a) in limit.script_args.iter().enumerate() {
             if !(sliding && (k == 0 || k == 2)) {
                 cmd.arg(a.as_slice());
             }
         }
     }
     (cmd, script)
+}
+
+/// The `EVALSHA` that gives back what `release` names (see [`Store::release`]).
+pub(crate) fn release_command(release: &Release<'_>) -> (Cmd, &'static Script) {
+    command(&release.call, release.indices.iter().copied(), &release.member, ScriptOp::Release(release.at_us))
 }
 
 /// A limit's key for one subject as a command argument, written straight into the command's
@@ -220,10 +240,17 @@ impl redis::ToRedisArgs for KeyArg<'_> {
 }
 
 /// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server), and
-/// reads its packed reply (see [`unpack_reply`]).
-pub(crate) async fn eval(conn: &mut impl ConnectionLike, command: &(Cmd, &Script)) -> Result<Decision, StoreError> {
+/// reads its packed reply (see [`unpack_reply`]); `member` is the call's id, which the decision
+/// keeps for a refund.
+pub(crate) async fn eval(
+    conn: &mut impl ConnectionLike,
+    command: &(Cmd, &Script),
+    member: [u8; 16],
+) -> Result<Decision, StoreError> {
     let answer: redis::Value = query_script(conn, command).await?;
-    Ok(Decision::from_script(unpack_reply(&answer)?))
+    let mut decision = Decision::from_script(unpack_reply(&answer)?);
+    decision.member = member;
+    Ok(decision)
 }
 
 /// As [`eval`], the script's integers as they come (a peek answers two per rule).
@@ -261,12 +288,16 @@ pub(crate) fn peek_command(targets: &Targets<'_>, indices: &[usize]) -> (Cmd, &'
     command(&call, indices.iter().copied(), &[], ScriptOp::Peek)
 }
 
-/// `DEL` of the targets' keys for the limits `indices`.
+/// `DEL` of the targets' keys for the limits `indices`, with their blocks.
 pub(crate) fn del_command(targets: &Targets<'_>, indices: &[usize]) -> Cmd {
     let mut cmd = redis::cmd("DEL");
     for &i in indices {
         if let Some(subject) = targets.subjects[i] {
-            cmd.arg(targets.limits[i].redis_key(subject));
+            let key = targets.limits[i].redis_key(subject);
+            if targets.limits[i].block_us > 0 {
+                cmd.arg([&key[..], b":blk"].concat());
+            }
+            cmd.arg(key);
         }
     }
     cmd
@@ -286,31 +317,33 @@ pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), S
     Ok(())
 }
 
-/// The bytes of a decision's reply: `struct.pack('<ddddd', allowed, limit, rule, remaining,
-/// reset_us)` (see `decide.lua`).
-const REPLY_LEN: usize = 40;
+/// The bytes of a decision's reply: `struct.pack('<dddddd', allowed, limit, rule, remaining,
+/// reset_us, now)` from decide_sw.lua and decide_o1.lua, and one more double, `why`, from
+/// decide.lua.
+const REPLY_LEN: usize = 48;
+const REPLY_WHY_LEN: usize = 56;
 
 /// The decision script's reply as `Decision::from_script` takes it: {allowed, limit, rule,
-/// retry_after_us, remaining, reset_us}. The script packs five doubles into one bulk string,
-/// which redis-rs parses for a fraction of what an array of six integers cost it (each element
-/// is a value of its own); a refusal's retry-after is its reset, an admission's is 0. Each
-/// double becomes an integer as Redis converts a Lua number in an integer reply: truncated
+/// retry_after_us, remaining, reset_us, now, why}. The script packs its doubles into one bulk
+/// string, which redis-rs parses for a fraction of what an array of integers cost it (each
+/// element is a value of its own); a refusal's retry-after is its reset, an admission's is 0.
+/// Each double becomes an integer as Redis converts a Lua number in an integer reply: truncated
 /// toward zero.
-fn unpack_reply(answer: &redis::Value) -> Result<[i64; 6], StoreError> {
+fn unpack_reply(answer: &redis::Value) -> Result<[i64; 8], StoreError> {
     let bytes = match answer {
-        redis::Value::BulkString(bytes) if bytes.len() == REPLY_LEN => bytes,
+        redis::Value::BulkString(bytes) if bytes.len() == REPLY_LEN || bytes.len() == REPLY_WHY_LEN => bytes,
         other => return Err(StoreError::Protocol(format!("unexpected reply {other:?}"))),
     };
-    let mut v = [0i64; 5];
+    let mut v = [0i64; 7];
     for (slot, chunk) in v.iter_mut().zip(bytes.chunks_exact(8)) {
         let mut double = [0u8; 8];
         double.copy_from_slice(chunk);
         // `as` truncates toward zero (and saturates), as Redis's conversion does.
         *slot = f64::from_le_bytes(double) as i64;
     }
-    let [allowed, limit, rule, remaining, reset] = v;
+    let [allowed, limit, rule, remaining, reset, now, why] = v;
     let retry = if allowed == 1 { 0 } else { reset };
-    Ok([allowed, limit, rule, retry, remaining, reset])
+    Ok([allowed, limit, rule, retry, remaining, reset, now, why])
 }
 
 /// A Redis error as what happened, classified by its kind and code (never its text), the error
@@ -377,11 +410,21 @@ pub(crate) fn redact(url: &str) -> String {
 
 impl Store for RedisStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        let cmd = command(call, 0..call.limits.len(), &unique_member(), ScriptOp::Decide);
+        let member = unique_member();
+        let cmd = command(call, 0..call.limits.len(), &member, ScriptOp::Decide);
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         let m = &metrics::REDIS;
-        Pending::Remote(Box::pin(async move { m.timed(io::timeout(timeout, eval(&mut conn, &cmd))).await }))
+        Pending::Remote(Box::pin(async move { m.timed(io::timeout(timeout, eval(&mut conn, &cmd, member))).await }))
+    }
+
+    fn release(&self, release: &Release<'_>) -> Answer<()> {
+        let cmd = release_command(release);
+        let mut conn = self.conn.clone();
+        let timeout = self.timeout;
+        Answer::Remote(Box::pin(async move {
+            io::timeout(timeout, async { query_script::<redis::Value>(&mut conn, &cmd).await.map(drop) }).await
+        }))
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
@@ -469,15 +512,16 @@ mod tests {
 
     #[test]
     fn replies_unpack_as_redis_converts_integers() {
-        let packed = |v: [f64; 5]| redis::Value::BulkString(v.iter().flat_map(|x| x.to_le_bytes()).collect());
+        let packed = |v: &[f64]| redis::Value::BulkString(v.iter().flat_map(|x| x.to_le_bytes()).collect());
         // Admitted: the tightest rule's remaining and reset, no retry-after.
-        let admitted = super::unpack_reply(&packed([1.0, 2.0, 1.0, 9_007_199_254_740_991.0, 60e6])).unwrap();
-        assert_eq!(admitted, [1, 2, 1, 0, 9_007_199_254_740_991, 60_000_000]);
+        let admitted = super::unpack_reply(&packed(&[1.0, 2.0, 1.0, 9_007_199_254_740_991.0, 60e6, 7.0])).unwrap();
+        assert_eq!(admitted, [1, 2, 1, 0, 9_007_199_254_740_991, 60_000_000, 7, 0]);
         // Refused: the retry-after is the reset; fractions truncate toward zero.
-        let refused = super::unpack_reply(&packed([0.0, 1.0, 3.0, 0.0, 1234.9])).unwrap();
-        assert_eq!(refused, [0, 1, 3, 1234, 0, 1234]);
+        let refused = super::unpack_reply(&packed(&[0.0, 1.0, 3.0, 0.0, 1234.9, 8.0, 2.0])).unwrap();
+        assert_eq!(refused, [0, 1, 3, 1234, 0, 1234, 8, 2]);
         assert!(super::unpack_reply(&redis::Value::Array(vec![redis::Value::Int(1)])).is_err());
         assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 39])).is_err());
+        assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 40])).is_err());
     }
 
     #[test]

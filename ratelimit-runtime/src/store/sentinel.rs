@@ -17,10 +17,11 @@
 
 use super::peek_reset::{read_statuses, shapes, Targets};
 use super::redis::{
-    command, del_command, eval, eval_raw, load_scripts, peek_command, redact, redis_error, unique_member, ScriptOp,
+    command, del_command, eval, eval_raw, load_scripts, peek_command, redact, redis_error, release_command,
+    unique_member, ScriptOp,
 };
 use super::Answer;
-use super::{Call, Pending, Store};
+use super::{Call, Pending, Release, Store};
 use crate::error::StoreError;
 use crate::io;
 use crate::metrics;
@@ -496,15 +497,27 @@ impl ConnectionLike for Watched {
 
 impl Store for SentinelStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        let cmd = Arc::new(command(call, 0..call.limits.len(), &unique_member(), ScriptOp::Decide));
+        let member = unique_member();
+        let cmd = Arc::new(command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
         let decided = self.run(move |mut conn| {
             let cmd = cmd.clone();
             async move {
-                let result = eval(&mut conn, &cmd).await;
+                let result = eval(&mut conn, &cmd, member).await;
                 (result, conn.lost())
             }
         });
         Pending::Remote(Box::pin(metrics::SENTINEL.timed(decided)))
+    }
+
+    fn release(&self, release: &Release<'_>) -> Answer<()> {
+        let cmd = Arc::new(release_command(release));
+        Answer::Remote(Box::pin(self.run(move |mut conn| {
+            let cmd = cmd.clone();
+            async move {
+                let result = eval(&mut conn, &cmd, [0; 16]).await.map(drop);
+                (result, conn.lost())
+            }
+        })))
     }
 
     fn label(&self) -> &'static str {

@@ -6,7 +6,7 @@
 -- a call passes iff D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
 -- E = now + D + cost * T. Spans are kept relative to now as (µs, numerator over count); an
 -- admitted one is at most cap * T, which the limit's bounds keep under 2^45 µs.
--- In scope: w, count, cap, now, cost, release, peek, the stored state s (a 16-byte string, or false).
+-- In scope: w, count, cap, now, at (release: when the call was admitted), cost, release, peek, the stored state s (a 16-byte string, or false).
 -- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
 -- reset: when the bucket is empty again), till (when the new state stops mattering), held (when
 -- the stored one did, or false), state (the new one, packed; false: nothing to write).
@@ -31,10 +31,18 @@ else
     cI = cI + cost * q
   end
   if release then
-    -- Give back what this call added: E - cost * T.
-    if held then
+    -- Give back what this call added: E - cost * T, never before now (a bucket never holds
+    -- more than its capacity), and nothing once the bucket is empty or the call's units have
+    -- drained.
+    -- A full bucket drains in cap * T: the call's units are gone by then, whatever came after.
+    local fI, fF = muldiv(cap, rq, count)
+    fI = fI + cap * q
+    local since = now - at
+    local fresh = since < fI or (since == fI and fF > 0)
+    if held and fresh and (e > now or (e == now and f > 0)) then
       e, f = e - cI, f - cF
       if f < 0 then e, f = e - 1, f + count end
+      if e < now then e, f = now, 0 end
       state = struct.pack('<dd', e, f)
     end
   else

@@ -3,7 +3,7 @@
 -- call passes iff prev * (w - e) + (cur + cost) * w <= count * w, i.e. iff
 -- cur + cost + ceil(prev * (w - e) / w) <= count. State: the index of the window counted, its
 -- count and the count of the window before it, struct.pack('<ddd', i, c, p).
--- In scope: w, count, now, cost, release, peek, the stored state s (a 24-byte string, or false).
+-- In scope: w, count, now, at (release: when the call was admitted), cost, release, peek, the stored state s (a 24-byte string, or false).
 -- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
 -- reset), till (when the new state stops mattering), held (when the stored one did, or false),
 -- state (the new one, packed; false: nothing to write).
@@ -16,11 +16,21 @@ if s and #s == 24 then
   held = (i + 2) * w
   if i == idx then cur, prev = c, p
   elseif i == idx - 1 then prev = c end
-  if release and i >= idx - 1 then
-    -- The call's units are in the window it was admitted in: the current or the previous one.
-    c = c - cost
-    if c < 0 then c = 0 end
-    state = struct.pack('<ddd', i, c, p)
+  if release then
+    -- The call's units are in the window it was admitted in (at), which still weighs while it
+    -- is the current or the previous one: stored as i's count, or as the previous count of
+    -- the window after it.
+    local ae = at % w
+    local ai = (at - ae) / w
+    if i == ai and ai >= idx - 1 then
+      c = c - cost
+      if c < 0 then c = 0 end
+      state = struct.pack('<ddd', i, c, p)
+    elseif i == ai + 1 and i == idx then
+      p = p - cost
+      if p < 0 then p = 0 end
+      state = struct.pack('<ddd', i, c, p)
+    end
   end
 end
 if not release then

@@ -25,6 +25,9 @@ impl MemoryStore {
     #[inline]
     pub(super) fn decide_one(&self, call: &Call<'_>) -> Option<Decision> {
         let ([limit], [subject]) = (call.limits, call.subjects) else { return None };
+        if limit.has_policy() {
+            return None;
+        }
         let len = 16 + subject.len();
         if len > INLINE_KEY || (limit.algorithm != Algorithm::SlidingWindow && limit.rules.len() > INLINE_RULES) {
             return None;
@@ -62,8 +65,7 @@ impl MemoryStore {
 /// nothing stored) and records the call in it if allowed.
 #[inline]
 fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision {
-    let mut d =
-        Decision { allowed: true, limit: 0, rule: 0, retry_after: Duration::ZERO, remaining: 0, reset: Duration::ZERO };
+    let mut d = Decision::admitted(now);
     let mut tightest: Option<u64> = None;
     if limit.algorithm == Algorithm::SlidingWindow {
         // An expired log holds nothing any window counts: start it afresh, as recording does.
@@ -157,16 +159,9 @@ fn one_rule(alg: Algorithm, limit: &Limit, rule: crate::Rule, state: &mut State,
     let s = step(alg, Rate { w: rule.window_us(), count: rule.count(), cap: limit.capacity(0) }, now, cost, v, false);
     if !s.allowed {
         let wait = Duration::from_micros(s.wait);
-        return Decision { allowed: false, limit: 0, rule: 0, retry_after: wait, remaining: 0, reset: wait };
+        return Decision::refused(0, 0, wait, now, crate::decision::Why::Exceeded);
     }
-    let d = Decision {
-        allowed: true,
-        limit: 0,
-        rule: 0,
-        retry_after: Duration::ZERO,
-        remaining: s.left,
-        reset: Duration::from_micros(s.wait),
-    };
+    let d = Decision { remaining: s.left, reset: Duration::from_micros(s.wait), ..Decision::admitted(now) };
     let expires_at = now + s.ttl;
     match state {
         State::Cells(c) if c.values.len() == k => {
@@ -211,14 +206,14 @@ mod tests {
     }
 
     fn limit(alg: Algorithm, rules: &[(u64, u64)], burst: Option<u64>, name: &str) -> Limit {
-        let spec = LimitSpec {
-            limit_type: LimitType::User,
-            rules: rules.iter().map(|&(ms, c)| Rule::from_millis(ms, c).expect("rule")).collect(),
-            algorithm: alg,
-            prefix: "t:".to_owned(),
-            burst,
-            mode: Mode::Enforce,
-        };
+        let mut spec = LimitSpec::new(
+            LimitType::User,
+            rules.iter().map(|&(ms, c)| Rule::from_millis(ms, c).expect("rule")).collect(),
+            alg,
+            "t:",
+        );
+        spec.burst = burst;
+        spec.mode = Mode::Enforce;
         Limit::compile(name, spec, 0).expect("limit")
     }
 
