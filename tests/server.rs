@@ -659,10 +659,11 @@ async fn reports_run_at_most_two_at_a_time_across_two_processes() {
     let env = [("REDIS_URL", url.as_str())];
     let (a, b) = (Server::start(&[], &env), Server::start(&[], &env));
     let slow =
-        |server: SocketAddr| async move { request(server, loopback(30), "GET", "/api/report?ms=1500", &[]).await };
+        |server: SocketAddr| async move { request(server, loopback(30), "GET", "/api/report?ms=6000", &[]).await };
     let first = tokio::spawn(slow(a.addr));
     let second = tokio::spawn(slow(b.addr));
-    // Both are running once a third is refused (retrying briefly while they start).
+    // Both are running once a third is refused (retrying briefly while they start). They run
+    // 6 s, so that a loaded machine still makes the next calls while both hold their slots.
     let deadline = Instant::now() + Duration::from_secs(5);
     let third = loop {
         let third = request(a.addr, loopback(30), "GET", "/api/report?ms=0", &[]).await;
@@ -678,7 +679,7 @@ async fn reports_run_at_most_two_at_a_time_across_two_processes() {
     assert_eq!(request(b.addr, loopback(31), "GET", "/api/report?ms=0", &[]).await.status, 200);
     for done in [first, second] {
         let done = done.await.unwrap();
-        assert_eq!((done.status, done.body.as_str()), (200, "report ready after 1500 ms\n"));
+        assert_eq!((done.status, done.body.as_str()), (200, "report ready after 6000 ms\n"));
     }
     // Their slots were freed when they returned.
     assert_eq!(request(b.addr, loopback(30), "GET", "/api/report?ms=0", &[]).await.status, 200);
