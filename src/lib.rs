@@ -35,8 +35,12 @@ pub use ratelimit_runtime::{
 
 pub use ratelimit_runtime::{clock, context};
 
-#[cfg(feature = "axum")]
+#[cfg(feature = "actix")]
+pub mod actix;
+#[cfg(any(feature = "axum", feature = "tonic", feature = "actix"))]
 pub mod http;
+#[cfg(feature = "tonic")]
+pub mod tonic;
 
 /// Where counts live: the [`Store`](store::Store) trait and its implementations.
 pub mod store {

@@ -369,3 +369,8 @@ mod tests {
         assert!(cut.as_str().len() <= 160 && cut.as_str().starts_with("xé"));
     }
 }
+
+/// actix-web's copies of the header fields the runtime renders (the facade's middleware adds
+/// them to allowed responses).
+#[cfg(feature = "actix")]
+pub use crate::actix_response::actix_headers;
