@@ -15,7 +15,7 @@
 //! format, never limited).
 //!
 //! `RATELIMIT_CONFIG=limits.toml` overrides those limits (rules, shadow mode, exemptions; see
-//! the README); `kill -HUP <pid>` re-reads it.
+//! docs/configuration.md); `kill -HUP <pid>` re-reads it.
 
 use axum::extract::FromRequestParts;
 use axum::http::header::CONTENT_TYPE;

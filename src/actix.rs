@@ -92,7 +92,7 @@ impl RateLimitMiddleware {
     /// Takes the user id from this request header (when present and not blank), as bytes. Only
     /// for headers that a trusted component sets (an authenticating proxy): anyone can send any
     /// header. Otherwise an extractor or middleware inside this one calls
-    /// [`context::set_user`](crate::context::set_user).
+    /// [`context::set_user`].
     pub fn user_header(mut self, name: HeaderName) -> RateLimitMiddleware {
         // Header names are lowercase in both versions of the `http` types: this cannot fail.
         self.config().user_header = http::HeaderName::from_bytes(name.as_str().as_bytes()).ok();

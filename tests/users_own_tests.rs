@@ -7,8 +7,9 @@ use ratelimit::clock::ManualClock;
 use ratelimit::context::{self, RequestContext};
 use ratelimit::store::MemoryStore;
 use ratelimit::{rate_limiter, Cause, Config, RateLimited};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use tokio::sync::{Mutex, MutexGuard};
 
 // --- The code under test: in your crate, these are your own functions. ---
 
@@ -30,10 +31,11 @@ fn search(query: &str) -> Result<String, RateLimited> {
 /// The process's clock, installed with the memory store on first use, before any limited call.
 /// `ratelimit::init` can run once per process and every limiter reads the one global store, so
 /// the tests of one binary share this clock: the returned guard keeps the tests that move it from
-/// running at the same time (cargo runs tests on parallel threads).
-fn clock() -> (MutexGuard<'static, ()>, &'static ManualClock) {
+/// running at the same time (cargo runs tests on parallel threads). An async mutex: a test holds
+/// its turn across its `.await`s.
+async fn clock() -> (MutexGuard<'static, ()>, &'static ManualClock) {
     static CLOCK: OnceLock<Arc<ManualClock>> = OnceLock::new();
-    static TURN: Mutex<()> = Mutex::new(());
+    static TURN: Mutex<()> = Mutex::const_new(());
     let clock = CLOCK.get_or_init(|| {
         // Any start works; a realistic one (2026-01-01) keeps logged times readable.
         let clock = Arc::new(ManualClock::new(1_767_225_600_000_000));
@@ -41,13 +43,12 @@ fn clock() -> (MutexGuard<'static, ()>, &'static ManualClock) {
         ratelimit::init(Config::store(store)).expect("no limited call ran before the clock was installed");
         clock
     });
-    // A test that failed while holding the turn poisons it; the next one still runs.
-    (TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner()), clock)
+    (TURN.lock().await, clock)
 }
 
 #[tokio::test]
 async fn a_locked_account_opens_again_after_fifteen_minutes() {
-    let (_turn, clock) = clock();
+    let (_turn, clock) = clock().await;
     for _ in 0..5 {
         record_failed_login("ada@example.com").await.expect("5 failures are counted");
     }
@@ -64,9 +65,9 @@ async fn a_locked_account_opens_again_after_fifteen_minutes() {
     record_failed_login("ada@example.com").await.expect("open again after 15 minutes");
 }
 
-#[test]
-fn both_rules_of_a_handler() {
-    let (_turn, clock) = clock();
+#[tokio::test]
+async fn both_rules_of_a_handler() {
+    let (_turn, clock) = clock().await;
     // The HTTP layer installs this for each request; a test installs it by hand.
     let client = RequestContext::new().with_ip("203.0.113.7".parse().unwrap());
     context::sync_scope(client, || {

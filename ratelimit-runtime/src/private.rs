@@ -18,6 +18,10 @@ use crate::limiter::{LazyLimiter, Permit};
 use crate::subject::{Subject, SubjectValue};
 use std::fmt::Display;
 
+/// actix-web's copies of the header fields the runtime renders (the facade's middleware adds
+/// them to allowed responses).
+#[cfg(feature = "actix")]
+pub use crate::actix_response::actix_headers;
 pub use crate::algorithm::Algorithm;
 pub use crate::config::FailurePolicy;
 pub use crate::key::cluster_slot;
@@ -369,8 +373,3 @@ mod tests {
         assert!(cut.as_str().len() <= 160 && cut.as_str().starts_with("xé"));
     }
 }
-
-/// actix-web's copies of the header fields the runtime renders (the facade's middleware adds
-/// them to allowed responses).
-#[cfg(feature = "actix")]
-pub use crate::actix_response::actix_headers;

@@ -200,6 +200,8 @@ pub struct RequestContextService<S> {
 }
 
 /// The socket peer of a request: what axum's `ConnectInfo` or tonic's `TcpConnectInfo` says.
+/// (With `actix` alone the layer is compiled but has neither to read.)
+#[cfg_attr(not(any(feature = "axum", feature = "tonic")), allow(unused_variables))]
 fn peer<B>(req: &Request<B>) -> Option<IpAddr> {
     #[cfg(feature = "axum")]
     if let Some(ConnectInfo(addr)) = req.extensions().get::<ConnectInfo<std::net::SocketAddr>>() {
