@@ -17,7 +17,7 @@
 //! of the `X-Plan` header), `GET /metrics` (Prometheus text format, never limited).
 //!
 //! `RATELIMIT_CONFIG=limits.toml` overrides those limits (rules, shadow mode, exemptions; see
-//! the README); `kill -HUP <pid>` re-reads it.
+//! docs/configuration.md); `kill -HUP <pid>` re-reads it.
 
 use axum::extract::FromRequestParts;
 use axum::http::header::CONTENT_TYPE;
@@ -33,10 +33,9 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
-const USAGE: &str = "\
-Usage: server [--listen ADDR:PORT] [--trust-proxy CIDR]...
-
-Serves rate-limited HTTP routes:
+/// What `--help` prints after the options: the routes, and the environment with its defaults.
+const AFTER_HELP: &str = "\
+Routes:
   GET  /healthz      no limit
   GET  /api/hello    per client IP: 20 per 10s and 50 per 60s
   GET  /api/global   30 per 10s, shared by everyone
@@ -49,27 +48,27 @@ Serves rate-limited HTTP routes:
                      X-Plan header chooses the tier (pro: 50 per 10s)
   GET  /metrics      the limiter's metrics, Prometheus text format (no limit)
 
-Options:
-  --listen ADDR:PORT   where to listen (default 127.0.0.1:3000; port 0 picks a free one)
-  --trust-proxy CIDR   believe X-Forwarded-For / Forwarded / X-Real-IP from peers in CIDR
-                       (e.g. 10.0.0.0/8, ::1/128, 192.0.2.1); repeatable
-  -h, --help           print this help
-
-Environment:
-  REDIS_URL            count in this Redis (e.g. redis://127.0.0.1:6379/, rediss:// for TLS);
-                       else in memory
-  REDIS_CLUSTER_URLS   count in a Redis Cluster: comma-separated seed node URLs
-  REDIS_SENTINEL_URLS  count in the primary these Redis Sentinels name (comma-separated
-                       sentinel URLs), with REDIS_SENTINEL_MASTER (the monitored name) and,
-                       for a primary with a password, REDIS_PASSWORD (and REDIS_USERNAME)
-  REDIS_CA_CERT        PEM file of a private CA to trust for rediss:// (besides the system's)
-  REDIS_CLIENT_CERT    PEM client certificate and key for mutual TLS
+Environment (at most one of REDIS_URL, REDIS_CLUSTER_URLS, REDIS_SENTINEL_URLS;
+none: counts in process memory):
+  REDIS_URL                 count in this Redis (redis://127.0.0.1:6379/; rediss:// for TLS,
+                            redis+unix:///path for a socket) [default: unset]
+  REDIS_CLUSTER_URLS        count in a Redis Cluster: comma-separated seed node URLs
+                            [default: unset]
+  REDIS_SENTINEL_URLS       count in the primary these Redis Sentinels name (comma-separated
+                            sentinel URLs) [default: unset], with
+  REDIS_SENTINEL_MASTER     the name the sentinels monitor, and for a primary with a password
+  REDIS_PASSWORD            its password (REDIS_USERNAME for an ACL user) [default: none]
+  REDIS_CA_CERT             PEM file of a private CA to trust for rediss://, besides the
+                            system's roots [default: the system's roots only]
+  REDIS_CLIENT_CERT         PEM client certificate and key for mutual TLS [default: none]
   REDIS_CLIENT_KEY
-  RATELIMIT_ON_ERROR   allow (default) or deny calls when the store cannot decide
-  RATELIMIT_CONFIG     a TOML file that overrides the limits (rules, tiers, mode = shadow|off,
-                       [exempt] ips and users); re-read on SIGHUP
-  RUST_LOG             log filter for stderr (default info)
-";
+  RATELIMIT_ON_ERROR        allow or deny calls when the store cannot decide [default: allow]
+  RATELIMIT_DENY_CACHE      0 turns off the local cache of refusals (remote stores)
+                            [default: 1]
+  RATELIMIT_DENY_CACHE_SIZE refusals the cache holds [default: 100000]
+  RATELIMIT_CONFIG          a TOML file that overrides the limits (rules, tiers, mode = shadow|off,
+                            [exempt] ips and users); re-read on SIGHUP [default: unset]
+  RUST_LOG                  log filter for stderr [default: info]";
 
 /// The command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,32 +88,47 @@ pub enum Command {
     Help,
 }
 
-/// Parses the arguments (without the program name).
+/// The command line's grammar (clap): its `--help` and its errors.
+pub fn cli() -> clap::Command {
+    use clap::{Arg, ArgAction};
+    clap::Command::new("server")
+        .about("Serves rate-limited HTTP routes (#[rate_limiter] behind the axum layer).")
+        .override_usage("server [--listen ADDR:PORT] [--trust-proxy CIDR]...")
+        .arg(
+            Arg::new("listen")
+                .long("listen")
+                .value_name("ADDR:PORT")
+                .default_value("127.0.0.1:3000")
+                .value_parser(|v: &str| {
+                    v.parse::<SocketAddr>().map_err(|_| "expected ADDR:PORT, e.g. 127.0.0.1:3000 or [::1]:3000")
+                })
+                .help("Where to listen (port 0 picks a free one)"),
+        )
+        .arg(
+            Arg::new("trust-proxy")
+                .long("trust-proxy")
+                .value_name("CIDR")
+                .action(ArgAction::Append)
+                .value_parser(|v: &str| v.parse::<Cidr>().map_err(|e| e.to_string()))
+                .help(
+                    "Believe X-Forwarded-For / Forwarded / X-Real-IP from peers in CIDR \
+                     (e.g. 10.0.0.0/8, ::1/128, 192.0.2.1); repeatable [default: none]",
+                ),
+        )
+        .after_help(AFTER_HELP)
+}
+
+/// Parses the arguments (without the program name); an error is clap's message (`error: …`,
+/// the usage, a hint).
 pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Command, String> {
-    let mut parsed = Args { listen: SocketAddr::from(([127, 0, 0, 1], 3000)), trust_proxy: Vec::new() };
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |flag: &str| inline.clone().or_else(|| args.next()).ok_or(format!("{flag} needs a value"));
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(Command::Help),
-            "--listen" => {
-                let v = value("--listen")?;
-                parsed.listen = v
-                    .parse()
-                    .map_err(|_| format!("--listen {v:?}: expected ADDR:PORT, e.g. 127.0.0.1:3000 or [::1]:3000"))?;
-            }
-            "--trust-proxy" => {
-                let v = value("--trust-proxy")?;
-                parsed.trust_proxy.push(v.parse().map_err(|e| format!("--trust-proxy: {e}"))?);
-            }
-            _ => return Err(format!("unknown argument {arg:?}")),
-        }
-    }
-    Ok(Command::Serve(parsed))
+    let matches = match cli().try_get_matches_from(std::iter::once("server".to_owned()).chain(args)) {
+        Ok(matches) => matches,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(Command::Help),
+        Err(e) => return Err(e.render().to_string()),
+    };
+    let listen = matches.get_one::<SocketAddr>("listen").copied().ok_or("--listen has no value")?;
+    let trust_proxy = matches.get_many::<Cidr>("trust-proxy").map_or_else(Vec::new, |v| v.copied().collect());
+    Ok(Command::Serve(Args { listen, trust_proxy }))
 }
 
 /// The routes, behind the rate-limit layer.
@@ -350,11 +364,11 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     let args = match parse_args(args) {
         Ok(Command::Serve(args)) => args,
         Ok(Command::Help) => {
-            print!("{USAGE}");
+            print!("{}", cli().render_help());
             return 0;
         }
         Err(e) => {
-            eprintln!("server: {e}\n\n{USAGE}");
+            eprint!("{e}");
             return 2;
         }
     };
@@ -402,10 +416,17 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
 
 /// Prints `tracing` events on stderr: `RUST_LOG` if set and valid, else `info`.
 fn init_logs() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    // `Targets` reads `warn`, `ratelimit_runtime=debug`, `info,ratelimit_runtime=trace`: what
+    // `EnvFilter` reads but span and field filters, and without its regex engine to compile.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
     // A subscriber already set (by an embedding program) is kept.
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::registry().with(logs).try_init();
 }
 
 #[allow(dead_code)] // The tests include this file as a module and call `run`.

@@ -9,7 +9,14 @@
 //! }
 //! ```
 //!
-//! See the README for a tour; the attribute's grammar is documented on [`rate_limiter`].
+//! The attribute's grammar is documented on [`rate_limiter`]. The README is the tour; each
+//! topic has a guide in the repository's `docs/` folder: `attribute.md` (grammar, by hand,
+//! errors), `configuration.md` (stores, failure policy, the overrides file), `algorithms.md`,
+//! `production.md` (TLS, Cluster, Sentinel, Valkey, logs), `integrations.md` (axum, tonic,
+//! actix-web), `http.md` (the example server, the `RateLimit` fields and their draft),
+//! `waiting.md` (waiting, peek, reset), `metrics.md`, `testing.md` (testing your own functions on
+//! a [`ManualClock`](clock::ManualClock)), `policies.md`, `tiers.md`, `failure.md`, and
+//! `design.md` (how it is built).
 //!
 //! # Where things are
 //! - **Limiting a function**: [`rate_limiter`] (the attribute) and the error it returns,
@@ -24,7 +31,8 @@
 //! - **Stores**: [`store`] (memory, Redis, Cluster, Sentinel, TLS). **Clocks** for the memory
 //!   store: [`clock`].
 //! - **Who is calling**: [`context`] (the request context the limits read the IP and user from);
-//!   HTTP (axum/tower) in `http` (feature `axum`).
+//!   installed per request by the integrations: axum/tower in `http` (feature `axum`), gRPC in
+//!   `tonic` (feature `tonic`), actix-web in `actix` (feature `actix`).
 #![warn(missing_docs)]
 
 pub use ratelimit_macros::rate_limiter;
@@ -35,8 +43,12 @@ pub use ratelimit_runtime::{
 
 pub use ratelimit_runtime::{clock, context};
 
-#[cfg(feature = "axum")]
+#[cfg(feature = "actix")]
+pub mod actix;
+#[cfg(any(feature = "axum", feature = "tonic", feature = "actix"))]
 pub mod http;
+#[cfg(feature = "tonic")]
+pub mod tonic;
 
 /// Where counts live: the [`Store`](store::Store) trait and its implementations.
 pub mod store {

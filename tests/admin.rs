@@ -280,7 +280,7 @@ async fn attribute_limiters_are_found_by_name() {
     assert!(ratelimit::limiter("admin::nothing").is_none());
 }
 
-/// README's login example, as written there.
+/// The login example of docs/waiting.md, as written there.
 mod readme_login {
     use ratelimit::{rate_limiter, RateLimited, Subject};
 

@@ -221,7 +221,7 @@ async fn gcra_spaces_calls_by_the_emission_interval() {
     assert_eq!(calls(&strict, T0 + 100 * MS, 1).await, 1);
 }
 
-/// `MEMORY USAGE` of one key at limit 10 000 after 10 000 admitted units (printed for the README).
+/// `MEMORY USAGE` of one key at limit 10 000 after 10 000 admitted units (printed for docs/algorithms.md).
 #[tokio::test]
 async fn o1_algorithms_use_constant_memory() {
     let server = RedisServer::start();

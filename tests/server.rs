@@ -440,18 +440,40 @@ fn command_line() {
     let (code, stdout, _) = run_to_exit(&["--help"], &[]);
     assert_eq!(code, Some(0));
     assert!(stdout.contains("Usage: server [--listen ADDR:PORT] [--trust-proxy CIDR]..."), "{stdout}");
-    let (code, _, stderr) = run_to_exit(&["--listen", "localhost"], &[]);
-    assert_eq!(code, Some(2));
-    assert!(stderr.contains("--listen \"localhost\": expected ADDR:PORT"), "{stderr}");
-    let (code, _, stderr) = run_to_exit(&["--trust-proxy=10.0.0.1/8"], &[]);
-    assert_eq!(code, Some(2));
-    assert!(stderr.contains("did you mean 10.0.0.0/8?"), "{stderr}");
-    let (code, _, stderr) = run_to_exit(&["--trust-proxy"], &[]);
-    assert_eq!(code, Some(2));
-    assert!(stderr.contains("--trust-proxy needs a value"), "{stderr}");
-    let (code, _, stderr) = run_to_exit(&["--verbose"], &[]);
-    assert_eq!(code, Some(2));
-    assert!(stderr.contains("unknown argument \"--verbose\""), "{stderr}");
+    // Every option and variable, with its default.
+    for shown in [
+        "--listen <ADDR:PORT>",
+        "[default: 127.0.0.1:3000]",
+        "--trust-proxy <CIDR>",
+        "repeatable [default: none]",
+        "REDIS_URL ",
+        "REDIS_CLUSTER_URLS ",
+        "REDIS_SENTINEL_URLS ",
+        "REDIS_SENTINEL_MASTER ",
+        "REDIS_CA_CERT ",
+        "RATELIMIT_ON_ERROR        allow or deny calls when the store cannot decide [default: allow]",
+        "RATELIMIT_CONFIG ",
+        "RUST_LOG                  log filter for stderr [default: info]",
+        "GET  /api/hello",
+    ] {
+        assert!(stdout.contains(shown), "--help lacks {shown:?}:\n{stdout}");
+    }
+    // A bad command line: clap's message on stderr, status 2, nothing served.
+    let bad = |args: &[&str], says: &str| {
+        let (code, stdout, stderr) = run_to_exit(args, &[]);
+        assert_eq!(code, Some(2), "{args:?}: {stdout}{stderr}");
+        assert!(stderr.contains(says), "{args:?}: expected {says:?} in {stderr}");
+        assert!(stderr.contains("For more information, try '--help'."), "{stderr}");
+        assert!(!stdout.contains("listening"), "{stdout}");
+    };
+    bad(
+        &["--listen", "localhost"],
+        "error: invalid value 'localhost' for '--listen <ADDR:PORT>': expected ADDR:PORT, e.g. 127.0.0.1:3000",
+    );
+    bad(&["--trust-proxy=10.0.0.1/8"], "did you mean 10.0.0.0/8?");
+    bad(&["--trust-proxy"], "error: a value is required for '--trust-proxy <CIDR>' but none was supplied");
+    bad(&["--verbose"], "error: unexpected argument '--verbose' found");
+    bad(&["--lisen", "127.0.0.1:0"], "tip: a similar argument exists: '--listen'");
     let (code, _, stderr) = run_to_exit(&[], &[("RATELIMIT_ON_ERROR", "maybe")]);
     assert_eq!(code, Some(1));
     assert!(stderr.contains("cannot configure the rate-limit store") && stderr.contains("maybe"), "{stderr}");

@@ -1,5 +1,7 @@
-//! HTTP rendering of limits (feature `axum`): `impl IntoResponse for RateLimited` and the IETF
-//! `RateLimit` / `RateLimit-Policy` fields (draft-ietf-httpapi-ratelimit-headers-10).
+//! HTTP rendering of limits (feature `http`, which `axum`, `actix` and `tonic` turn on): the
+//! status, the IETF `RateLimit` / `RateLimit-Policy` fields (draft-ietf-httpapi-ratelimit-headers-11),
+//! `Retry-After` and the JSON body of a refusal, written once here for every integration; and
+//! `impl IntoResponse for RateLimited` (feature `axum`).
 //!
 //! ```text
 //! RateLimit-Policy: "ip-20s";q=10;w=20, "ip-50s";q=100;w=50
@@ -8,9 +10,13 @@
 
 use crate::error::{Cause, RateLimited};
 use crate::policy::{Headroom, Policy};
+#[cfg(feature = "axum")]
 use axum_core::body::Body;
+#[cfg(feature = "axum")]
 use axum_core::response::{IntoResponse, Response};
-use http::header::{CONTENT_TYPE, RETRY_AFTER};
+#[cfg(feature = "axum")]
+use http::header::CONTENT_TYPE;
+use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use std::cell::RefCell;
 use std::fmt::Write;
@@ -123,7 +129,7 @@ impl RateLimited {
 
     /// Whether no retry can help (no `Retry-After`): the server must be fixed, or the call's
     /// cost can never fit ([`Cause::CostTooHigh`], still a `429`: the client asked too much).
-    fn no_retry(&self) -> bool {
+    pub(crate) fn no_retry(&self) -> bool {
         matches!(self.cause, Cause::SubjectMissing | Cause::Misconfigured | Cause::CostTooHigh)
     }
 
@@ -204,6 +210,7 @@ impl RateLimited {
 /// `429 Too Many Requests` (`503` when the store was unavailable, `500` when the identity was
 /// missing or the limiter is invalid) with `Retry-After`,
 /// `RateLimit-Policy`, `RateLimit` and a JSON body `{"error":"rate_limited","retry_after_ms":N}`.
+#[cfg(feature = "axum")]
 impl IntoResponse for RateLimited {
     fn into_response(self) -> Response {
         let mut response = Response::new(Body::from(self.json_body()));

@@ -29,9 +29,13 @@
 //!    its builder), then `decide`: the one decision path, `Limiter::decide`, and the `check`
 //!    entry points over it; `wait` (`until_ready`), `admin` (peek and reset) and `registry`
 //!    (limiters by name) above it;
-//! 7. `private` (the attribute's shims) and `http_response` (HTTP rendering) on top.
+//! 7. `private` (the attribute's shims) and `http_response` (HTTP rendering: status, header
+//!    fields, body) on top, with its two renderings for other frameworks beside it:
+//!    `actix_response` (actix-web) and `grpc_status` (tonic).
 #![warn(missing_docs)]
 
+#[cfg(feature = "actix")]
+mod actix_response;
 mod addr;
 mod admin;
 mod algorithm;
@@ -41,7 +45,9 @@ pub mod context;
 mod decide;
 mod decision;
 mod error;
-#[cfg(feature = "axum")]
+#[cfg(feature = "tonic")]
+mod grpc_status;
+#[cfg(feature = "http")]
 mod http_response;
 mod io;
 mod key;

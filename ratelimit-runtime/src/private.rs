@@ -27,6 +27,10 @@ use crate::permit::Permit;
 use crate::subject::{Subject, SubjectValue};
 use std::fmt::Display;
 
+/// actix-web's copies of the header fields the runtime renders (the facade's middleware adds
+/// them to allowed responses).
+#[cfg(feature = "actix")]
+pub use crate::actix_response::actix_headers;
 pub use crate::algorithm::Algorithm;
 pub use crate::config::FailurePolicy;
 pub use crate::key::cluster_slot;

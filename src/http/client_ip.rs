@@ -1,11 +1,31 @@
 //! Who the client is: the socket peer, or what trusted proxies say it is.
 
-use http::header::{HeaderMap, HeaderName, FORWARDED};
+use http::header::HeaderMap;
 use ratelimit_runtime::subject::{parse_ip, Cidr};
 use std::net::IpAddr;
 
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+const X_FORWARDED_FOR: &str = "x-forwarded-for";
+const FORWARDED: &str = "forwarded";
+const X_REAL_IP: &str = "x-real-ip";
+
+/// Request header fields, as the resolver reads them: `http`'s `HeaderMap` (axum, tonic), or
+/// another framework's map (actix-web's).
+pub(crate) trait HeaderFields {
+    /// The values of every `name` field line (a lowercase name), in order.
+    fn values(&self, name: &str) -> Vec<&[u8]>;
+}
+
+impl HeaderFields for HeaderMap {
+    fn values(&self, name: &str) -> Vec<&[u8]> {
+        self.get_all(name).iter().map(|v| v.as_bytes()).collect()
+    }
+}
+
+/// A field value as text, if it is visible ASCII (as `HeaderValue::to_str` requires).
+fn visible_ascii(value: &[u8]) -> Option<&str> {
+    let visible = value.iter().all(|&b| b == b'\t' || (b' '..=b'~').contains(&b));
+    visible.then(|| std::str::from_utf8(value).ok()).flatten()
+}
 
 /// A header through which proxies name the client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -107,14 +127,19 @@ impl ClientIpResolver {
     /// The client IP of a request from `peer` (the socket's remote address; `None` if unknown,
     /// in which case no header is believed either) carrying `headers`.
     pub fn resolve(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
+        self.resolve_fields(peer, headers)
+    }
+
+    /// [`resolve`](Self::resolve) on any framework's header fields.
+    pub(crate) fn resolve_fields(&self, peer: Option<IpAddr>, headers: &impl HeaderFields) -> Option<IpAddr> {
         let peer = peer?.to_canonical();
         if !self.is_trusted(peer) {
             return Some(peer);
         }
         for header in &self.headers {
             let found = match header {
-                ForwardedHeader::XForwardedFor => self.walk(list_entries(headers, &X_FORWARDED_FOR, xff_entries)),
-                ForwardedHeader::Forwarded => self.walk(list_entries(headers, &FORWARDED, forwarded_entries)),
+                ForwardedHeader::XForwardedFor => self.walk(list_entries(headers, X_FORWARDED_FOR, xff_entries)),
+                ForwardedHeader::Forwarded => self.walk(list_entries(headers, FORWARDED, forwarded_entries)),
                 ForwardedHeader::XRealIp => real_ip(headers),
             };
             if let Found::Client(ip) = found {
@@ -143,17 +168,19 @@ impl ClientIpResolver {
 /// The entries of every `name` header line, in order (`None` if the header is absent; an entry
 /// is `None` if it is not an address).
 fn list_entries(
-    headers: &HeaderMap,
-    name: &HeaderName,
+    headers: &impl HeaderFields,
+    name: &'static str,
     parse: fn(&str, &mut Vec<Option<IpAddr>>),
 ) -> Option<Vec<Option<IpAddr>>> {
-    let mut values = headers.get_all(name).iter().peekable();
-    values.peek()?;
+    let values = headers.values(name);
+    if values.is_empty() {
+        return None;
+    }
     let mut entries = Vec::new();
     for value in values {
-        match value.to_str() {
-            Ok(text) => parse(text, &mut entries),
-            Err(_) => entries.push(None),
+        match visible_ascii(value) {
+            Some(text) => parse(text, &mut entries),
+            None => entries.push(None),
         }
     }
     Some(entries)
@@ -164,11 +191,11 @@ fn xff_entries(text: &str, out: &mut Vec<Option<IpAddr>>) {
     out.extend(text.split(',').filter(|e| !e.trim().is_empty()).map(parse_ip));
 }
 
-fn real_ip(headers: &HeaderMap) -> Found {
-    let mut values = headers.get_all(&X_REAL_IP).iter();
-    match (values.next(), values.next()) {
+fn real_ip(headers: &impl HeaderFields) -> Found {
+    let values = headers.values(X_REAL_IP);
+    match (values.first(), values.get(1)) {
         (None, _) => Found::Absent,
-        (Some(v), None) => match v.to_str().ok().and_then(parse_ip) {
+        (Some(v), None) => match visible_ascii(v).and_then(parse_ip) {
             Some(ip) => Found::Client(ip),
             None => Found::Unusable,
         },

@@ -1,7 +1,12 @@
-//! HTTP integration (feature `axum`): a tower layer that tells rate-limited handlers who the
-//! client is, and adds `RateLimit` header fields to responses.
+//! HTTP integration (features `axum`, `tonic`, `actix`): a tower layer that tells rate-limited
+//! handlers who the client is, and adds `RateLimit` header fields to responses; who the client
+//! is behind trusted proxies ([`ClientIpResolver`]). The layer serves axum and tonic alike (see
+//! [`ratelimit::tonic`](crate::tonic) for gRPC); actix-web has its own middleware,
+//! [`ratelimit::actix`](crate::actix). Guides: docs/integrations.md and docs/http.md in the
+//! repository.
 //!
 //! ```no_run
+//! # #[cfg(feature = "axum")] mod axum_only {
 //! use axum::{routing::get, Router};
 //! use ratelimit::{http::RequestContextLayer, rate_limiter, RateLimited};
 //! use std::net::SocketAddr;
@@ -19,6 +24,7 @@
 //! // The layer reads the socket peer from `ConnectInfo<SocketAddr>`: serve with connect info.
 //! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
 //! # }
+//! # }
 //! ```
 //!
 //! `RateLimited` implements axum's `IntoResponse` (`429`, or `503` when the store is
@@ -29,6 +35,7 @@
 
 mod client_ip;
 
+pub(crate) use client_ip::HeaderFields;
 pub use client_ip::{ClientIpResolver, ForwardedHeader};
 /// CIDR networks live in the runtime (the overrides file's exemptions use them too).
 pub use ratelimit_runtime::subject::{Cidr, CidrError, CidrErrorKind};
@@ -37,12 +44,13 @@ pub use ratelimit_runtime::subject::{Cidr, CidrError, CidrErrorKind};
 #[deprecated(note = "renamed `RequestContextLayer`")]
 pub type RateLimitLayer = RequestContextLayer;
 
+#[cfg(feature = "axum")]
 use axum::extract::ConnectInfo;
 use http::{HeaderName, Request, Response};
 use ratelimit_runtime::context::{self, RequestContext};
 use ratelimit_runtime::subject::DEFAULT_IPV6_PREFIX;
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -52,16 +60,18 @@ use tower_service::Service;
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 
-/// The client IP the layer resolved, as a request extension (`Extension<ClientIp>` in axum).
+/// The client IP the layer (or the actix middleware) resolved, as a request extension
+/// (`Extension<ClientIp>` in axum, `req.extensions().get::<ClientIp>()` in tonic and actix).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ClientIp(pub IpAddr);
 
 /// A tower [`Layer`] that runs each request inside a [`RequestContext`]
-/// (see [`ratelimit::context`](crate::context)):
+/// (see [`ratelimit::context`](crate::context)), for axum and for tonic:
 ///
-/// - the client IP: the socket peer from axum's `ConnectInfo<SocketAddr>` (serve with
-///   `into_make_service_with_connect_info::<SocketAddr>()`; without it the request has no IP and
-///   `type = Ip` limits refuse it with a missing-subject cause), or, when the peer is a
+/// - the client IP: the socket peer, from axum's `ConnectInfo<SocketAddr>` (serve with
+///   `into_make_service_with_connect_info::<SocketAddr>()`) or from the `TcpConnectInfo` a tonic
+///   server puts in every request (without either, the request has no IP and `type = Ip` limits
+///   refuse it with a missing-subject cause); or, when the peer is a
 ///   [trusted proxy](Self::trust_proxy), the client named by its forwarded headers (see
 ///   [`ClientIpResolver`]);
 /// - IPv6 clients counted per `/64` ([`ipv6_prefix`](Self::ipv6_prefix) to change);
@@ -75,12 +85,41 @@ pub struct RequestContextLayer {
     config: Arc<Config>,
 }
 
+/// What the layer and the actix middleware are configured with.
 #[derive(Clone, Debug)]
-struct Config {
-    resolver: ClientIpResolver,
-    ipv6_prefix: u8,
-    user_header: Option<HeaderName>,
-    quota_headers: bool,
+pub(crate) struct Config {
+    pub(crate) resolver: ClientIpResolver,
+    pub(crate) ipv6_prefix: u8,
+    pub(crate) user_header: Option<HeaderName>,
+    pub(crate) quota_headers: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            resolver: ClientIpResolver::new(),
+            ipv6_prefix: DEFAULT_IPV6_PREFIX,
+            user_header: None,
+            quota_headers: true,
+        }
+    }
+}
+
+impl Config {
+    /// The request context of a request from `peer` with these header fields.
+    pub(crate) fn context(&self, peer: Option<IpAddr>, headers: &impl HeaderFields) -> RequestContext {
+        let mut ctx = RequestContext::new().with_ipv6_prefix(self.ipv6_prefix);
+        if let Some(ip) = self.resolver.resolve_fields(peer, headers) {
+            ctx = ctx.with_ip(ip);
+        }
+        if let Some(name) = &self.user_header {
+            let user = headers.values(name.as_str()).first().map(|v| v.trim_ascii());
+            if let Some(user) = user.filter(|u| !u.is_empty()) {
+                ctx = ctx.with_user_bytes(user);
+            }
+        }
+        ctx
+    }
 }
 
 impl Default for RequestContextLayer {
@@ -92,14 +131,7 @@ impl Default for RequestContextLayer {
 impl RequestContextLayer {
     /// A layer with no trusted proxies, IPv6 grouped by /64, no user header, quota headers on.
     pub fn new() -> RequestContextLayer {
-        RequestContextLayer {
-            config: Arc::new(Config {
-                resolver: ClientIpResolver::new(),
-                ipv6_prefix: DEFAULT_IPV6_PREFIX,
-                user_header: None,
-                quota_headers: true,
-            }),
-        }
+        RequestContextLayer { config: Arc::new(Config::default()) }
     }
 
     fn config(&mut self) -> &mut Config {
@@ -167,22 +199,20 @@ pub struct RequestContextService<S> {
     config: Arc<Config>,
 }
 
-impl<S> RequestContextService<S> {
-    /// The request context for `req`.
-    fn context<B>(&self, req: &Request<B>) -> RequestContext {
-        let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-        let mut ctx = RequestContext::new().with_ipv6_prefix(self.config.ipv6_prefix);
-        if let Some(ip) = self.config.resolver.resolve(peer, req.headers()) {
-            ctx = ctx.with_ip(ip);
-        }
-        if let Some(name) = &self.config.user_header {
-            let user = req.headers().get(name).map(|v| v.as_bytes().trim_ascii());
-            if let Some(user) = user.filter(|u| !u.is_empty()) {
-                ctx = ctx.with_user_bytes(user);
-            }
-        }
-        ctx
+/// The socket peer of a request: what axum's `ConnectInfo` or tonic's `TcpConnectInfo` says.
+/// (With `actix` alone the layer is compiled but has neither to read.)
+#[cfg_attr(not(any(feature = "axum", feature = "tonic")), allow(unused_variables))]
+fn peer<B>(req: &Request<B>) -> Option<IpAddr> {
+    #[cfg(feature = "axum")]
+    if let Some(ConnectInfo(addr)) = req.extensions().get::<ConnectInfo<std::net::SocketAddr>>() {
+        return Some(addr.ip());
     }
+    #[cfg(feature = "tonic")]
+    if let Some(addr) = req.extensions().get::<::tonic::transport::server::TcpConnectInfo>().and_then(|c| c.remote_addr)
+    {
+        return Some(addr.ip());
+    }
+    None
 }
 
 /// The response future of [`RequestContextService`].
@@ -202,7 +232,7 @@ where
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        let ctx = Arc::new(self.context(&req));
+        let ctx = Arc::new(self.config.context(peer(&req), req.headers()));
         if let Some(ip) = ctx.ip() {
             req.extensions_mut().insert(ClientIp(ip));
         }
