@@ -684,16 +684,24 @@ async fn reports_run_at_most_two_at_a_time_across_two_processes() {
         |server: SocketAddr| async move { request(server, loopback(30), "GET", "/api/report?ms=6000", &[]).await };
     let first = tokio::spawn(slow(a.addr));
     let second = tokio::spawn(slow(b.addr));
-    // Both are running once a third is refused (retrying briefly while they start). They run
-    // 6 s, so that a loaded machine still makes the next calls while both hold their slots.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let third = loop {
-        let third = request(a.addr, loopback(30), "GET", "/api/report?ms=0", &[]).await;
-        if third.status == 429 || Instant::now() > deadline {
-            break third;
+    // Both hold their slots once the slot set of 127.0.0.30 has two members (read from Redis:
+    // a probing call would take a slot itself and could crowd one of them out). They run 6 s, so
+    // that a loaded machine still makes the next calls while both hold their slots.
+    let mut conn = redis.client();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*report|ip|127.0.0.30}*").query(&mut conn).unwrap();
+        let held: u64 = match keys.first() {
+            Some(key) => redis::cmd("ZCARD").arg(key).query(&mut conn).unwrap(),
+            None => 0,
+        };
+        if held == 2 {
+            break;
         }
+        assert!(Instant::now() < deadline, "the two reports never both held a slot ({held}, {keys:?})");
         tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    }
+    let third = request(a.addr, loopback(30), "GET", "/api/report?ms=0", &[]).await;
     assert_eq!(third.status, 429, "{third:?}");
     assert_eq!(third.header("retry-after"), Some("1"));
     assert_eq!(request(b.addr, loopback(30), "GET", "/api/report?ms=0", &[]).await.status, 429);

@@ -180,8 +180,16 @@ fn variant_of(option: &str) -> &'static str {
 /// Merges the stacked attributes (outermost first) into one plan.
 pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     let mut errors = Errors::default();
-    let mut plan =
-        Plan { limits: Vec::new(), name: None, on_error: None, krate: None, cost: None, wait: None, tier: None, refund: None };
+    let mut plan = Plan {
+        limits: Vec::new(),
+        name: None,
+        on_error: None,
+        krate: None,
+        cost: None,
+        wait: None,
+        tier: None,
+        refund: None,
+    };
     // The first attribute that gave each limiter-wide option, to compare the others with.
     let mut name: Option<Given<LitStr>> = None;
     let mut on_error: Option<Given<(OnError, Expr)>> = None;
