@@ -193,6 +193,13 @@ pub enum StoreError {
         #[source]
         source: Option<ErrorSource>,
     },
+    /// The store was not called: it failed several times in a row, and its circuit breaker
+    /// holds calls off for a pause (the failure policy answers them meanwhile).
+    #[error("the rate-limit store is not called for {retry_in:?} after repeated failures (circuit open)")]
+    CircuitOpen {
+        /// How long until one trial call goes to the store again.
+        retry_in: Duration,
+    },
     /// Anything else the store or its client reported.
     #[error("rate-limit store error: {}", words(.context, .source))]
     Other {
@@ -247,6 +254,7 @@ impl StoreError {
             StoreError::Other { context, source } => StoreError::Other { context: prefix(context), source },
             StoreError::Protocol(what) => StoreError::Protocol(format!("{outer}: {what}")),
             timeout @ StoreError::Timeout { .. } => timeout,
+            open @ StoreError::CircuitOpen { .. } => open,
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::policy::{Headroom, Policy};
 use crate::refusal_cache;
 use crate::rule::Rule;
 use crate::snapshot::{Plan, Snapshot};
-use crate::store::StoreHandle;
+use crate::store::{MemoryStore, StoreHandle};
 use crate::subject::Subject;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -155,6 +155,7 @@ impl LimiterBuilder {
                 store: self.store,
                 plan,
                 refusal_cache: self.refusal_cache,
+                local: OnceLock::new(),
             }),
         })
     }
@@ -194,6 +195,9 @@ struct Inner {
     plan: Plan,
     metrics: LimiterMetrics,
     refusal_cache: Option<bool>,
+    /// Where calls are decided while the store fails, under [`FailurePolicy::Local`]: made on
+    /// the first failure, kept after (its counts expire as any memory store's).
+    local: OnceLock<MemoryStore>,
 }
 
 /// An allowed call. Borrows its limiter, so that deciding allocates nothing.
@@ -285,6 +289,12 @@ impl Limiter {
     /// This limiter's failure policy: its own, or the global one.
     pub(crate) fn failure_policy(&self) -> FailurePolicy {
         self.inner.on_error.unwrap_or_else(|| config::global().on_error)
+    }
+
+    /// The store that decides this limiter's calls while its own fails, under
+    /// [`FailurePolicy::Local`].
+    pub(crate) fn local_store(&self) -> &MemoryStore {
+        self.inner.local.get_or_init(MemoryStore::new)
     }
 
     pub(crate) fn store(&self) -> &StoreHandle {

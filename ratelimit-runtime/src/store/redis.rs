@@ -1,6 +1,7 @@
 //! One Redis server: every decision is one `EVALSHA` of the decision script.
 
 use super::peek_reset::{read_statuses, shapes, Targets};
+use super::breaker::{Breaker, MAX_PAUSE};
 use super::tls::TlsConfig;
 use super::Answer;
 use super::{Call, Pending, Store};
@@ -96,6 +97,7 @@ pub struct RedisStore {
     conn: ConnectionManager,
     timeout: Duration,
     url: String,
+    breaker: Arc<Breaker>,
 }
 
 impl RedisStore {
@@ -122,7 +124,8 @@ impl RedisStore {
         // Created inside the I/O runtime so that the connection and its reconnections live there.
         let _guard = io::handle()?.enter();
         let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(redis_error)?;
-        let store = RedisStore { conn, timeout, url: redacted };
+        let breaker = Breaker::new(format!("redis ({redacted})"), &metrics::REDIS, MAX_PAUSE);
+        let store = RedisStore { conn, timeout, url: redacted, breaker };
         // Connect now, in the background, so the first call does not pay for it, and say how
         // it went.
         let mut probe = store.conn.clone();
@@ -377,11 +380,12 @@ pub(crate) fn redact(url: &str) -> String {
 
 impl Store for RedisStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        let cmd = command(call, 0..call.limits.len(), &unique_member(), ScriptOp::Decide);
-        let mut conn = self.conn.clone();
-        let timeout = self.timeout;
-        let m = &metrics::REDIS;
-        Pending::Remote(Box::pin(async move { m.timed(io::timeout(timeout, eval(&mut conn, &cmd))).await }))
+        self.breaker.call(|| {
+            let cmd = command(call, 0..call.limits.len(), &unique_member(), ScriptOp::Decide);
+            let mut conn = self.conn.clone();
+            let timeout = self.timeout;
+            async move { metrics::REDIS.timed(io::timeout(timeout, eval(&mut conn, &cmd))).await }
+        })
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
@@ -389,16 +393,18 @@ impl Store for RedisStore {
         if indices.is_empty() {
             return Answer::Ready(Ok(Vec::new()));
         }
-        let cmd = peek_command(targets, &indices);
-        let shapes = shapes(targets, &indices);
-        let mut conn = self.conn.clone();
-        let timeout = self.timeout;
-        Answer::Remote(Box::pin(async move {
-            let flat = io::timeout(timeout, eval_raw(&mut conn, &cmd)).await?;
-            let mut out = Vec::new();
-            read_statuses(&shapes, &flat, &mut out)?;
-            Ok(out)
-        }))
+        self.breaker.call(|| {
+            let cmd = peek_command(targets, &indices);
+            let shapes = shapes(targets, &indices);
+            let mut conn = self.conn.clone();
+            let timeout = self.timeout;
+            async move {
+                let flat = io::timeout(timeout, eval_raw(&mut conn, &cmd)).await?;
+                let mut out = Vec::new();
+                read_statuses(&shapes, &flat, &mut out)?;
+                Ok(out)
+            }
+        })
     }
 
     fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
@@ -406,13 +412,15 @@ impl Store for RedisStore {
         if indices.is_empty() {
             return Answer::Ready(Ok(()));
         }
-        let cmd = del_command(targets, &indices);
-        let mut conn = self.conn.clone();
-        let timeout = self.timeout;
-        Answer::Remote(Box::pin(async move {
-            io::timeout(timeout, async { cmd.query_async::<i64>(&mut conn).await.map_err(redis_error) }).await?;
-            Ok(())
-        }))
+        self.breaker.call(|| {
+            let cmd = del_command(targets, &indices);
+            let mut conn = self.conn.clone();
+            let timeout = self.timeout;
+            async move {
+                io::timeout(timeout, async { cmd.query_async::<i64>(&mut conn).await.map_err(redis_error) }).await?;
+                Ok(())
+            }
+        })
     }
 
     fn describe(&self) -> String {
