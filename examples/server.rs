@@ -58,7 +58,8 @@ Environment:
   REDIS_CA_CERT        PEM file of a private CA to trust for rediss:// (besides the system's)
   REDIS_CLIENT_CERT    PEM client certificate and key for mutual TLS
   REDIS_CLIENT_KEY
-  RATELIMIT_ON_ERROR   allow (default) or deny calls when the store cannot decide
+  RATELIMIT_ON_ERROR   allow (default) or deny calls when the store cannot decide, or
+                       local: decide them in this process's memory until it answers
   RATELIMIT_CONFIG     a TOML file that overrides the limits (rules, mode = shadow|off,
                        [exempt] ips and users); re-read on SIGHUP
   RUST_LOG             log filter for stderr (default info)

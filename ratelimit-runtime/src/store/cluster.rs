@@ -9,11 +9,11 @@
 //! subject sees the unit and may be denied by it. A release that itself fails (the node died in
 //! between) leaves the unit counted until its window passes: an over-count, never an under-count.
 
+use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Shapes, Targets};
 use super::redis::{
     command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Script, ScriptOp,
 };
-use super::breaker::{Breaker, MAX_PAUSE};
 use super::tls::{is_tls_url, TlsConfig};
 use super::Answer;
 use super::{Call, Pending, Store};
@@ -163,7 +163,10 @@ impl ClusterStore {
         async move { metrics::CLUSTER.timed(io::timeout(timeout, decide_by_slot(&mut conn, &parts))).await }
     }
 
-    fn peek_call(&self, targets: &Targets<'_>) -> impl Future<Output = Result<Vec<RuleStatus>, StoreError>> + Send + 'static {
+    fn peek_call(
+        &self,
+        targets: &Targets<'_>,
+    ) -> impl Future<Output = Result<Vec<RuleStatus>, StoreError>> + Send + 'static {
         // One script per slot: each reads its limits atomically; nothing is written anywhere.
         let parts: Vec<((Cmd, &'static Script), Shapes)> = by_slot(targets)
             .into_iter()

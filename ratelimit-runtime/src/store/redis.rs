@@ -1,7 +1,7 @@
 //! One Redis server: every decision is one `EVALSHA` of the decision script.
 
-use super::peek_reset::{read_statuses, shapes, Targets};
 use super::breaker::{Breaker, MAX_PAUSE};
+use super::peek_reset::{read_statuses, shapes, Targets};
 use super::tls::TlsConfig;
 use super::Answer;
 use super::{Call, Pending, Store};

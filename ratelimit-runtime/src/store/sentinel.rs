@@ -17,11 +17,11 @@
 //! breaker (`breaker.rs`) stops calling for a pause of at most [`MAX_PAUSE`], and the watcher
 //! ends that pause as soon as a sentinel names another primary.
 
+use super::breaker::Breaker;
 use super::peek_reset::{read_statuses, shapes, Targets};
 use super::redis::{
     command, del_command, eval, eval_raw, load_scripts, peek_command, redact, redis_error, unique_member, ScriptOp,
 };
-use super::breaker::Breaker;
 use super::Answer;
 use super::{Call, Pending, Store};
 use crate::error::StoreError;
