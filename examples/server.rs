@@ -11,7 +11,8 @@
 //!
 //! Routes: `GET /healthz`, `GET /api/hello` (per IP: 20 per 10s and 50 per 60s),
 //! `GET /api/global` (30 per 10s for everyone), `POST /api/orders` (per user from `X-User-Id`:
-//! 10 per 10s, and per IP: 15 per 10s, decided together), `GET /metrics` (Prometheus text
+//! 10 per 10s, and per IP: 15 per 10s, decided together), `GET /api/search` (per user: 5 per
+//! 10s, 50 per 10s for the `pro` plan of the `X-Plan` header), `GET /metrics` (Prometheus text
 //! format, never limited).
 //!
 //! `RATELIMIT_CONFIG=limits.toml` overrides those limits (rules, shadow mode, exemptions; see
@@ -20,7 +21,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -40,6 +41,8 @@ Serves rate-limited HTTP routes:
   GET  /api/global   30 per 10s, shared by everyone
   POST /api/orders   per user (X-User-Id header, required): 10 per 10s,
                      and per client IP: 15 per 10s
+  GET  /api/search   per user (X-User-Id, required): 5 per 10s; the plan in the
+                     X-Plan header chooses the tier (pro: 50 per 10s)
   GET  /metrics      the limiter's metrics, Prometheus text format (no limit)
 
 Options:
@@ -60,7 +63,7 @@ Environment:
   REDIS_CLIENT_KEY
   RATELIMIT_ON_ERROR   allow (default) or deny calls when the store cannot decide, or
                        local: decide them in this process's memory until it answers
-  RATELIMIT_CONFIG     a TOML file that overrides the limits (rules, mode = shadow|off,
+  RATELIMIT_CONFIG     a TOML file that overrides the limits (rules, tiers, mode = shadow|off,
                        [exempt] ips and users); re-read on SIGHUP
   RUST_LOG             log filter for stderr (default info)
 ";
@@ -118,6 +121,7 @@ pub fn app(trust_proxy: &[Cidr]) -> Router {
         .route("/api/hello", get(hello))
         .route("/api/global", get(global))
         .route("/api/orders", post(orders))
+        .route("/api/search", get(search))
         .route("/metrics", get(metrics))
         .layer(RequestContextLayer::new().trust_proxies(trust_proxy.iter().copied()))
 }
@@ -187,6 +191,24 @@ async fn global() -> Result<&'static str, AppError> {
 #[rate_limiter(type = Ip, rules = [(10s, 15)])]
 async fn orders(user: UserId) -> Result<String, AppError> {
     Ok(format!("order accepted for {}\n", String::from_utf8_lossy(&user.0)))
+}
+
+/// The caller's plan (the `X-Plan` header) is the tier: `pro` gets [`PRO_SEARCH`] instead.
+#[rate_limiter(type = User, rules = [(10s, 5)], tier = headers.get("x-plan").and_then(|v| v.to_str().ok()))]
+async fn search(user: UserId, headers: HeaderMap) -> Result<String, AppError> {
+    Ok(format!("search results for {}\n", String::from_utf8_lossy(&user.0)))
+}
+
+/// The `pro` tier of `/api/search`: 50 per 10s (an overrides file may change it).
+pub const PRO_SEARCH: (u64, u64) = (10, 50);
+
+/// The configuration from the environment, with the tiers this server gives in code.
+pub fn config() -> Result<ratelimit::Config, ratelimit::config::ConfigError> {
+    let (window_s, count) = PRO_SEARCH;
+    let pro = ratelimit::Rule::new(std::time::Duration::from_secs(window_s), count)
+        .map_err(|e| ratelimit::config::ConfigError(e.to_string()))?;
+    let search = format!("{}::search", module_path!());
+    Ok(ratelimit::Config::from_env()?.tier(search, ratelimit::LimitType::User, "pro", [pro]))
 }
 
 /// The Prometheus recorder's handle, once [`install_metrics`] ran.
@@ -290,7 +312,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         eprintln!("server: cannot install the metrics recorder: {e}");
         return 1;
     }
-    if let Err(e) = ratelimit::Config::from_env().and_then(ratelimit::init) {
+    if let Err(e) = config().and_then(ratelimit::init) {
         eprintln!("server: cannot configure the rate-limit store or limits: {e}");
         return 1;
     }

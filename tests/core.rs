@@ -541,7 +541,7 @@ async fn redis_stopped_answers_within_the_timeout() {
 fn a_misconfigured_limiter_is_a_500_naming_it() {
     use ratelimit::__private::{check_blocking, StaticLimiter};
     static INVALID: StaticLimiter = StaticLimiter::new(|| Limiter::builder("core_test::invalid").build());
-    let e = check_blocking(&INVALID, &[Subject::global()], 1).unwrap_err();
+    let e = check_blocking(&INVALID, &[Subject::global()], 1, None).unwrap_err();
     assert_eq!(e.cause(), Cause::Misconfigured);
     assert_eq!(e.limiter(), "core_test::invalid");
     assert_eq!(e.status(), 500);

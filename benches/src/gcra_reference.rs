@@ -21,20 +21,6 @@ use std::time::{Duration, Instant};
 
 const REFERENCE_SCRIPT: &str = include_str!("gcra_reference.lua");
 
-/// The library's general decision script, assembled from its sources as the library does: the
-/// "before" of the lean O(1) script, run with the arguments the library would send.
-const GENERAL_TEMPLATE: &str = include_str!("../../ratelimit-runtime/src/store/decide.lua");
-const FRAGMENTS: [(&str, &str); 8] = [
-    ("--@preamble", include_str!("../../ratelimit-runtime/src/store/lua/preamble.lua")),
-    ("--@exact", include_str!("../../ratelimit-runtime/src/store/lua/exact.lua")),
-    ("--@sliding_check", include_str!("../../ratelimit-runtime/src/store/lua/sliding_check.lua")),
-    ("--@sliding_commit", include_str!("../../ratelimit-runtime/src/store/lua/sliding_commit.lua")),
-    ("--@o1_limit", include_str!("../../ratelimit-runtime/src/store/lua/o1_limit.lua")),
-    ("--@bucket", include_str!("../../ratelimit-runtime/src/store/lua/bucket.lua")),
-    ("--@fixed_window", include_str!("../../ratelimit-runtime/src/store/lua/fixed_window.lua")),
-    ("--@window_counter", include_str!("../../ratelimit-runtime/src/store/lua/window_counter.lua")),
-];
-
 const HUGE: u64 = 1_000_000_000;
 const SUBJECTS: usize = 1000;
 const PERIOD_S: u64 = 60;
@@ -150,28 +136,14 @@ async fn context(server: &RedisServer) -> Arc<Ctx> {
     let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
     let reference_sha: String =
         redis::cmd("SCRIPT").arg("LOAD").arg(REFERENCE_SCRIPT).query_async(&mut conn).await.expect("load");
-    let general_sha: String =
-        redis::cmd("SCRIPT").arg("LOAD").arg(general_script()).query_async(&mut conn).await.expect("load general");
+    let general_sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(ratelimit::__private::general_script())
+        .query_async(&mut conn)
+        .await
+        .expect("load general");
     let ips = (0..SUBJECTS).map(|i| IpAddr::from([10, 2, (i / 256) as u8, (i % 256) as u8])).collect();
     Arc::new(Ctx { conn, reference_sha, general_sha, ips })
-}
-
-fn general_script() -> String {
-    // Fragments may hold markers of their own.
-    fn splice(template: &str, code: &mut String) {
-        for line in template.lines() {
-            match FRAGMENTS.iter().find(|(marker, _)| line.trim() == *marker) {
-                Some((_, fragment)) => splice(fragment, code),
-                None => {
-                    code.push_str(line);
-                    code.push('\n');
-                }
-            }
-        }
-    }
-    let mut code = String::new();
-    splice(GENERAL_TEMPLATE, &mut code);
-    code
 }
 
 async fn reference(ctx: &Ctx, i: usize) {

@@ -2,7 +2,7 @@
 
 use crate::report::{fmt, quantile, Figure, Report, Target, ROUNDS};
 use crate::support::RedisServer;
-use ratelimit::{rate_limiter, Algorithm, Config, LimitType, Limiter, RateLimited, store::RedisStore, Rule, Subject};
+use ratelimit::{rate_limiter, store::RedisStore, Algorithm, Config, LimitType, Limiter, RateLimited, Rule, Subject};
 use redis::aio::MultiplexedConnection;
 use std::net::IpAddr;
 use std::sync::Arc;

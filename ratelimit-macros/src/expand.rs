@@ -110,12 +110,21 @@ fn prelude(func: &Function, plan: &Plan, shape: &Shape, bounds: TokenStream) -> 
         Some(expr) => quote_spanned!(expr.span()=> #p::cost(&(#expr))),
         None => quote!(1u64),
     };
+    // The tier, like the subjects, is evaluated in the function's scope and bound by reference.
+    let (tier_binding, tier) = match &plan.tier {
+        Some(expr) => {
+            // Located at the expression, so that a type error points at what the user wrote.
+            let value = syn::Ident::new("__ratelimit_tier", Span::mixed_site().located_at(expr.span()));
+            (bind(&value, expr), quote_spanned!(expr.span()=> #p::tier(#value)))
+        }
+        None => (TokenStream::new(), quote!(::core::option::Option::None)),
+    };
     let check = match (shape.body, plan.wait.map(Literal::u64_suffixed)) {
-        (Body::Blocking, None) => quote!(#p::check_blocking(#limiter, &#subjects, #cost)),
-        (Body::Async | Body::BoxedAsync, None) => quote!(#p::check(#limiter, &#subjects, #cost).await),
-        (Body::Blocking, Some(ms)) => quote!(#p::until_ready_blocking(#limiter, &#subjects, #cost, #ms)),
+        (Body::Blocking, None) => quote!(#p::check_blocking(#limiter, &#subjects, #cost, #tier)),
+        (Body::Async | Body::BoxedAsync, None) => quote!(#p::check(#limiter, &#subjects, #cost, #tier).await),
+        (Body::Blocking, Some(ms)) => quote!(#p::until_ready_blocking(#limiter, &#subjects, #cost, #ms, #tier)),
         (Body::Async | Body::BoxedAsync, Some(ms)) => {
-            quote!(#p::until_ready(#limiter, &#subjects, #cost, #ms).await)
+            quote!(#p::until_ready(#limiter, &#subjects, #cost, #ms, #tier).await)
         }
     };
     // `?` converts with `From` into the function's error type; when that type has no
@@ -130,6 +139,7 @@ fn prelude(func: &Function, plan: &Plan, shape: &Shape, bounds: TokenStream) -> 
                 &LIMITER
             };
             #(#bindings)*
+            #tier_binding
             let #subjects = [#(#subject_exprs),*];
             if let ::core::result::Result::Err(#error) = #check {
                 ::core::result::Result::<::core::convert::Infallible, _>::Err(#error)#question;

@@ -45,6 +45,7 @@ use proc_macro::TokenStream;
 ///                                        local: decide in process memory until it answers)
 ///            | wait = <duration>         wait up to this long for room instead of refusing
 ///            | mode = enforce | shadow   shadow: decide and count, never refuse (default enforce)
+///            | tier = <expr>             the caller's tier (text, or an Option of it): its rules
 ///            | crate = "path"            where `ratelimit` is reachable, default "::ratelimit"
 /// ```
 ///
@@ -74,7 +75,7 @@ use proc_macro::TokenStream;
 ///   all attributes are decided in one atomic step (one store round trip); the call passes only
 ///   if every rule passes, and a refused call is recorded in no rule. `type`, `rules`, `prefix`,
 ///   `algorithm`, `burst`, `mode` and `ip`/`user`/`key` belong to each attribute; `name`, `cost`,
-///   `on_error`, `wait` and `crate` to the whole limiter (give each once, or identically).
+///   `on_error`, `wait`, `tier` and `crate` to the whole limiter (give each once, or identically).
 ///   Siblings are recognised by name: write them `rate_limiter` or `ratelimit::rate_limiter`
 ///   (an attribute imported under another name is refused below the outermost one).
 /// * **Waiting.** With `wait = 2s` (same literals as windows), a call refused for lack of room
@@ -86,6 +87,10 @@ use proc_macro::TokenStream;
 /// * **Shadow mode.** `mode = shadow` decides and counts this attribute's rules but never
 ///   refuses: a would-be refusal is logged (throttled) and counted as `shadow_denied`. The
 ///   overrides file (`RATELIMIT_CONFIG`) can change rules and modes without a rebuild.
+/// * **Tiers.** `tier = user.plan` (a `&str`, `String`, or an `Option` of one; `None` is no
+///   tier) chooses the rules of this call: those a tier gets from code (`Config::tier`,
+///   `LimiterBuilder::tier`) or from the overrides file (`[[limit]]` with `tier = "pro"`), else
+///   the attribute's. Unknown tiers get the attribute's rules. See `docs/tiers.md`.
 /// * **Cost of a call.** The limiter is built once per function, in a `static`, on first use;
 ///   per call only the subjects are computed and one check is made.
 ///

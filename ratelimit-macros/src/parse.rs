@@ -116,6 +116,7 @@ const OPTIONS: &[&str] = &[
     "on_error",
     "wait",
     "mode",
+    "tier",
     "crate",
 ];
 
@@ -144,6 +145,8 @@ pub(crate) struct Attr {
     /// `wait = <duration>`, in ms.
     pub wait: Option<Given<(u64, syn::LitInt)>>,
     pub mode: Option<Given<Mode>>,
+    /// `tier = <expr>`: the caller's tier, evaluated per call.
+    pub tier: Option<Given<Expr>>,
     pub krate: Option<Given<(syn::Path, LitStr)>>,
     /// Options given with a value that was refused (already reported).
     pub invalid: Vec<String>,
@@ -194,6 +197,7 @@ impl Attr {
             "on_error" => store(&mut self.on_error, key, on_error(&value).map(|p| (p, value))),
             "wait" => store(&mut self.wait, key, rules::duration(&value, "wait")),
             "mode" => store(&mut self.mode, key, mode(&value)),
+            "tier" => store(&mut self.tier, key, Ok(value)),
             "crate" => store(&mut self.krate, key, krate(&value)),
             _ => Err(Error::new_spanned(
                 &key,

@@ -31,6 +31,8 @@ pub(crate) struct Plan {
     pub cost: Option<Expr>,
     /// `wait = …` in ms: wait for room up to this long instead of refusing.
     pub wait: Option<u64>,
+    /// `tier = …`: the caller's tier, which chooses the rules in force.
+    pub tier: Option<Expr>,
 }
 
 /// Checks one attribute's options against each other. `None` when its `type` or `rules` was
@@ -117,19 +119,22 @@ fn variant_of(option: &str) -> &'static str {
 /// Merges the stacked attributes (outermost first) into one plan.
 pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     let mut errors = Errors::default();
-    let mut plan = Plan { limits: Vec::new(), name: None, on_error: None, krate: None, cost: None, wait: None };
+    let mut plan =
+        Plan { limits: Vec::new(), name: None, on_error: None, krate: None, cost: None, wait: None, tier: None };
     // The first attribute that gave each limiter-wide option, to compare the others with.
     let mut name: Option<Given<LitStr>> = None;
     let mut on_error: Option<Given<(OnError, Expr)>> = None;
     let mut krate: Option<Given<(syn::Path, LitStr)>> = None;
     let mut cost: Option<Given<Expr>> = None;
     let mut wait: Option<Given<(u64, syn::LitInt)>> = None;
+    let mut tier: Option<Given<Expr>> = None;
     for mut attr in attrs {
         agree(&mut name, attr.name.take(), |a, b| a.value() == b.value(), &mut errors);
         agree(&mut on_error, attr.on_error.take(), |a, b| a.0 == b.0, &mut errors);
         agree(&mut krate, attr.krate.take(), |a, b| same_tokens(&a.0, &b.0), &mut errors);
         agree(&mut cost, attr.cost.take(), same_tokens, &mut errors);
         agree(&mut wait, attr.wait.take(), |a, b| a.0 == b.0, &mut errors);
+        agree(&mut tier, attr.tier.take(), same_tokens, &mut errors);
         if let Some(Some(limit)) = errors.take(limit(&mut attr)) {
             if let Err(e) = repeats(&plan.limits, &limit) {
                 errors.push(e);
@@ -143,6 +148,7 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     plan.krate = krate.map(|g| g.value.0);
     plan.cost = cost.map(|g| g.value);
     plan.wait = wait.map(|g| g.value.0);
+    plan.tier = tier.map(|g| g.value);
     Ok(plan)
 }
 

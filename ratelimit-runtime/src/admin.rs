@@ -86,22 +86,11 @@ impl Limiter {
         // the limiter's: a reset may name only some of a call's subjects (the account of a
         // login, not its IP), and the cache keys whole calls.
         self.forget_all_refusals();
-        let Some(snapshot) = self.snapshot() else {
-            return self.ask(self.own(), subjects, None, |store, targets| store.reset(targets));
-        };
-        // Under the overrides file: the keys of the rules in force, enforced and shadow.
-        let first = self.ask(&snapshot.enforced, subjects, None, |store, targets| store.reset(targets));
-        let second = self.ask(&snapshot.shadow, subjects, None, |store, targets| store.reset(targets));
-        match (first, second) {
-            (Answer::Ready(Err(e)), _) => Answer::Ready(Err(e)),
-            (Answer::Ready(Ok(())), second) => second,
-            (Answer::Remote(first), second) => Answer::Remote(Box::pin(async move {
-                first.await?;
-                match second {
-                    Answer::Ready(r) => r,
-                    Answer::Remote(fut) => fut.await,
-                }
-            })),
+        match self.snapshot() {
+            None => self.ask(self.own(), subjects, None, |store, targets| store.reset(targets)),
+            // Under the overrides file (or with tiers): the keys of every limit that counts,
+            // enforced and shadow, in every tier (the subject may have called in any).
+            Some(snapshot) => self.ask(&snapshot.counted, subjects, None, |store, targets| store.reset(targets)),
         }
     }
 

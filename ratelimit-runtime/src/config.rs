@@ -102,6 +102,8 @@ pub struct Config {
     /// The local refusal cache: `None` follows the store (on for remote stores).
     deny_cache: Option<bool>,
     deny_cache_size: usize,
+    /// Tiers given in code, by limiter name ([`Config::tier`]).
+    tiers: Vec<LimitOverride>,
 }
 
 impl Config {
@@ -115,6 +117,7 @@ impl Config {
             tls: TlsConfig::default(),
             deny_cache: None,
             deny_cache_size: DEFAULT_DENY_CACHE_SIZE,
+            tiers: Vec::new(),
         }
     }
 
@@ -206,6 +209,68 @@ impl Config {
         self
     }
 
+    /// Gives tier `tier` of a limiter's limit its own rules, for limiters built by the
+    /// attribute (`#[rate_limiter(..., tier = plan)]`): calls in that tier are decided by these
+    /// rules, other tiers and calls without one by the limit's own. `limiter` is the limiter's
+    /// name (`name = "…"`, or `module::path::function`), `limit_type` which of its stacked
+    /// limits. An overrides file's `[[limit]]` with `tier = "…"` for the same tier wins; a
+    /// limiter built by hand takes its tiers from
+    /// [`LimiterBuilder::tier`](crate::LimiterBuilder::tier). [`init`] refuses an empty tier
+    /// name or an empty rule list.
+    ///
+    /// ```no_run
+    /// use ratelimit_runtime::{Config, LimitType, Rule};
+    /// use std::time::Duration;
+    /// ratelimit_runtime::init(Config::memory().tier(
+    ///     "server::search",
+    ///     LimitType::User,
+    ///     "pro",
+    ///     [Rule::new(Duration::from_secs(10), 50).unwrap()],
+    /// ))
+    /// .unwrap();
+    /// ```
+    pub fn tier(
+        mut self,
+        limiter: impl Into<String>,
+        limit_type: crate::LimitType,
+        tier: impl Into<String>,
+        rules: impl IntoIterator<Item = crate::Rule>,
+    ) -> Config {
+        self.tiers.push(LimitOverride {
+            limiter: limiter.into(),
+            limit_type,
+            rules: Some(rules.into_iter().collect()),
+            mode: None,
+            tier: Some(tier.into()),
+        });
+        self
+    }
+
+    /// Why a tier given with [`tier`](Self::tier) cannot apply.
+    fn check_tiers(&self) -> Result<(), ConfigError> {
+        for (i, t) in self.tiers.iter().enumerate() {
+            let name = t.tier.as_deref().unwrap_or("");
+            let at = format!("Config::tier({:?}, {}, {name:?}, …)", t.limiter, t.limit_type);
+            if name.trim().is_empty() || t.limiter.trim().is_empty() {
+                return Err(ConfigError(format!("{at}: the limiter and the tier need names")));
+            }
+            let rules = t.rules.as_deref().unwrap_or(&[]);
+            if rules.is_empty() {
+                return Err(ConfigError(format!("{at}: a tier needs at least one rule")));
+            }
+            if rules.iter().enumerate().any(|(j, r)| rules[..j].iter().any(|q| q.window_ms() == r.window_ms())) {
+                return Err(ConfigError(format!("{at}: two rules with the same window")));
+            }
+            if self.tiers[..i]
+                .iter()
+                .any(|o| o.limiter == t.limiter && o.limit_type == t.limit_type && o.tier == t.tier)
+            {
+                return Err(ConfigError(format!("{at}: this tier is given twice")));
+            }
+        }
+        Ok(())
+    }
+
     /// For `rediss://`: also trust the CA certificate(s) in this PEM file, besides the
     /// platform's roots (`REDIS_CA_CERT`).
     pub fn ca_cert(mut self, pem: impl Into<std::path::PathBuf>) -> Config {
@@ -290,6 +355,7 @@ static GLOBAL: OnceLock<Global> = OnceLock::new();
 /// Sets the global configuration. Call it once, before the first rate-limited call; a second
 /// call, or one after the configuration was taken from the environment, is an error.
 pub fn init(config: Config) -> Result<(), ConfigError> {
+    config.check_tiers()?;
     let overrides = match &config.overrides_file {
         Some(path) => Some(Overrides::load(path).map_err(|e| ConfigError(e.to_string()))?),
         None => None,
@@ -303,7 +369,7 @@ pub fn init(config: Config) -> Result<(), ConfigError> {
             deny_cache_size: config.deny_cache_size,
         })
         .map_err(|_| ConfigError("ratelimit is already initialised".to_owned()))?;
-    overrides::configure(config.overrides_file, overrides);
+    overrides::configure(config.overrides_file, overrides, config.tiers);
     Ok(())
 }
 
@@ -332,7 +398,7 @@ pub(crate) fn global() -> &'static Global {
                 .map_err(|e| tracing::error!(error = %e, "ratelimit: the configuration file is ignored (call `init` to stop at startup instead)"))
                 .ok()
         });
-        overrides::configure(file, overrides);
+        overrides::configure(file, overrides, Vec::new());
         let deny_cache = config.as_ref().map_or(None, |c| c.deny_cache);
         let deny_cache_size = config.as_ref().map_or(DEFAULT_DENY_CACHE_SIZE, |c| c.deny_cache_size);
         let store = config.and_then(|c| c.build_store()).unwrap_or_else(|e| {

@@ -75,19 +75,20 @@ pub(crate) struct Deciding<'l, 's, 'a> {
 
 impl Limiter {
     /// The one decision path: starts deciding a call of `cost` units for `subjects` (one per
-    /// limit) at the store's time, or at `pinned` µs since the epoch. Returns the decision under
-    /// way and its first step: done, or the store call it waits for (see the module's
-    /// documentation).
+    /// limit) in `tier` (which only chooses the limits in force) at the store's time, or at
+    /// `pinned` µs since the epoch. Returns the decision under way and its first step: done, or
+    /// the store call it waits for (see the module's documentation).
     #[inline(always)]
     pub(crate) fn decide<'l, 's, 'a>(
         &'l self,
         subjects: &'s [Subject<'a>],
         cost: u64,
         pinned: Option<u64>,
+        tier: Option<&str>,
     ) -> Deciding<'l, 's, 'a> {
         Deciding {
             limiter: self,
-            snapshot: self.snapshot(),
+            snapshot: self.snapshot_for(tier),
             subjects,
             cost,
             pinned,
@@ -356,7 +357,16 @@ impl Limiter {
     /// limits were added. Works from any async runtime (Redis connections live on the library's
     /// own I/O runtime).
     pub async fn check(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit<'_>, RateLimited> {
-        self.check_pinned(subjects, cost, None).await
+        self.check_pinned(subjects, cost, None, None).await
+    }
+
+    /// As [`check`](Self::check), for a caller in `tier` (e.g. the user's plan): decided by the
+    /// tier's rules where code ([`LimiterBuilder::tier`](crate::LimiterBuilder::tier),
+    /// [`Config::tier`](crate::Config::tier)) or the overrides file gives them, else by the
+    /// limits' own. Any text may be passed: a tier nobody configured is decided as a call
+    /// without a tier, and leaves no trace.
+    pub async fn check_tier(&self, subjects: &[Subject<'_>], cost: u64, tier: &str) -> Result<Permit<'_>, RateLimited> {
+        self.check_pinned(subjects, cost, None, Some(tier)).await
     }
 
     /// As [`check`](Self::check), at the time `at` instead of the store's clock: deterministic
@@ -367,17 +377,18 @@ impl Limiter {
         cost: u64,
         at: SystemTime,
     ) -> Result<Permit<'_>, RateLimited> {
-        self.check_pinned(subjects, cost, Some(epoch_us(at))).await
+        self.check_pinned(subjects, cost, Some(epoch_us(at)), None).await
     }
 
-    async fn check_pinned(
+    pub(crate) async fn check_pinned(
         &self,
         subjects: &[Subject<'_>],
         cost: u64,
         pinned: Option<u64>,
+        tier: Option<&str>,
     ) -> Result<Permit<'_>, RateLimited> {
         let started = metrics::start_timer();
-        let mut deciding = self.decide(subjects, cost, pinned);
+        let mut deciding = self.decide(subjects, cost, pinned, tier);
         let mut step = deciding.start();
         while let Step::Store(fut) = step {
             step = deciding.answer(io::await_remote(fut).await);
@@ -390,7 +401,18 @@ impl Limiter {
     /// of the caller's.
     #[inline]
     pub fn check_blocking(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit<'_>, RateLimited> {
-        self.check_blocking_pinned(subjects, cost, None)
+        self.check_blocking_pinned(subjects, cost, None, None)
+    }
+
+    /// As [`check_tier`](Self::check_tier), blocking the thread.
+    #[inline]
+    pub fn check_tier_blocking(
+        &self,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        tier: &str,
+    ) -> Result<Permit<'_>, RateLimited> {
+        self.check_blocking_pinned(subjects, cost, None, Some(tier))
     }
 
     /// As [`check_blocking`](Self::check_blocking) at the time `at` (see
@@ -401,18 +423,19 @@ impl Limiter {
         cost: u64,
         at: SystemTime,
     ) -> Result<Permit<'_>, RateLimited> {
-        self.check_blocking_pinned(subjects, cost, Some(epoch_us(at)))
+        self.check_blocking_pinned(subjects, cost, Some(epoch_us(at)), None)
     }
 
     #[inline]
-    fn check_blocking_pinned(
+    pub(crate) fn check_blocking_pinned(
         &self,
         subjects: &[Subject<'_>],
         cost: u64,
         pinned: Option<u64>,
+        tier: Option<&str>,
     ) -> Result<Permit<'_>, RateLimited> {
         let started = metrics::start_timer();
-        let mut deciding = self.decide(subjects, cost, pinned);
+        let mut deciding = self.decide(subjects, cost, pinned, tier);
         let mut step = deciding.start();
         while let Step::Store(fut) = step {
             step = deciding.answer(io::block_on(fut));

@@ -141,6 +141,10 @@ pub enum LimiterError {
     /// [`MAX_WINDOW`](crate::rule::MAX_WINDOW) to drain at a rule's rate (`burst × window /
     /// count`): the burst is out of proportion with the rate.
     BurstTooSlow(u64),
+    /// A tier ([`LimiterBuilder::tier`](crate::LimiterBuilder::tier)) has an empty name.
+    EmptyTierName,
+    /// One limit was given two tiers of this name.
+    DuplicateTier(String),
 }
 
 impl fmt::Display for LimiterError {
@@ -160,6 +164,8 @@ impl fmt::Display for LimiterError {
                 "a bucket of `burst = {b}` would take more than 366 days to drain at its rate (burst × window / count): \
                  lower the burst or raise the count"
             ),
+            LimiterError::EmptyTierName => f.write_str("a tier needs a name, e.g. \"pro\""),
+            LimiterError::DuplicateTier(t) => write!(f, "the tier {t:?} is given twice for one limit: keep one"),
         }
     }
 }

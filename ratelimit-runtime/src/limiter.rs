@@ -12,7 +12,7 @@ use crate::mode::Mode;
 use crate::policy::{Headroom, Policy};
 use crate::refusal_cache;
 use crate::rule::Rule;
-use crate::snapshot::{Plan, Snapshot};
+use crate::snapshot::{CodeTier, Plan, Snapshot};
 use crate::store::{MemoryStore, StoreHandle};
 use crate::subject::Subject;
 use std::fmt;
@@ -28,6 +28,7 @@ pub struct LimiterBuilder {
     error: Option<LimiterError>,
     log_subjects: bool,
     refusal_cache: Option<bool>,
+    tiers: Vec<CodeTier>,
 }
 
 impl LimiterBuilder {
@@ -91,6 +92,38 @@ impl LimiterBuilder {
         self
     }
 
+    /// Gives tier `name` its own rules for the last added limit (as [`burst`](Self::burst) and
+    /// [`mode`](Self::mode) do): calls made in this tier
+    /// ([`check_tier`](Limiter::check_tier)) are decided by these rules, calls in other tiers or
+    /// without one by the limit's. The rules are part of the limit's keys, so a subject moving
+    /// to another tier starts fresh counts there (and finds its old ones if it moves back within
+    /// the window). An overrides file's `[[limit]]` with `tier = "…"` replaces these rules.
+    ///
+    /// ```
+    /// use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore};
+    /// use std::{sync::Arc, time::Duration};
+    ///
+    /// let per_10s = |n| Rule::new(Duration::from_secs(10), n).unwrap();
+    /// let search = Limiter::builder("search")
+    ///     .limit(LimitType::User, [per_10s(5)])
+    ///     .tier("pro", [per_10s(50)])
+    ///     .store(Arc::new(MemoryStore::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let alice = [Subject::bytes(&b"alice"[..])];
+    /// let free = (0..60).filter(|_| search.check_blocking(&alice, 1).is_ok()).count();
+    /// let pro = (0..60).filter(|_| search.check_tier_blocking(&alice, 1, "pro").is_ok()).count();
+    /// assert_eq!((free, pro), (5, 50));
+    /// // A tier nobody configured is decided by the limit's own rules.
+    /// assert!(search.check_tier_blocking(&alice, 1, "gold").is_err());
+    /// ```
+    pub fn tier(mut self, name: impl Into<String>, rules: impl IntoIterator<Item = Rule>) -> Self {
+        if let Some(limit) = self.limits.len().checked_sub(1) {
+            self.tiers.push(CodeTier { limit, name: name.into(), rules: rules.into_iter().collect() });
+        }
+        self
+    }
+
     /// Overrides the global failure policy for this limiter.
     pub fn on_error(mut self, policy: FailurePolicy) -> Self {
         self.on_error = Some(policy);
@@ -137,7 +170,21 @@ impl LimiterBuilder {
         if self.limits.is_empty() {
             return Err(LimiterError::NoLimits);
         }
-        let plan = Plan::new(self.limits.clone(), self.store.is_none());
+        let mut tier_limits = Vec::with_capacity(self.tiers.len());
+        for (i, tier) in self.tiers.iter().enumerate() {
+            if tier.name.is_empty() {
+                return Err(LimiterError::EmptyTierName);
+            }
+            if self.tiers[..i].iter().any(|t| t.limit == tier.limit && t.name == tier.name) {
+                return Err(LimiterError::DuplicateTier(tier.name.clone()));
+            }
+            // A tier's rules must hold for its limit as the limit's own would.
+            if let Some(spec) = self.limits.get(tier.limit) {
+                let rules = tier.rules.clone();
+                tier_limits.push(Limit::compile(&self.name, LimitSpec { rules, ..spec.clone() }, 0)?);
+            }
+        }
+        let plan = Plan::new(self.limits.clone(), self.tiers, self.store.is_none());
         let mut limits = Vec::with_capacity(self.limits.len());
         let mut policies = Vec::new();
         for spec in self.limits {
@@ -155,6 +202,7 @@ impl LimiterBuilder {
                 store: self.store,
                 plan,
                 refusal_cache: self.refusal_cache,
+                _tier_limits: tier_limits,
                 local: OnceLock::new(),
             }),
         })
@@ -195,6 +243,9 @@ struct Inner {
     plan: Plan,
     metrics: LimiterMetrics,
     refusal_cache: Option<bool>,
+    /// The tiers given in code, compiled: held, as `own` is, so that the memory store finds a
+    /// tier's counts again when a reload puts its rules back in force (as Redis does, by key).
+    _tier_limits: Vec<Limit>,
     /// Where calls are decided while the store fails, under [`FailurePolicy::Local`]: made on
     /// the first failure, kept after (its counts expire as any memory store's).
     local: OnceLock<MemoryStore>,
@@ -249,6 +300,7 @@ impl Limiter {
             error: None,
             log_subjects: false,
             refusal_cache: None,
+            tiers: Vec::new(),
         }
     }
 
@@ -274,6 +326,17 @@ impl Limiter {
     #[inline]
     pub(crate) fn snapshot(&self) -> Option<Arc<Snapshot>> {
         self.inner.plan.current(&self.inner.name)
+    }
+
+    /// The limits in force for a call in `tier`: the tier's, when code or the overrides file
+    /// gives it rules; else those of calls without a tier.
+    #[inline]
+    pub(crate) fn snapshot_for(&self, tier: Option<&str>) -> Option<Arc<Snapshot>> {
+        let snapshot = self.snapshot()?;
+        match tier.and_then(|t| snapshot.tier(t)) {
+            Some(tiered) => Some(Arc::clone(tiered)),
+            None => Some(snapshot),
+        }
     }
 
     /// The limits as built.
@@ -320,6 +383,9 @@ impl Limiter {
         self.inner.own.forget(self.store(), subjects);
         if let Some(s) = self.snapshot() {
             s.enforced.forget(self.store(), subjects);
+            for tier in s.tiers() {
+                tier.enforced.forget(self.store(), subjects);
+            }
         }
     }
 
@@ -329,6 +395,9 @@ impl Limiter {
         // Under the overrides file, the limits in force keep their refusals apart.
         if let Some(s) = self.snapshot() {
             refusal_cache::global().forget_owner(s.enforced.cache_id);
+            for tier in s.tiers() {
+                refusal_cache::global().forget_owner(tier.enforced.cache_id);
+            }
         }
     }
 }

@@ -8,6 +8,12 @@
 //! rules = ["5/10s", "50/1m"]
 //! mode = "enforce"
 //!
+//! [[limit]]                # the rules of the "pro" tier of the same limit
+//! limiter = "server::hello"
+//! type = "ip"
+//! tier = "pro"
+//! rules = ["50/10s"]
+//!
 //! [exempt]
 //! ips = ["10.0.0.0/8"]
 //! users = ["ops-bot"]
@@ -41,6 +47,9 @@ pub struct LimitOverride {
     pub rules: Option<Vec<Rule>>,
     /// The mode instead of the attribute's (`None`: keep the attribute's).
     pub mode: Option<Mode>,
+    /// The tier these rules are for (`None`: every call without a tier of its own). A tier's
+    /// entry has no mode: the limit's applies.
+    pub tier: Option<String>,
 }
 
 /// A parsed overrides file.
@@ -124,6 +133,8 @@ struct LimitDe {
     rules: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     mode: Option<Spanned<String>>,
+    #[serde(default)]
+    tier: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -186,7 +197,7 @@ impl Overrides {
             None => OverridesError::whole_file(file, e.message().trim().to_owned()),
         })?;
         let mut out = Overrides::default();
-        let mut seen: Vec<(String, LimitType)> = Vec::new();
+        let mut seen: Vec<(String, LimitType, Option<String>)> = Vec::new();
         for entry in de.limit {
             let limiter = entry.limiter.get_ref().trim();
             if limiter.is_empty() {
@@ -196,13 +207,30 @@ impl Overrides {
                 ));
             }
             let limit_type = parse_type(&entry.limit_type).map_err(|m| loc.spanned(&entry.limit_type, m))?;
-            if seen.iter().any(|(l, t)| l == limiter && *t == limit_type) {
+            let tier = match &entry.tier {
+                None => None,
+                Some(t) if t.get_ref().trim().is_empty() => {
+                    return Err(loc.spanned(t, "`tier` may not be empty: name the tier, e.g. \"pro\""))
+                }
+                Some(t) => Some(t.get_ref().trim().to_owned()),
+            };
+            if seen.iter().any(|(l, t, n)| l == limiter && *t == limit_type && *n == tier) {
+                let what = match &tier {
+                    Some(name) => format!("the {name:?} tier of the {limit_type} limit"),
+                    None => format!("the {limit_type} limit"),
+                };
                 return Err(loc.spanned(
-                    &entry.limit_type,
-                    format!("a second [[limit]] for the {limit_type} limit of {limiter:?}: keep one"),
+                    entry.tier.as_ref().unwrap_or(&entry.limit_type),
+                    format!("a second [[limit]] for {what} of {limiter:?}: keep one"),
                 ));
             }
-            seen.push((limiter.to_owned(), limit_type));
+            seen.push((limiter.to_owned(), limit_type, tier.clone()));
+            if let (Some(_), Some(mode)) = (&tier, &entry.mode) {
+                return Err(loc.spanned(
+                    mode,
+                    "a tier's [[limit]] gives rules only: set `mode` on the [[limit]] without `tier` (it applies to every tier)",
+                ));
+            }
             let rules = match &entry.rules {
                 None => None,
                 Some(list) => {
@@ -230,7 +258,7 @@ impl Overrides {
                 None => None,
                 Some(m) => Some(m.get_ref().parse::<Mode>().map_err(|msg| loc.spanned(m, msg))?),
             };
-            out.limits.push(LimitOverride { limiter: limiter.to_owned(), limit_type, rules, mode });
+            out.limits.push(LimitOverride { limiter: limiter.to_owned(), limit_type, rules, mode, tier });
         }
         if let Some(exempt) = de.exempt {
             for ip in &exempt.ips {
@@ -290,9 +318,9 @@ impl Overrides {
         self.exempt_users.contains(user)
     }
 
-    /// The overrides of `limiter`'s limit of type `limit_type`.
+    /// The overrides of `limiter`'s limit of type `limit_type` (for calls without a tier).
     pub(crate) fn find(&self, limiter: &str, limit_type: LimitType) -> Option<&LimitOverride> {
-        self.limits.iter().find(|o| o.limiter == limiter && o.limit_type == limit_type)
+        self.limits.iter().find(|o| o.limiter == limiter && o.limit_type == limit_type && o.tier.is_none())
     }
 }
 
@@ -341,6 +369,29 @@ fn parse_rule(text: &str) -> Result<Rule, String> {
 pub(crate) struct Table {
     pub(crate) generation: u64,
     pub(crate) overrides: Overrides,
+    /// The tiers given in code ([`Config::tier`](crate::Config::tier)); the file's entries
+    /// for the same tier win.
+    pub(crate) code_tiers: Arc<[LimitOverride]>,
+}
+
+impl Table {
+    /// The entry that gives tier `tier` of `limiter`'s `limit_type` limit its rules: the
+    /// file's, else the code's.
+    pub(crate) fn tier(&self, limiter: &str, limit_type: LimitType, tier: &str) -> Option<&LimitOverride> {
+        let is =
+            |o: &&LimitOverride| o.limiter == limiter && o.limit_type == limit_type && o.tier.as_deref() == Some(tier);
+        self.overrides.limits.iter().find(is).or_else(|| self.code_tiers.iter().find(is))
+    }
+
+    /// The tiers the file and the code name for `limiter` (with repeats).
+    pub(crate) fn tier_names<'t>(&'t self, limiter: &'t str) -> impl Iterator<Item = &'t str> + 't {
+        self.overrides
+            .limits
+            .iter()
+            .chain(self.code_tiers.iter())
+            .filter(move |o| o.limiter == limiter)
+            .filter_map(|o| o.tier.as_deref())
+    }
 }
 
 /// No table was ever considered: the global configuration was not built yet.
@@ -350,6 +401,8 @@ static GENERATION: AtomicU64 = AtomicU64::new(UNSET);
 static NEXT: AtomicU64 = AtomicU64::new(1);
 static TABLE: ArcSwapOption<Table> = ArcSwapOption::const_empty();
 static PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
+/// The tiers given in code, kept in every table installed after them.
+static CODE_TIERS: Mutex<Option<Arc<[LimitOverride]>>> = Mutex::new(None);
 /// Limiters that decided under some table (for the unknown-name warning), at most [`MAX_SEEN`].
 static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 /// Names of the file in force already warned about, so each is warned once.
@@ -388,12 +441,19 @@ pub(crate) fn seen(name: &str) {
     }
 }
 
-/// Called once by the global configuration: the file (already parsed) and where it lives.
-pub(crate) fn configure(path: Option<PathBuf>, overrides: Option<Overrides>) {
+/// Called once by the global configuration: the file (already parsed), where it lives, and
+/// the tiers given in code.
+pub(crate) fn configure(path: Option<PathBuf>, overrides: Option<Overrides>, code_tiers: Vec<LimitOverride>) {
     *lock(&PATH) = path;
+    let has_code_tiers = !code_tiers.is_empty();
+    *lock(&CODE_TIERS) = Some(code_tiers.into());
     match overrides {
         Some(o) => {
             install(o);
+        }
+        // Tiers in code need a table, as a file's would.
+        None if has_code_tiers => {
+            install(Overrides::new());
         }
         None => GENERATION.store(0, Ordering::Release),
     }
@@ -401,7 +461,8 @@ pub(crate) fn configure(path: Option<PathBuf>, overrides: Option<Overrides>) {
 
 fn install(overrides: Overrides) -> u64 {
     let generation = NEXT.fetch_add(1, Ordering::Relaxed);
-    TABLE.store(Some(Arc::new(Table { generation, overrides })));
+    let code_tiers = lock(&CODE_TIERS).clone().unwrap_or_else(|| Arc::from(Vec::new()));
+    TABLE.store(Some(Arc::new(Table { generation, overrides, code_tiers })));
     GENERATION.store(generation, Ordering::Release);
     schedule_unknown_check(generation);
     generation

@@ -9,7 +9,7 @@
 //!         .build()
 //! });
 //! let subjects = [ip_from_context()];
-//! if let Err(e) = check(&LIMITER, &subjects, cost(1)).await { return Err(From::from(e)); }
+//! if let Err(e) = check(&LIMITER, &subjects, cost(1), None).await { return Err(From::from(e)); }
 //! ```
 
 use crate::context;
@@ -37,15 +37,16 @@ pub fn name(module_path: &str, function: &str, explicit: Option<&str>) -> String
     }
 }
 
-/// Decides a call of an `async fn`.
+/// Decides a call of an `async fn`, in `tier` (`tier = …`) or without one.
 #[inline]
 pub async fn check(
     limiter: &'static LazyLimiter,
     subjects: &[Subject<'_>],
     cost: u64,
+    tier: Option<&str>,
 ) -> Result<Permit<'static>, RateLimited> {
     match limiter.get() {
-        Ok(l) => l.check(subjects, cost).await,
+        Ok(l) => l.check_pinned(subjects, cost, None, tier).await,
         Err(e) => Err(misconfigured(limiter, e)),
     }
 }
@@ -66,9 +67,10 @@ pub async fn until_ready(
     subjects: &[Subject<'_>],
     cost: u64,
     max_wait_ms: u64,
+    tier: Option<&str>,
 ) -> Result<Permit<'static>, RateLimited> {
     match limiter.get() {
-        Ok(l) => l.until_ready(subjects, cost, std::time::Duration::from_millis(max_wait_ms)).await,
+        Ok(l) => l.until_ready_in(subjects, cost, std::time::Duration::from_millis(max_wait_ms), tier).await,
         Err(e) => Err(misconfigured(limiter, e)),
     }
 }
@@ -80,22 +82,24 @@ pub fn until_ready_blocking(
     subjects: &[Subject<'_>],
     cost: u64,
     max_wait_ms: u64,
+    tier: Option<&str>,
 ) -> Result<Permit<'static>, RateLimited> {
     match limiter.get() {
-        Ok(l) => l.until_ready_blocking(subjects, cost, std::time::Duration::from_millis(max_wait_ms)),
+        Ok(l) => l.until_ready_blocking_in(subjects, cost, std::time::Duration::from_millis(max_wait_ms), tier),
         Err(e) => Err(misconfigured(limiter, e)),
     }
 }
 
-/// Decides a call of a plain `fn`.
+/// Decides a call of a plain `fn`, in `tier` or without one.
 #[inline]
 pub fn check_blocking(
     limiter: &'static LazyLimiter,
     subjects: &[Subject<'_>],
     cost: u64,
+    tier: Option<&str>,
 ) -> Result<Permit<'static>, RateLimited> {
     match limiter.get() {
-        Ok(l) => l.check_blocking(subjects, cost),
+        Ok(l) => l.check_blocking_pinned(subjects, cost, None, tier),
         Err(e) => Err(misconfigured(limiter, e)),
     }
 }
@@ -214,6 +218,65 @@ pub fn cost(value: impl Cost) -> u64 {
     value.units()
 }
 
+/// A value usable as `tier = …`: text naming the caller's tier, or an `Option` of it (`None`:
+/// no tier, the limits' own rules).
+#[diagnostic::on_unimplemented(
+    message = "`tier = …` takes the caller's tier as text (`&str`, `String`, or an `Option` of one), not `{Self}`",
+    label = "expected a tier name such as `\"pro\"`, `user.plan` or `plan.as_deref()`"
+)]
+pub trait Tier {
+    /// The tier's name, if any.
+    fn tier_name(&self) -> Option<&str>;
+}
+
+impl Tier for str {
+    fn tier_name(&self) -> Option<&str> {
+        Some(self)
+    }
+}
+
+impl Tier for String {
+    fn tier_name(&self) -> Option<&str> {
+        Some(self)
+    }
+}
+
+impl Tier for std::borrow::Cow<'_, str> {
+    fn tier_name(&self) -> Option<&str> {
+        Some(self)
+    }
+}
+
+impl Tier for Box<str> {
+    fn tier_name(&self) -> Option<&str> {
+        Some(self)
+    }
+}
+
+impl Tier for std::sync::Arc<str> {
+    fn tier_name(&self) -> Option<&str> {
+        Some(self)
+    }
+}
+
+impl<T: Tier + ?Sized> Tier for &T {
+    fn tier_name(&self) -> Option<&str> {
+        (**self).tier_name()
+    }
+}
+
+impl<T: Tier> Tier for Option<T> {
+    fn tier_name(&self) -> Option<&str> {
+        self.as_ref().and_then(Tier::tier_name)
+    }
+}
+
+/// The tier of a `tier = …` expression.
+#[inline]
+pub fn tier<T: Tier + ?Sized>(value: &T) -> Option<&str> {
+    value.tier_name()
+}
+
 use crate::rule;
 
 /// Why a literal of the attribute is out of the runtime's bounds, as a compile-time message.
@@ -324,6 +387,12 @@ pub const fn count_problem(what: &str, n: u64) -> Option<Problem> {
 
 /// The key prefix of a limit whose attribute gives none.
 pub use crate::key::DEFAULT_PREFIX;
+
+/// The general decision script as the library sends it, its fragments spliced in: the benchmark
+/// harness runs it beside the lean script, and must not assemble a copy that could drift.
+pub fn general_script() -> &'static str {
+    crate::store::redis::GENERAL.code()
+}
 
 #[cfg(test)]
 mod tests {

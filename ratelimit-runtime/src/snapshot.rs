@@ -3,8 +3,13 @@
 //! the exemptions. Rebuilt lazily when the generation changes; a decision holds one snapshot
 //! from start to end, so it never sees half a reload.
 //!
-//! A limiter with no override, no exemption and no `mode = shadow` takes none of this: its hot
-//! path costs one atomic load ([`Plan::current`] answers `None`).
+//! A limiter with no override, no exemption, no `mode = shadow` and no tier takes none of this:
+//! its hot path costs one atomic load ([`Plan::current`] answers `None`).
+//!
+//! Tiers: a snapshot holds, beside the limits for calls without a tier, one snapshot per tier
+//! that the limiter (in code) or the table names, each compiled once here. A call in a tier
+//! decides with that tier's snapshot, a call in a tier nobody named with the default one: the
+//! tier only chooses which compiled limits decide, and an unknown name leaves nothing behind.
 
 use crate::config::{self, Throttle};
 use crate::context;
@@ -15,6 +20,7 @@ use crate::metrics::{LimiterMetrics, Outcome};
 use crate::mode::Mode;
 use crate::overrides::{self, Table, UNSET};
 use crate::policy::Policy;
+use crate::rule::Rule;
 use crate::subject::Subject;
 use arc_swap::ArcSwapOption;
 use std::fmt;
@@ -22,10 +28,22 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A tier's rules for one limit, given in code ([`LimiterBuilder::tier`](crate::LimiterBuilder::tier)).
+#[derive(Clone, Debug)]
+pub(crate) struct CodeTier {
+    /// Which limit (its place among the limiter's limits).
+    pub(crate) limit: usize,
+    pub(crate) name: String,
+    pub(crate) rules: Vec<Rule>,
+}
+
 /// What a limiter keeps to build its snapshots: its limits as built, and the latest snapshot.
 pub(crate) struct Plan {
     specs: Vec<LimitSpec>,
-    /// Some limit is not enforced by the attribute itself (`mode = shadow`).
+    /// The tiers given in code.
+    tiers: Vec<CodeTier>,
+    /// Some limit is not enforced by the attribute itself (`mode = shadow`), or has tiers: the
+    /// limits as built are not all there is.
     moded: bool,
     /// Decides with the global store (whose configuration brings the overrides file).
     global_store: bool,
@@ -33,9 +51,9 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    pub(crate) fn new(specs: Vec<LimitSpec>, global_store: bool) -> Plan {
-        let moded = specs.iter().any(|s| s.mode != Mode::Enforce);
-        Plan { specs, moded, global_store, cell: ArcSwapOption::const_empty() }
+    pub(crate) fn new(specs: Vec<LimitSpec>, tiers: Vec<CodeTier>, global_store: bool) -> Plan {
+        let moded = specs.iter().any(|s| s.mode != Mode::Enforce) || !tiers.is_empty();
+        Plan { specs, tiers, moded, global_store, cell: ArcSwapOption::const_empty() }
     }
 
     /// The snapshot to decide with, or `None` when the limits as built are in force unchanged.
@@ -81,9 +99,9 @@ impl Plan {
             overrides::seen(name);
         }
         let mut touched = false;
-        let mut enforced = Vec::new();
-        let mut shadow = Vec::new();
-        for (i, base) in self.specs.iter().enumerate() {
+        // The limits for calls without a tier (and for tiers without rules of their own).
+        let mut defaults = Vec::with_capacity(self.specs.len());
+        for base in &self.specs {
             let mut spec = base.clone();
             if let Some(o) = file.and_then(|f| f.find(name, spec.limit_type)) {
                 touched = true;
@@ -94,11 +112,7 @@ impl Plan {
                     spec.mode = mode;
                 }
             }
-            match spec.mode {
-                Mode::Enforce => enforced.push((i, spec)),
-                Mode::Shadow => shadow.push((i, spec)),
-                Mode::Off => {}
-            }
+            defaults.push(spec);
         }
         if let Some(f) = file {
             for o in f.limits().iter().filter(|o| o.limiter == name) {
@@ -112,12 +126,85 @@ impl Plan {
             }
         }
         let exempt = table.clone().filter(|t| t.overrides.has_exemptions());
+        let generation = table.as_ref().map_or(0, |t| t.generation);
+        let mut names: Vec<&str> = self.tiers.iter().map(|t| t.name.as_str()).collect();
+        if let Some(t) = table.as_deref() {
+            names.extend(t.tier_names(name));
+        }
+        names.sort_unstable();
+        names.dedup();
+        touched |= !names.is_empty();
+        // Every limit that counts, in any tier, once: what a reset clears.
+        let mut counted: Vec<(usize, LimitSpec)> = Vec::new();
+        let mut count = |specs: &[LimitSpec]| {
+            for (i, spec) in specs.iter().enumerate().filter(|(_, s)| s.mode != Mode::Off) {
+                if !counted.iter().any(|(j, c)| *j == i && same_rules(&c.rules, &spec.rules)) {
+                    counted.push((i, spec.clone()));
+                }
+            }
+        };
+        count(&defaults);
+        let mut tiers = Vec::with_capacity(names.len());
+        for tier in names {
+            let specs: Vec<LimitSpec> = defaults
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let mut spec = d.clone();
+                    if let Some(rules) = self.tier_rules(table.as_deref(), name, i, tier) {
+                        spec.rules = rules;
+                    }
+                    spec
+                })
+                .collect();
+            count(&specs);
+            let part = self.part(name, specs, generation, exempt.clone(), Box::new([]));
+            tiers.push((Box::<str>::from(tier), Arc::new(part)));
+        }
+        let mut snapshot = self.part(name, defaults, generation, exempt, tiers.into());
+        snapshot.counted = self.compile(name, counted);
+        snapshot.passthrough = !touched && !self.moded && snapshot.exempt.is_none();
+        snapshot
+    }
+
+    /// The rules of `tier` for limit `i`: the table's entry (file, then code), else the
+    /// limiter's own; `None` where the tier has none (the default rules apply). An entry without
+    /// rules gives the tier the default rules.
+    fn tier_rules(&self, table: Option<&Table>, name: &str, i: usize, tier: &str) -> Option<Vec<Rule>> {
+        let limit_type = self.specs.get(i)?.limit_type;
+        if let Some(entry) = table.and_then(|t| t.tier(name, limit_type, tier)) {
+            return entry.rules.clone();
+        }
+        self.tiers.iter().find(|t| t.limit == i && t.name == tier).map(|t| t.rules.clone())
+    }
+
+    /// The snapshot of these limits (one per limit of the limiter, in order, each with the rules
+    /// and mode in force): split into enforced and shadow, compiled.
+    fn part(
+        &self,
+        name: &str,
+        specs: Vec<LimitSpec>,
+        generation: u64,
+        exempt: Option<Arc<Table>>,
+        tiers: Box<[(Box<str>, Arc<Snapshot>)]>,
+    ) -> Snapshot {
+        let mut enforced = Vec::new();
+        let mut shadow = Vec::new();
+        for (i, spec) in specs.into_iter().enumerate() {
+            match spec.mode {
+                Mode::Enforce => enforced.push((i, spec)),
+                Mode::Shadow => shadow.push((i, spec)),
+                Mode::Off => {}
+            }
+        }
         Snapshot {
-            generation: table.as_ref().map_or(0, |t| t.generation),
-            passthrough: !touched && !self.moded && exempt.is_none(),
+            generation,
+            passthrough: false,
             types: self.specs.iter().map(|s| s.limit_type).collect(),
             enforced: self.compile(name, enforced),
             shadow: self.compile(name, shadow),
+            tiers,
+            counted: LimitSet::new(Vec::new(), None, Arc::from(Vec::new())),
             exempt,
         }
     }
@@ -153,6 +240,11 @@ pub(crate) struct Snapshot {
     pub(crate) enforced: LimitSet,
     /// The limits that only watch: decided and counted, never refusing.
     pub(crate) shadow: LimitSet,
+    /// The snapshot of each tier named in code or in the table, by name (sorted).
+    tiers: Box<[(Box<str>, Arc<Snapshot>)]>,
+    /// Every enforced or shadow limit of every tier, once (empty in a tier's snapshot): what a
+    /// reset clears, in one store call.
+    pub(crate) counted: LimitSet,
     /// The table, when it exempts anyone.
     exempt: Option<Arc<Table>>,
 }
@@ -168,6 +260,19 @@ impl fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
+    /// The snapshot of the calls in `tier`: the tier's, when code or the table names it.
+    /// Looks only: an unknown name costs a search and is never remembered.
+    #[inline]
+    pub(crate) fn tier(&self, tier: &str) -> Option<&Arc<Snapshot>> {
+        let i = self.tiers.binary_search_by(|(name, _)| (**name).cmp(tier)).ok()?;
+        self.tiers.get(i).map(|(_, s)| s)
+    }
+
+    /// Every tier's snapshot.
+    pub(crate) fn tiers(&self) -> impl Iterator<Item = &Arc<Snapshot>> {
+        self.tiers.iter().map(|(_, s)| s)
+    }
+
     /// Whether the call is exempt: its context's IP or user, or one of its IP or user subjects,
     /// is exempted by the overrides file.
     pub(crate) fn is_exempt(&self, subjects: &[Subject<'_>]) -> bool {
@@ -186,6 +291,11 @@ impl Snapshot {
             _ => false,
         })
     }
+}
+
+/// Whether two rule lists are the same rules (in any order): the same limit's keys.
+fn same_rules(a: &[Rule], b: &[Rule]) -> bool {
+    a.len() == b.len() && a.iter().all(|r| b.contains(r))
 }
 
 /// The address an IP subject stands for: `203.0.113.7`, or the network of `2001:db8::/64`.

@@ -5,7 +5,6 @@ use crate::error::{Cause, RateLimited};
 use crate::io;
 use crate::limiter::{Limiter, Permit};
 use crate::subject::Subject;
-use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
 
 /// The most jitter added to a retry-after: enough to spread a fleet's retries, small next to
@@ -46,9 +45,21 @@ impl Limiter {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Permit<'_>, RateLimited> {
+        self.until_ready_in(subjects, cost, max_wait, None).await
+    }
+
+    /// [`until_ready`](Self::until_ready) for a caller in `tier` (see
+    /// [`check_tier`](Self::check_tier)), or without one.
+    pub(crate) async fn until_ready_in(
+        &self,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        max_wait: Duration,
+        tier: Option<&str>,
+    ) -> Result<Permit<'_>, RateLimited> {
         let start = Instant::now();
         loop {
-            let refused = match self.check(subjects, cost).await {
+            let refused = match self.check_pinned(subjects, cost, None, tier).await {
                 Ok(permit) => return Ok(permit),
                 Err(e) => e,
             };
@@ -81,7 +92,19 @@ impl Limiter {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Permit<'_>, RateLimited> {
-        until_ready_with(self, subjects, cost, max_wait, Instant::now, std::thread::sleep)
+        until_ready_with(self, subjects, cost, max_wait, None, Instant::now, std::thread::sleep)
+    }
+
+    /// [`until_ready_blocking`](Self::until_ready_blocking) for a caller in `tier`, or without
+    /// one.
+    pub(crate) fn until_ready_blocking_in(
+        &self,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        max_wait: Duration,
+        tier: Option<&str>,
+    ) -> Result<Permit<'_>, RateLimited> {
+        until_ready_with(self, subjects, cost, max_wait, tier, Instant::now, std::thread::sleep)
     }
 }
 
@@ -91,12 +114,13 @@ fn until_ready_with<'l>(
     subjects: &[Subject<'_>],
     cost: u64,
     max_wait: Duration,
+    tier: Option<&str>,
     now: impl Fn() -> Instant,
     mut sleep: impl FnMut(Duration),
 ) -> Result<Permit<'l>, RateLimited> {
     let start = now();
     loop {
-        let refused = match limiter.check_blocking(subjects, cost) {
+        let refused = match limiter.check_blocking_pinned(subjects, cost, None, tier) {
             Ok(permit) => return Ok(permit),
             Err(e) => e,
         };
@@ -130,11 +154,7 @@ fn jitter(retry: Duration) -> Duration {
     if cap_us == 0 {
         return Duration::ZERO;
     }
-    static SEED: std::sync::OnceLock<foldhash::fast::RandomState> = std::sync::OnceLock::new();
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let random = SEED.get_or_init(Default::default).hash_one(n);
-    Duration::from_micros(random % (cap_us + 1))
+    Duration::from_micros(fastrand::u64(0..=cap_us))
 }
 
 #[cfg(test)]
@@ -204,7 +224,7 @@ mod tests {
                 clock.advance(d);
                 elapsed.set(elapsed.get() + d);
             };
-            until_ready_with(&limiter, &[Subject::global()], 1, Duration::from_secs(2), now, sleep).unwrap();
+            until_ready_with(&limiter, &[Subject::global()], 1, Duration::from_secs(2), None, now, sleep).unwrap();
             admitted_at.push(elapsed.get());
         }
         // 20 calls at 5 per second: the last needs three whole windows.
@@ -228,8 +248,8 @@ mod tests {
         let g = [Subject::global()];
         limiter.check_blocking(&g, 1).unwrap();
         let mut slept = Vec::new();
-        let e =
-            until_ready_with(&limiter, &g, 1, Duration::from_secs(10), Instant::now, |d| slept.push(d)).unwrap_err();
+        let e = until_ready_with(&limiter, &g, 1, Duration::from_secs(10), None, Instant::now, |d| slept.push(d))
+            .unwrap_err();
         assert_eq!(e.cause(), Cause::Exceeded);
         assert!(slept.is_empty(), "refused at once, without sleeping: {slept:?}");
     }

@@ -1,0 +1,484 @@
+//! Tiers: a call's tier (the user's plan) chooses the rules that decide it. On the memory store
+//! and on a real Redis: tiers from code and from the overrides file (which wins), reloads, a
+//! subject moving between tiers mid-window, unknown tier names (decided by the default rules,
+//! leaving nothing behind), the attribute's `tier = …`; and the example server's `/api/search`
+//! over TCP, its tiers from code, from a file and after `SIGHUP`.
+//!
+//! The overrides table is per process: the library tests share one file (rewritten and
+//! reloaded under a lock); each server runs in its own process (this binary, re-executed).
+
+#[path = "../examples/server.rs"]
+#[allow(dead_code)]
+mod server;
+mod support;
+
+use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
+use ratelimit::{rate_limiter, Config, LimitType, Limiter, RateLimited, Rule, Subject};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+use support::RedisServer;
+
+// ---------------------------------------------------------------------------------------------
+// The library, in this process.
+
+struct Shared {
+    dir: PathBuf,
+    file: PathBuf,
+    lock: Mutex<()>,
+}
+
+/// The process's configuration: memory as the global store, one overrides file, and a tier
+/// given in code to the attribute's limiter `tiers::attr`.
+fn shared() -> &'static Shared {
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("ratelimit-tiers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("limits.toml");
+        std::fs::write(&file, "").expect("write the file");
+        let config = Config::memory().overrides_file(&file).tier("tiers::attr", LimitType::User, "pro", [rule(60, 50)]);
+        ratelimit::init(config).expect("init");
+        Shared { dir, file, lock: Mutex::new(()) }
+    })
+}
+
+/// Puts `text` in force (under the lock the caller holds).
+fn apply(text: &str) {
+    std::fs::write(&shared().file, text).expect("write the file");
+    ratelimit::reload().unwrap_or_else(|e| panic!("reload: {e}"));
+}
+
+fn locked() -> MutexGuard<'static, ()> {
+    shared().lock.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn rule(window_s: u64, count: u64) -> Rule {
+    Rule::new(Duration::from_secs(window_s), count).unwrap()
+}
+
+/// How many of `n` calls pass, in `tier` (or without one).
+fn passes(limiter: &Limiter, subjects: &[Subject<'_>], tier: Option<&str>, n: usize) -> usize {
+    (0..n)
+        .filter(|_| match tier {
+            Some(t) => limiter.check_tier_blocking(subjects, 1, t).is_ok(),
+            None => limiter.check_blocking(subjects, 1).is_ok(),
+        })
+        .count()
+}
+
+/// A user of the search limiter below: the user, and the global subject.
+fn user(name: &'static str) -> [Subject<'static>; 2] {
+    [Subject::bytes(name.as_bytes()), Subject::global()]
+}
+
+/// The rules of the user limit a refusal names, as (window s, count) pairs.
+fn user_policies(e: &RateLimited) -> Vec<(u64, u64)> {
+    e.policies()
+        .iter()
+        .filter(|p| p.limit_type == LimitType::User)
+        .map(|p| (p.rule.window().as_secs(), p.rule.count()))
+        .collect()
+}
+
+/// Every scenario on one store. `keys` counts the store's keys; limiter names carry `tag`.
+fn scenarios(store: StoreHandle, tag: &str, keys: &dyn Fn() -> usize) {
+    let _guard = locked();
+    apply("");
+    let search = Limiter::builder(format!("{tag}::search"))
+        .limit(LimitType::User, [rule(60, 5)])
+        .tier("pro", [rule(60, 50)])
+        .tier("team", [rule(60, 20), rule(3600, 200)])
+        .limit(LimitType::Global, [rule(60, 1000)])
+        .store(store.clone())
+        .build()
+        .unwrap();
+
+    // Each tier its rules; without a tier, the limit's own.
+    assert_eq!(passes(&search, &user("alice"), None, 10), 5, "{tag}: free");
+    assert_eq!(passes(&search, &user("carol"), Some("pro"), 60), 50, "{tag}: pro");
+    assert_eq!(passes(&search, &user("erin"), Some("team"), 30), 20, "{tag}: team");
+
+    // Refusals and quotas name the tier's rules (and the untiered global limit's).
+    let e = search.check_tier_blocking(&user("carol"), 1, "pro").unwrap_err();
+    assert_eq!(e.rule(), Some(rule(60, 50)), "{tag}: {e}");
+    assert_eq!(user_policies(&e), [(60, 50)]);
+    assert_eq!(e.policies().len(), 2, "{tag}: the global limit's rule too");
+    let e = search.check_tier_blocking(&user("erin"), 1, "team").unwrap_err();
+    assert_eq!(user_policies(&e), [(3600, 200), (60, 20)]);
+    let e = search.check_blocking(&user("alice"), 1).unwrap_err();
+    assert_eq!(user_policies(&e), [(60, 5)]);
+    let permit = search.check_tier_blocking(&user("dave"), 1, "pro").unwrap();
+    let quota = permit.quota().expect("a quota");
+    assert_eq!((quota.policy.rule, quota.remaining), (rule(60, 50), 49));
+    drop(permit);
+
+    // A tier change mid-window: the tier's rules are part of the keys, so moving to pro starts
+    // fresh counts; moving back finds the free counts, still in their window.
+    assert_eq!(passes(&search, &user("bob"), None, 3), 3);
+    assert_eq!(passes(&search, &user("bob"), Some("pro"), 60), 50, "{tag}: fresh counts in pro");
+    assert_eq!(passes(&search, &user("bob"), None, 5), 2, "{tag}: the free counts are found again");
+    assert_eq!(passes(&search, &user("bob"), Some("pro"), 5), 0, "{tag}: and so are the pro ones");
+    // A reset forgets the subject in every tier.
+    search.reset_blocking(&user("bob")).unwrap();
+    assert_eq!(passes(&search, &user("bob"), None, 6), 5, "{tag}: reset (free)");
+    assert_eq!(passes(&search, &user("bob"), Some("pro"), 51), 50, "{tag}: reset (pro)");
+
+    // Unknown tiers (any text a user sends) are decided by the default rules, on the default
+    // keys: 1000 names leave one key, the one a call without a tier makes.
+    let before = keys();
+    let names: Vec<String> = (0..1000).map(|i| format!("plan-{i}")).collect();
+    let admitted = names.iter().filter(|t| search.check_tier_blocking(&user("frank"), 1, t).is_ok()).count();
+    assert_eq!(admitted, 5, "{tag}: unknown tiers share the default rules");
+    assert_eq!(keys(), before + 1, "{tag}: unknown tier names leave no state");
+    for odd in ["", "PRO", "pro ", "pro\0", "🙂"] {
+        let e = search.check_tier_blocking(&user("frank"), 1, odd).unwrap_err();
+        assert_eq!(user_policies(&e), [(60, 5)], "{tag}: {odd:?} is not pro");
+    }
+    assert_eq!(passes(&search, &user("frank"), None, 1), 0, "{tag}: the same counts as without a tier");
+
+    // The file's tiers win over the code's; an entry without rules gives the tier the default
+    // rules; the file may add tiers; the default rules it sets apply to tiers without rules.
+    apply(&format!(
+        r#"
+[[limit]]
+limiter = "{tag}::search"
+type = "user"
+rules = ["3/1m"]
+
+[[limit]]
+limiter = "{tag}::search"
+type = "user"
+tier = "pro"
+rules = ["8/1m"]
+
+[[limit]]
+limiter = "{tag}::search"
+type = "user"
+tier = "team"
+
+[[limit]]
+limiter = "{tag}::search"
+type = "user"
+tier = "enterprise"
+rules = ["12/1m"]
+"#
+    ));
+    assert_eq!(passes(&search, &user("grace"), Some("pro"), 20), 8, "{tag}: the file's pro");
+    assert_eq!(passes(&search, &user("heidi"), Some("team"), 20), 3, "{tag}: team on the default rules");
+    assert_eq!(passes(&search, &user("ivan"), Some("enterprise"), 20), 12, "{tag}: a tier from the file");
+    assert_eq!(passes(&search, &user("judy"), None, 20), 3, "{tag}: the file's default");
+    assert_eq!(passes(&search, &user("judy"), Some("gold"), 20), 0, "{tag}: unknown: the default's counts");
+    let e = search.check_tier_blocking(&user("grace"), 1, "pro").unwrap_err();
+    assert_eq!(user_policies(&e), [(60, 8)], "{tag}");
+
+    // Reload: a tier's changed rules start fresh counts.
+    apply(&format!("[[limit]]\nlimiter = \"{tag}::search\"\ntype = \"user\"\ntier = \"pro\"\nrules = [\"9/1m\"]\n"));
+    assert_eq!(passes(&search, &user("grace"), Some("pro"), 20), 9, "{tag}: the reloaded pro rules");
+    assert_eq!(passes(&search, &user("ivan"), Some("enterprise"), 20), 5, "{tag}: enterprise is gone");
+    // Without the file, the code's tiers again, with the counts they kept in their window.
+    apply("");
+    assert_eq!(passes(&search, &user("carol"), Some("pro"), 5), 0, "{tag}: carol's 50 pro calls are still counted");
+    assert_eq!(passes(&search, &user("grace"), Some("pro"), 60), 50, "{tag}: the code's pro again");
+}
+
+#[test]
+fn tiers_in_memory() {
+    shared();
+    let memory = Arc::new(MemoryStore::new());
+    let keys = {
+        let memory = memory.clone();
+        move || memory.len()
+    };
+    scenarios(memory, "mem", &keys);
+}
+
+#[test]
+fn tiers_on_redis() {
+    shared();
+    let redis = RedisServer::start();
+    let store = RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open");
+    let keys = || {
+        let n: usize = redis::cmd("DBSIZE").query(&mut redis.client()).expect("DBSIZE");
+        n
+    };
+    scenarios(Arc::new(store), "redis", &keys);
+
+    // The tier's rules are in the key: one key per (subject, rules) a subject called under.
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*|user|bob}*").query(&mut redis.client()).expect("KEYS");
+    keys.sort();
+    assert_eq!(keys, ["rate_limit:{redis::search|user|bob}:sw:1mx5", "rate_limit:{redis::search|user|bob}:sw:1mx50"]);
+
+    // Resetting a subject of a limiter with tiers is one store call, whatever the tiers.
+    let _guard = locked();
+    let store: StoreHandle = Arc::new(RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open"));
+    let search = Limiter::builder("redis::reset")
+        .limit(LimitType::User, [rule(60, 1)])
+        .tier("pro", [rule(60, 2)])
+        .tier("team", [rule(60, 3)])
+        .store(store)
+        .build()
+        .unwrap();
+    let kim = [Subject::bytes(&b"kim"[..])];
+    for tier in ["free", "pro", "team"] {
+        search.check_tier_blocking(&kim, 1, tier).unwrap();
+    }
+    let del = redis.calls("del");
+    search.reset_blocking(&kim).unwrap();
+    assert_eq!(redis.calls("del"), del + 1, "one DEL for every tier");
+    let left: Vec<String> = redis::cmd("KEYS").arg("*|user|kim}*").query(&mut redis.client()).expect("KEYS");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[rate_limiter(type = User, rules = [(1m, 5)], user = user, tier = plan, name = "tiers::attr")]
+fn attr_search(user: &str, plan: Option<&str>) -> Result<(), RateLimited> {
+    Ok(())
+}
+
+/// The attribute's `tier = …`, with a tier given in code (`Config::tier`) and by the file.
+#[test]
+fn the_attribute_takes_its_tier_from_the_call() {
+    shared();
+    let _guard = locked();
+    apply("");
+    let passes = |user: &str, plan: Option<&str>, n: usize| (0..n).filter(|_| attr_search(user, plan).is_ok()).count();
+    assert_eq!(passes("alice", None, 10), 5);
+    assert_eq!(passes("bob", Some("pro"), 60), 50, "Config::tier gives pro 50 per minute");
+    assert_eq!(passes("carol", Some("platinum"), 10), 5, "an unknown tier: the attribute's rules");
+    let e = attr_search("bob", Some("pro")).unwrap_err();
+    assert_eq!(user_policies(&e), [(60, 50)]);
+
+    apply("[[limit]]\nlimiter = \"tiers::attr\"\ntype = \"user\"\ntier = \"pro\"\nrules = [\"7/1m\"]\n");
+    assert_eq!(passes("dave", Some("pro"), 10), 7, "the file wins over Config::tier");
+    apply("");
+    assert_eq!(passes("dave", Some("pro"), 60), 50, "and Config::tier is back without it");
+}
+
+#[test]
+fn tier_entries_are_checked() {
+    use ratelimit::config::Overrides;
+    let err = |text: &str| Overrides::parse(text, "o.toml").unwrap_err().to_string();
+    let e = err("[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\ntier = \"pro\"\nmode = \"shadow\"\n");
+    assert!(e.starts_with("o.toml:5:8: a tier's [[limit]] gives rules only"), "{e}");
+    let e = err("[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\ntier = \" \"\n");
+    assert!(e.contains("`tier` may not be empty"), "{e}");
+    let twice = "[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\ntier = \"pro\"\n";
+    let e = err(&format!("{twice}{twice}"));
+    assert!(e.starts_with("o.toml:8:8: a second [[limit]] for the \"pro\" tier of the ip limit"), "{e}");
+    // A tier entry and the untiered one for the same limit are two entries, not a repeat.
+    let ok = Overrides::parse(&format!("{twice}[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\nrules = [\"1/1s\"]\n"), "o")
+        .unwrap();
+    assert_eq!(ok.limits().len(), 2);
+    assert_eq!(ok.limits()[0].tier.as_deref(), Some("pro"));
+
+    // In code: the builder refuses what cannot work.
+    let build = |tiers: &[(&str, Vec<Rule>)]| {
+        let mut b = Limiter::builder("tiers::bad").limit(LimitType::Global, [rule(60, 5)]);
+        for (name, rules) in tiers {
+            b = b.tier(*name, rules.clone());
+        }
+        b.store(Arc::new(MemoryStore::new())).build().map(|_| ()).map_err(|e| e.to_string())
+    };
+    assert_eq!(build(&[("", vec![rule(60, 1)])]), Err("a tier needs a name, e.g. \"pro\"".to_owned()));
+    let e = build(&[("pro", vec![rule(60, 1)]), ("pro", vec![rule(60, 2)])]).unwrap_err();
+    assert!(e.contains("\"pro\" is given twice"), "{e}");
+    assert!(build(&[("pro", vec![])]).unwrap_err().contains("at least one rule"));
+    assert!(build(&[("pro", vec![rule(60, 1), rule(60, 2)])]).unwrap_err().contains("same window"));
+    assert_eq!(build(&[("pro", vec![rule(60, 50)])]), Ok(()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The example server, in its own process.
+
+const CHILD_ARGS: &str = "RATELIMIT_TEST_SERVER_ARGS";
+const EXIT_WITH_PARENT: &str = "RATELIMIT_TEST_EXIT_WITH_PARENT";
+
+/// Not a test: the body of the server processes the tests start.
+#[test]
+fn server_process() {
+    let Ok(args) = std::env::var(CHILD_ARGS) else { return };
+    if std::env::var_os(EXIT_WITH_PARENT).is_some() {
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            std::process::exit(3);
+        });
+    }
+    let status = server::run(args.lines().filter(|a| !a.is_empty()).map(str::to_owned));
+    std::process::exit(i32::from(status));
+}
+
+/// A server process (memory store), killed on drop.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(config: Option<&Path>) -> Server {
+        let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
+        cmd.args(["server_process", "--exact", "--nocapture", "--test-threads=1", "-q"])
+            .env(CHILD_ARGS, "--listen\n127.0.0.1:0\n")
+            .env(EXIT_WITH_PARENT, "1")
+            .env_remove("REDIS_URL")
+            .env_remove("REDIS_CLUSTER_URLS")
+            .env_remove("REDIS_SENTINEL_URLS")
+            .env_remove("RATELIMIT_CONFIG");
+        if let Some(config) = config {
+            cmd.env("RATELIMIT_CONFIG", config);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server process");
+        let (stdout, stderr) = (child.stdout.take().expect("stdout"), child.stderr.take().expect("stderr"));
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("listening on http://") {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        let (etx, erx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[server] {line}");
+                let _ = etx.send(line);
+            }
+        });
+        let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
+            let _ = child.kill();
+            panic!("the server did not start within 30s: {:?}", child.wait());
+        };
+        let addr = line
+            .split("listening on http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        Server { child, addr, stderr: erx }
+    }
+
+    fn hangup(&self) {
+        let ok = Command::new("kill").args(["-HUP", &self.child.id().to_string()]).status().is_ok_and(|s| s.success());
+        assert!(ok, "kill -HUP failed");
+    }
+
+    /// Waits for a stderr line containing `text`.
+    fn wait_stderr(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        panic!("no stderr line with {text:?} within 10s");
+    }
+
+    /// `GET /api/search` with these headers: the status and the `RateLimit-Policy` and
+    /// `RateLimit` headers.
+    fn search(&self, headers: &[(&str, &str)]) -> (u16, Option<String>, Option<String>) {
+        let mut stream = TcpStream::connect(self.addr).expect("connect");
+        let mut req = "GET /api/search HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".to_owned();
+        for (n, v) in headers {
+            req.push_str(&format!("{n}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        stream.write_all(req.as_bytes()).expect("write");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).expect("read");
+        let mut lines = raw.split("\r\n");
+        let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).expect("status");
+        let header = |name: &str| {
+            raw.split("\r\n")
+                .take_while(|l| !l.is_empty())
+                .filter_map(|l| l.split_once(':'))
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.trim().to_owned())
+        };
+        (status, header("ratelimit-policy"), header("ratelimit"))
+    }
+
+    /// The statuses of `n` searches.
+    fn statuses(&self, headers: &[(&str, &str)], n: usize) -> Vec<u16> {
+        (0..n).map(|_| self.search(headers).0).collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `ok` × 200, then 429s, `n` in all.
+fn exactly(ok: usize, n: usize) -> Vec<u16> {
+    (0..n).map(|i| if i < ok { 200 } else { 429 }).collect()
+}
+
+#[test]
+fn example_server_search_pro_gets_50_free_gets_5() {
+    let server = Server::start(None);
+    let (status, policy, quota) = server.search(&[("X-User-Id", "alice")]);
+    assert_eq!(status, 200);
+    assert_eq!(policy.as_deref(), Some("\"user-10s\";q=5;w=10"), "free: the attribute's rules");
+    assert_eq!(quota.as_deref(), Some("\"user-10s\";r=4;t=10"));
+    assert_eq!(server.statuses(&[("X-User-Id", "alice")], 5), exactly(4, 5));
+
+    let pro = [("X-User-Id", "bob"), ("X-Plan", "pro")];
+    let (status, policy, quota) = server.search(&pro);
+    assert_eq!(status, 200);
+    assert_eq!(policy.as_deref(), Some("\"user-10s\";q=50;w=10"), "pro: the server's tier");
+    assert_eq!(quota.as_deref(), Some("\"user-10s\";r=49;t=10"));
+    assert_eq!(server.statuses(&pro, 50), exactly(49, 50));
+    let (status, policy, quota) = server.search(&pro);
+    assert_eq!(status, 429);
+    assert_eq!(policy.as_deref(), Some("\"user-10s\";q=50;w=10"), "the refusal names the pro rules");
+    assert!(quota.is_some_and(|q| q.starts_with("\"user-10s\";r=0;t=")));
+
+    // Bob's plan lapses: the free tier's counts are his own, untouched by his pro calls.
+    assert_eq!(server.statuses(&[("X-User-Id", "bob")], 6), exactly(5, 6));
+    // A plan the server does not know is the free tier.
+    let (status, policy, _) = server.search(&[("X-User-Id", "carol"), ("X-Plan", "platinum")]);
+    assert_eq!((status, policy.as_deref()), (200, Some("\"user-10s\";q=5;w=10")));
+    // No user: 401, whatever the plan.
+    assert_eq!(server.search(&[("X-Plan", "pro")]).0, 401);
+}
+
+#[test]
+fn example_server_search_tiers_from_the_file_and_sighup() {
+    let dir = shared().dir.join("server");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("limits.toml");
+    // Compiled into this test binary as the module `server`, the handler is `tiers::server::search`.
+    let entry = |rules: &str| {
+        format!(
+            "[[limit]]\nlimiter = \"tiers::server::search\"\ntype = \"user\"\ntier = \"pro\"\nrules = [\"{rules}\"]\n"
+        )
+    };
+    std::fs::write(&file, entry("8/10s")).unwrap();
+    let server = Server::start(Some(&file));
+    let pro = [("X-User-Id", "dave"), ("X-Plan", "pro")];
+    let (status, policy, _) = server.search(&pro);
+    assert_eq!((status, policy.as_deref()), (200, Some("\"user-10s\";q=8;w=10")), "the file's pro tier");
+    assert_eq!(server.statuses(&pro, 8), exactly(7, 8));
+    assert_eq!(server.statuses(&[("X-User-Id", "erin")], 6), exactly(5, 6), "free is unchanged");
+
+    std::fs::write(&file, entry("12/10s")).unwrap();
+    server.hangup();
+    server.wait_stderr("limits reloaded");
+    let pro = [("X-User-Id", "frank"), ("X-Plan", "pro")];
+    let (status, policy, _) = server.search(&pro);
+    assert_eq!((status, policy.as_deref()), (200, Some("\"user-10s\";q=12;w=10")), "reloaded");
+    assert_eq!(server.statuses(&pro, 12), exactly(11, 12));
+}
