@@ -18,11 +18,12 @@
 //! reference count for the call's future to report back.
 
 use super::Answer;
-use crate::error::StoreError;
+use crate::error::{ErrorSource, StoreError};
 use crate::metrics::StoreMetrics;
+use crate::sync;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 /// Consecutive failures that open the breaker.
@@ -47,6 +48,9 @@ pub(crate) struct Breaker {
     level: AtomicU32,
     /// A trial call is under way.
     trial: AtomicBool,
+    /// Why it opened (the last failure): the source of the errors it answers while open, so
+    /// that they say what is wrong with the store (a refused certificate, a hung server).
+    last: RwLock<Option<ErrorSource>>,
 }
 
 /// What the breaker lets a call do.
@@ -83,6 +87,7 @@ impl Breaker {
             open_until: AtomicU64::new(0),
             level: AtomicU32::new(0),
             trial: AtomicBool::new(false),
+            last: RwLock::new(None),
         })
     }
 
@@ -98,7 +103,10 @@ impl Breaker {
         let trial = match self.admit() {
             Admit::Call => false,
             Admit::Trial => true,
-            Admit::Refuse(retry_in) => return Answer::Ready(Err(StoreError::CircuitOpen { retry_in })),
+            Admit::Refuse(retry_in) => {
+                let source = sync::read(&self.last).clone();
+                return Answer::Ready(Err(StoreError::CircuitOpen { retry_in, source }));
+            }
         };
         let fut = call();
         let mut report = Report { breaker: self.clone(), trial };
@@ -154,6 +162,7 @@ impl Breaker {
     #[cold]
     fn failure(&self, e: &StoreError, trial: bool, now: u64) {
         if trial {
+            *sync::write(&self.last) = Some(Arc::new(e.clone()));
             // The store still fails: a longer pause.
             let level = self.level.fetch_add(1, Ordering::AcqRel).saturating_add(1);
             let pause = self.pause(level);
@@ -169,6 +178,8 @@ impl Breaker {
         // Calls sent before the breaker opened may still fail after: only the first opens it
         // (with the first pause: closing set the level back to 0).
         let pause = self.pause(0);
+        // Set before it opens, so that no call answered by the open breaker misses it.
+        *sync::write(&self.last) = Some(Arc::new(e.clone()));
         if self.open_until.compare_exchange(0, now.saturating_add(pause), Ordering::AcqRel, Ordering::Acquire).is_ok() {
             self.metrics.circuit(true);
             tracing::warn!(
@@ -326,6 +337,25 @@ mod tests {
         }
         b.reset();
         assert_eq!(b.admit(), Admit::Call);
+    }
+
+    #[test]
+    fn the_open_breaker_says_why() {
+        let b = breaker(MAX_PAUSE);
+        let refused =
+            StoreError::Connection { context: "invalid peer certificate: UnknownIssuer".to_owned(), source: None };
+        for _ in 0..3 {
+            b.record(Some(&refused), false, now_us());
+        }
+        let Answer::Ready(Err(e)) = b.call(|| async { Ok(()) }) else { panic!("the store was called") };
+        assert!(matches!(e, StoreError::CircuitOpen { .. }), "{e:?}");
+        assert!(
+            e.to_string().ends_with(
+                "(circuit open): cannot reach the rate-limit store: invalid peer certificate: UnknownIssuer"
+            ),
+            "{e}"
+        );
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     #[test]
