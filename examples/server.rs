@@ -62,7 +62,9 @@ none: counts in process memory):
                             system's roots [default: the system's roots only]
   REDIS_CLIENT_CERT         PEM client certificate and key for mutual TLS [default: none]
   REDIS_CLIENT_KEY
-  RATELIMIT_ON_ERROR        allow or deny calls when the store cannot decide [default: allow]
+  RATELIMIT_ON_ERROR        allow or deny calls when the store cannot decide, or local:
+                            decide them in this process's memory until it answers
+                            [default: allow]
   RATELIMIT_DENY_CACHE      0 turns off the local cache of refusals (remote stores)
                             [default: 1]
   RATELIMIT_DENY_CACHE_SIZE refusals the cache holds [default: 100000]

@@ -200,7 +200,9 @@ async fn redis_decisions_latency_and_errors() {
     let s2 = s2e;
 
     // Redis killed: the fail-open limiter lets calls through, the fail-closed one refuses them;
-    // each failed call is one store error (connection refused, or the timeout).
+    // each failed call is one store error (connection refused, or the timeout), until the third
+    // in a row opens the store's circuit breaker: the next calls get the policy without a store
+    // call, so no error and no duration of theirs is counted.
     redis.kill();
     // Another IP: the first one's refusal stands in the local cache whatever the store does.
     let other_ip = [Subject::ip("203.0.113.100".parse().unwrap())];
@@ -221,14 +223,15 @@ async fn redis_decisions_latency_and_errors() {
     };
     assert_eq!(
         delta("connection") + delta("timeout"),
-        5.0,
+        3.0,
         "connection {} timeout {}",
         delta("connection"),
         delta("timeout")
     );
     assert_eq!(delta("auth") + delta("script") + delta("other"), 0.0);
     let timed = s3.count(DURATION_COUNT, &[("store", "redis")]) - s2.count(DURATION_COUNT, &[("store", "redis")]);
-    assert_eq!(timed, 5.0, "failed calls are timed too");
+    assert_eq!(timed, 3.0, "failed calls are timed too; calls the open breaker answered are not");
+    assert!(s3.count("ratelimit_store_circuit_open", &[("store", "redis")]) >= 1.0, "the breaker is open");
     assert_nothing_leaks(&["203.0.113.99"]);
 }
 
@@ -249,6 +252,7 @@ fn metric_names_and_label_sets() {
             DECISIONS => &[&["limiter", "outcome"]],
             "ratelimit_local_denials_total" => &[&["limiter"]],
             ERRORS => &[&["kind", "store"]],
+            "ratelimit_store_circuit_open" => &[&["store"]],
             n if n.starts_with("ratelimit_store_duration_seconds") => {
                 &[&["store"], &["quantile", "store"], &["le", "store"]]
             }

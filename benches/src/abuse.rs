@@ -16,7 +16,7 @@ const WRK_ARGS: [&str; 4] = ["-t2", "-c64", "-d8s", "--latency"];
 const ROUNDS: usize = 5;
 
 /// The example server, built in release mode from the library's own package.
-fn server_binary() -> PathBuf {
+pub fn server_binary() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(cargo)
@@ -28,7 +28,7 @@ fn server_binary() -> PathBuf {
     root.join("target/release/examples/server")
 }
 
-struct Server(Child, String);
+pub struct Server(Child, pub String);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -38,10 +38,16 @@ impl Drop for Server {
 }
 
 fn start_server(binary: &PathBuf, redis: &RedisServer) -> Server {
+    start_server_with(binary, redis, &[])
+}
+
+/// The example server on `redis`, with more environment variables; its address is `.1`.
+pub fn start_server_with(binary: &PathBuf, redis: &RedisServer, env: &[(&str, &str)]) -> Server {
     let mut child = Command::new(binary)
         .args(["--listen", "127.0.0.1:0"])
         .env("REDIS_URL", redis.url())
         .env_remove("RATELIMIT_DENY_CACHE")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

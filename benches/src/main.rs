@@ -6,6 +6,7 @@
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --metrics-only   # section 8 alone
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --in-memory-only # sections 4–6 alone
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --throughput     # section 2 alone
+//!     cargo run --release --manifest-path benches/Cargo.toml -- --hung           # section 10 alone
 //!
 //! It starts its own `redis-server` on a free loopback port. Each figure is the median of
 //! `ROUNDS` interleaved rounds, with the spread (min–max) beside it. The in-memory and macro
@@ -16,6 +17,7 @@ mod support;
 
 mod abuse;
 mod gcra_reference;
+mod hung;
 mod memory;
 mod metrics;
 mod redis_load;
@@ -23,7 +25,22 @@ mod report;
 
 use report::Report;
 
+const USAGE: &str = "\
+ratelimit benchmarks: every figure of BENCHMARKS.md, or one section
+  (no flag)          the whole harness (about five minutes)
+  --throughput       section 2 alone
+  --gcra             our GCRA next to the reference script
+  --in-memory-only   sections 4-6 alone
+  --metrics-only     section 8 alone
+  --abuse            section 9 alone (the example server under wrk)
+  --hung             section 10 alone (the example server with Redis stopped, its breaker open)
+  --profile-redis    1-rule throughput only, for a profiler";
+
 fn main() {
+    if std::env::args().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return;
+    }
     if std::env::args().any(|a| a == "--in-memory") {
         memory::run_child();
         return;
@@ -51,6 +68,13 @@ fn main() {
         let server = support::RedisServer::start();
         let mut report = Report::default();
         abuse::run(&server, &mut report);
+        report.print_targets();
+        return;
+    }
+    if std::env::args().any(|a| a == "--hung") {
+        // Only the hung store (the example server with Redis stopped, its breaker open).
+        let mut report = Report::default();
+        hung::run(&mut report);
         report.print_targets();
         return;
     }
@@ -88,6 +112,7 @@ fn main() {
     gcra_reference::run(&server, &mut report);
     memory::run_from_parent(&mut report);
     metrics::run(&mut report);
+    hung::run(&mut report);
 
     report.print_targets();
     println!("\nwhole harness: {:.0}s", started.elapsed().as_secs_f64());

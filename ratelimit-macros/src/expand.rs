@@ -218,6 +218,7 @@ fn build_limiter(p: &TokenStream, func: &Function, plan: &Plan) -> TokenStream {
         let variant = match policy {
             OnError::Allow => quote!(Allow),
             OnError::Deny => quote!(Deny),
+            OnError::Local => quote!(Local),
         };
         quote!(.on_error(#p::FailurePolicy::#variant))
     });

@@ -40,7 +40,9 @@ use proc_macro::TokenStream;
 ///                                        | FixedWindow | TokenBucket | LeakyBucket | Gcra
 ///            | burst = <count>           bucket capacity (TokenBucket, LeakyBucket, Gcra)
 ///            | cost = <expr>             units this call consumes (any integer), default 1
-///            | on_error = allow | deny   what to do when the store fails (default: global policy)
+///            | on_error = allow | deny | local
+///                                        what to do when the store fails (default: global policy;
+///                                        local: decide in process memory until it answers)
 ///            | wait = <duration>         wait up to this long for room instead of refusing
 ///            | mode = enforce | shadow   shadow: decide and count, never refuse (default enforce)
 ///            | tier = <expr>             the caller's tier (text, or an Option of it): its rules

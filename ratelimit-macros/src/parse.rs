@@ -79,11 +79,12 @@ impl Kind {
     }
 }
 
-/// `on_error = allow|deny`.
+/// `on_error = allow|deny|local`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OnError {
     Allow,
     Deny,
+    Local,
 }
 
 /// `mode = enforce|shadow`.
@@ -329,9 +330,11 @@ fn on_error(value: &Expr) -> syn::Result<OnError> {
     match single_ident(value).map(Ident::to_string).as_deref() {
         Some("allow") => Ok(OnError::Allow),
         Some("deny") => Ok(OnError::Deny),
+        Some("local") => Ok(OnError::Local),
         _ => Err(Error::new_spanned(
             value,
-            "`on_error` is `allow` (let calls through when the store fails) or `deny` (refuse them)",
+            "`on_error` is `allow` (let calls through when the store fails), `deny` (refuse them) or \
+             `local` (decide them in process memory until the store answers again)",
         )),
     }
 }

@@ -28,6 +28,10 @@ pub enum FailurePolicy {
     /// Refuse the call with a `RateLimited` whose cause is `StoreUnavailable` (`Misconfigured` when
     /// the store cannot work as configured, e.g. a malformed URL).
     Deny,
+    /// Decide the call in this process's memory, with the same rules, until the store answers
+    /// again. Each process counts alone: N processes admit up to N times the limit while the
+    /// store is down, and what they admitted is not copied to the store when it returns.
+    Local,
 }
 
 impl FromStr for FailurePolicy {
@@ -36,7 +40,8 @@ impl FromStr for FailurePolicy {
         match s.trim().to_ascii_lowercase().as_str() {
             "allow" | "open" => Ok(FailurePolicy::Allow),
             "deny" | "closed" => Ok(FailurePolicy::Deny),
-            other => Err(format!("unknown failure policy {other:?}: expected `allow` or `deny`")),
+            "local" => Ok(FailurePolicy::Local),
+            other => Err(format!("unknown failure policy {other:?}: expected `allow`, `deny` or `local`")),
         }
     }
 }
@@ -147,7 +152,7 @@ impl Config {
 
     /// From the environment: `REDIS_CLUSTER_URLS` (comma-separated), else `REDIS_URL`, else
     /// `REDIS_SENTINEL_URLS` (comma-separated) with `REDIS_SENTINEL_MASTER` (and the primary's
-    /// `REDIS_PASSWORD`, `REDIS_USERNAME`), else memory; `RATELIMIT_ON_ERROR=allow|deny`. Naming
+    /// `REDIS_PASSWORD`, `REDIS_USERNAME`), else memory; `RATELIMIT_ON_ERROR=allow|deny|local`. Naming
     /// more than one store is an error. `RATELIMIT_CONFIG=path.toml`: the overrides file. For
     /// `rediss://`, `REDIS_CA_CERT` (a private CA's PEM file) and `REDIS_CLIENT_CERT` with
     /// `REDIS_CLIENT_KEY` (mutual TLS).
@@ -439,6 +444,14 @@ pub(crate) fn warn_store_failure(limiter: &str, error: &StoreError) {
     }
 }
 
+/// As [`warn_store_failure`], under the `local` policy.
+pub(crate) fn warn_local_decisions(limiter: &str, error: &StoreError) {
+    static THROTTLE: Throttle = Throttle::new(Duration::from_secs(10));
+    if let Some(suppressed) = THROTTLE.admit(Instant::now()) {
+        tracing::warn!(limiter, error = %error, suppressed, "rate-limit store failed; deciding in process memory (on_error = local)");
+    }
+}
+
 /// Lets one event through per period, counting the ones it holds back.
 pub(crate) struct Throttle {
     period: Duration,
@@ -494,6 +507,7 @@ mod tests {
     fn failure_policy_parses() {
         assert_eq!("deny".parse(), Ok(FailurePolicy::Deny));
         assert_eq!(" Allow ".parse(), Ok(FailurePolicy::Allow));
+        assert_eq!("local".parse(), Ok(FailurePolicy::Local));
         assert!("sometimes".parse::<FailurePolicy>().is_err());
     }
 }

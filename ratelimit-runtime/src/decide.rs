@@ -28,7 +28,7 @@ use crate::permit::Permit;
 use crate::policy::Policy;
 use crate::refusal_cache::{self, Refusal};
 use crate::snapshot::{shadow_refusal, Snapshot};
-use crate::store::{Call, Pending, RemoteDecision};
+use crate::store::{Call, Pending, RemoteDecision, Store};
 use crate::subject::Subject;
 use crate::{io, metrics};
 use std::sync::atomic::Ordering;
@@ -69,6 +69,9 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     outcome: Outcome,
     /// The refusal, if the call is refused (else the call is permitted with `allowed`).
     refused: Option<RateLimited>,
+    /// The store failed and the enforced limits are decided in process memory
+    /// (`FailurePolicy::Local`).
+    local: bool,
 }
 
 impl Limiter {
@@ -95,6 +98,7 @@ impl Limiter {
             allowed: None,
             outcome: Outcome::Allowed,
             refused: None,
+            local: false,
         }
     }
 }
@@ -210,7 +214,9 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 self.done(Some(refused), Outcome::Denied)
             }
             Err(e) => match self.limiter.failure_policy() {
-                FailurePolicy::Allow => {
+                FailurePolicy::Local if !self.local => self.decide_locally(&e),
+                // (`Local` here: process memory failed too, which it cannot.)
+                FailurePolicy::Allow | FailurePolicy::Local => {
                     config::warn_store_failure(self.limiter.name(), &e);
                     self.outcome = Outcome::FailedOpen;
                     self.shadow()
@@ -228,8 +234,31 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         }
     }
 
+    /// The store failed under `on_error = local`: the same limits, decided in process memory.
+    /// Calls come back to the store as soon as it answers (the circuit breaker holds them off
+    /// only for its pause).
+    #[cold]
+    #[inline(never)]
+    fn decide_locally(&mut self, error: &StoreError) -> Step {
+        config::warn_local_decisions(self.limiter.name(), error);
+        self.local = true;
+        let set = self.set();
+        // The keys were found before the store was called.
+        let Ok(keys) = Keys::of(set, self.subjects) else { return self.shadow() };
+        let call = Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned };
+        let pending = self.limiter.local_store().decide(&call);
+        match pending {
+            Pending::Ready(answer) => self.enforced_answer(answer),
+            Pending::Remote(fut) => Step::Store(fut),
+        }
+    }
+
     /// Remembers a refusal in the refusal cache, when it is on and the refusal stands.
     fn remember(&self, d: &Decision) {
+        // A refusal from process memory is not the store's: it must not outlive the outage.
+        if self.local {
+            return;
+        }
         let Some(at) = self.cache_at else { return };
         let set = self.set();
         // A block's wait and the sliding window's are exact; the O(1) algorithms' may be a µs long.
@@ -304,6 +333,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 self.cost,
                 self.subjects,
                 self.pinned.is_some(),
+                self.local,
             )),
         }
     }

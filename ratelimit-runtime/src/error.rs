@@ -198,6 +198,16 @@ pub enum StoreError {
         #[source]
         source: Option<ErrorSource>,
     },
+    /// The store was not called: it failed several times in a row, and its circuit breaker
+    /// holds calls off for a pause (the failure policy answers them meanwhile).
+    #[error("the rate-limit store is not called for {retry_in:?} after repeated failures (circuit open){}", after_colon(.source))]
+    CircuitOpen {
+        /// How long until one trial call goes to the store again.
+        retry_in: Duration,
+        /// The failure that opened the breaker, or the last trial's.
+        #[source]
+        source: Option<ErrorSource>,
+    },
     /// Anything else the store or its client reported.
     #[error("rate-limit store error: {}", words(.context, .source))]
     Other {
@@ -217,6 +227,11 @@ fn words(context: &str, source: &Option<ErrorSource>) -> String {
         (true, Some(s)) => s.to_string(),
         (false, Some(s)) => format!("{context}: {s}"),
     }
+}
+
+/// `: source`, or nothing.
+fn after_colon(source: &Option<ErrorSource>) -> String {
+    source.as_ref().map(|s| format!(": {s}")).unwrap_or_default()
 }
 
 impl StoreError {
@@ -252,6 +267,7 @@ impl StoreError {
             StoreError::Other { context, source } => StoreError::Other { context: prefix(context), source },
             StoreError::Protocol(what) => StoreError::Protocol(format!("{outer}: {what}")),
             timeout @ StoreError::Timeout { .. } => timeout,
+            open @ StoreError::CircuitOpen { .. } => open,
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::policy::Policy;
 use crate::refusal_cache;
 use crate::rule::Rule;
 use crate::snapshot::{CodeTier, Plan, Snapshot};
-use crate::store::StoreHandle;
+use crate::store::{MemoryStore, StoreHandle};
 use crate::subject::Subject;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -268,6 +268,7 @@ impl LimiterBuilder {
                 plan,
                 refusal_cache: self.refusal_cache,
                 _tier_limits: tier_limits,
+                local: OnceLock::new(),
             }),
         })
     }
@@ -310,6 +311,9 @@ struct Inner {
     /// The tiers given in code, compiled: held, as `own` is, so that the memory store finds a
     /// tier's counts again when a reload puts its rules back in force (as Redis does, by key).
     _tier_limits: Vec<Limit>,
+    /// Where calls are decided while the store fails, under [`FailurePolicy::Local`]: made on
+    /// the first failure, kept after (its counts expire as any memory store's).
+    local: OnceLock<MemoryStore>,
 }
 
 impl fmt::Debug for Limiter {
@@ -386,6 +390,12 @@ impl Limiter {
     /// This limiter's failure policy: its own, or the global one.
     pub(crate) fn failure_policy(&self) -> FailurePolicy {
         self.inner.on_error.unwrap_or_else(|| config::global().on_error)
+    }
+
+    /// The store that decides this limiter's calls while its own fails, under
+    /// [`FailurePolicy::Local`].
+    pub(crate) fn local_store(&self) -> &MemoryStore {
+        self.inner.local.get_or_init(MemoryStore::new)
     }
 
     pub(crate) fn store(&self) -> &StoreHandle {

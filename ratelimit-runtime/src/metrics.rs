@@ -13,10 +13,12 @@
 //!   in memory, one call in [`MEMORY_SAMPLE`] is timed (reading the clock costs as much as a
 //!   decision)
 //! - `ratelimit_store_errors_total{store, kind}` (counter), kind one of [`ErrorKind`]
+//! - `ratelimit_store_circuit_open{store}` (gauge): how many stores of this kind have their
+//!   circuit breaker open (0 or 1 with one store)
 
 use crate::error::StoreError;
 use crate::subject::Subject;
-use metrics::{Counter, Histogram};
+use metrics::{Counter, Gauge, Histogram};
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -29,6 +31,8 @@ pub(crate) const LOCAL_DENIALS: &str = "ratelimit_local_denials_total";
 pub(crate) const STORE_DURATION: &str = "ratelimit_store_duration_seconds";
 /// `ratelimit_store_errors_total{store, kind}`.
 pub(crate) const STORE_ERRORS: &str = "ratelimit_store_errors_total";
+/// `ratelimit_store_circuit_open{store}`.
+pub(crate) const CIRCUIT_OPEN: &str = "ratelimit_store_circuit_open";
 
 /// One in-memory store call in this many is timed.
 pub(crate) const MEMORY_SAMPLE: u32 = 64;
@@ -113,7 +117,8 @@ impl ErrorKind {
     pub(crate) fn of(error: &StoreError) -> ErrorKind {
         match error {
             StoreError::Timeout { .. } => ErrorKind::Timeout,
-            StoreError::Connection { .. } => ErrorKind::Connection,
+            // Never counted (no call was made); an outage when it is.
+            StoreError::Connection { .. } | StoreError::CircuitOpen { .. } => ErrorKind::Connection,
             StoreError::Auth { .. } => ErrorKind::Auth,
             StoreError::Script { .. } | StoreError::Protocol(_) => ErrorKind::Script,
             StoreError::Misconfigured { .. } | StoreError::Other { .. } => ErrorKind::Other,
@@ -190,6 +195,10 @@ fn describe() {
             "Duration of one rate-limit store call, timeout included (memory: 1 call in 64)."
         );
         metrics::describe_counter!(STORE_ERRORS, "Failed rate-limit store calls, by store and kind.");
+        metrics::describe_gauge!(
+            CIRCUIT_OPEN,
+            "Rate-limit stores whose circuit breaker is open (not called for a pause), by store."
+        );
     });
 }
 
@@ -220,6 +229,7 @@ pub(crate) struct StoreMetrics {
 struct StoreHandles {
     duration: Histogram,
     errors: [Counter; ErrorKind::ALL.len()],
+    circuit: Gauge,
 }
 
 /// The in-memory store.
@@ -241,10 +251,31 @@ impl StoreMetrics {
     }
 
     fn handles(&self) -> &StoreHandles {
-        self.handles.get_or_init(|| StoreHandles {
-            duration: metrics::histogram!(STORE_DURATION, "store" => self.label),
-            errors: ErrorKind::ALL.map(|k| metrics::counter!(STORE_ERRORS, "store" => self.label, "kind" => k.label())),
+        self.handles.get_or_init(|| {
+            let circuit = metrics::gauge!(CIRCUIT_OPEN, "store" => self.label);
+            // Shown from the first call, so that a dashboard sees 0 before any outage. A remote
+            // store's breaker opens only after failed calls, which came here first.
+            if self.label != "memory" {
+                circuit.set(0.0);
+            }
+            StoreHandles {
+                duration: metrics::histogram!(STORE_DURATION, "store" => self.label),
+                errors: ErrorKind::ALL
+                    .map(|k| metrics::counter!(STORE_ERRORS, "store" => self.label, "kind" => k.label())),
+                circuit,
+            }
         })
+    }
+
+    /// A breaker of this kind of store opened (`true`) or closed.
+    #[cold]
+    pub(crate) fn circuit(&self, open: bool) {
+        let gauge = &self.handles().circuit;
+        if open {
+            gauge.increment(1.0);
+        } else {
+            gauge.decrement(1.0);
+        }
     }
 
     /// Records how long one store call took.

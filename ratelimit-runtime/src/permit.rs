@@ -9,7 +9,7 @@ use crate::limit_set::{Keys, LimitSet};
 use crate::limiter::Limiter;
 use crate::policy::Headroom;
 use crate::snapshot::Snapshot;
-use crate::store::{Answer, Call, Release};
+use crate::store::{Answer, Call, Release, Store};
 use crate::subject::Subject;
 use std::fmt;
 use std::sync::Arc;
@@ -32,6 +32,8 @@ pub struct Permit<'a> {
     keys: SubjectKeys,
     /// The concurrency slots it holds, freed when the permit goes.
     slots: Option<Slots>,
+    /// Decided in process memory while the store failed (`on_error = local`): given back there.
+    local: bool,
 }
 
 impl fmt::Debug for Permit<'_> {
@@ -54,9 +56,19 @@ impl<'a> Permit<'a> {
         cost: u64,
         subjects: &[Subject<'_>],
         pinned: bool,
+        local: bool,
     ) -> Permit<'a> {
         let Some(d) = decision else {
-            return Permit { limiter, decision, snapshot, cost, pinned, keys: SubjectKeys::of(&[]), slots: None };
+            return Permit {
+                limiter,
+                decision,
+                snapshot,
+                cost,
+                pinned,
+                keys: SubjectKeys::of(&[]),
+                slots: None,
+                local,
+            };
         };
         let set = match &snapshot {
             Some(s) => &s.enforced,
@@ -64,7 +76,7 @@ impl<'a> Permit<'a> {
         };
         let keys = Keys::of(set, subjects).map_or_else(|_| SubjectKeys::of(&[]), |k| SubjectKeys::of(k.as_slice()));
         let concurrency = set.limits.iter().any(|l| l.is_concurrency());
-        let mut permit = Permit { limiter, decision, snapshot, cost, pinned, keys, slots: None };
+        let mut permit = Permit { limiter, decision, snapshot, cost, pinned, keys, slots: None, local };
         if concurrency {
             permit.slots = Some(Slots {
                 limiter: limiter.clone(),
@@ -73,6 +85,7 @@ impl<'a> Permit<'a> {
                 at_us: d.at_us,
                 member: d.member,
                 pinned,
+                local,
                 held: true,
             });
         }
@@ -157,9 +170,8 @@ impl<'a> Permit<'a> {
             return Answer::Ready(Ok(()));
         }
         let subjects = self.keys.slices();
-        let store = self.limiter.store();
         if refund {
-            set.forget_keys(store, &subjects);
+            set.forget_keys(self.limiter.store(), &subjects);
             // The response's `RateLimit` field tells what is left after the refund.
             if let (Some(ctx), Some(mut quota)) = (crate::context::current(), set.quota(&d)) {
                 let capacity = set.limits.get(d.limit).map_or(0, |l| l.capacity(d.rule));
@@ -178,7 +190,7 @@ impl<'a> Permit<'a> {
             at_us: d.at_us,
             member: d.member,
         };
-        store.release(&release)
+        release_store(self.limiter, self.local).release(&release)
     }
 }
 
@@ -191,8 +203,19 @@ struct Slots {
     at_us: u64,
     member: [u8; 16],
     pinned: bool,
+    /// Taken in process memory while the store failed: freed there.
+    local: bool,
     /// Still to be freed by `Drop`.
     held: bool,
+}
+
+/// Where a permit's units and slots are given back: the store that admitted it.
+fn release_store(limiter: &Limiter, local: bool) -> &dyn Store {
+    if local {
+        limiter.local_store()
+    } else {
+        &**limiter.store()
+    }
 }
 
 impl Slots {
@@ -227,7 +250,7 @@ impl Drop for Slots {
             at_us: self.at_us,
             member: self.member,
         };
-        match self.limiter.store().release(&release) {
+        match release_store(&self.limiter, self.local).release(&release) {
             Answer::Ready(Err(e)) => tracing::warn!(error = %e, "ratelimit: could not free a concurrency slot"),
             Answer::Ready(Ok(())) => {}
             Answer::Remote(fut) => match io::handle() {

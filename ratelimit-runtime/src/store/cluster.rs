@@ -9,6 +9,7 @@
 //! subject sees the unit and may be denied by it. A release that itself fails (the node died in
 //! between) leaves the unit counted until its window passes: an over-count, never an under-count.
 
+use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Shapes, Targets};
 use super::redis::{
     command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Script, ScriptOp,
@@ -25,6 +26,8 @@ use crate::status::RuleStatus;
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::Cmd;
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A store on a Redis Cluster, reached through seed nodes. `MOVED`/`ASK`, failovers and node
@@ -34,6 +37,9 @@ pub struct ClusterStore {
     conn: ClusterConnection,
     timeout: Duration,
     nodes: String,
+    /// One breaker for the whole cluster (see `docs/failure.md`): the cluster client routes
+    /// each slot to its node out of our sight.
+    breaker: Arc<Breaker>,
 }
 
 impl ClusterStore {
@@ -65,7 +71,8 @@ impl ClusterStore {
         // Created inside the I/O runtime so that the connections and their refreshes live there.
         let _guard = io::handle()?.enter();
         let conn = client.get_pending_async_connection_with_config(ClusterConfig::default());
-        let store = ClusterStore { conn, timeout, nodes };
+        let breaker = Breaker::new(format!("redis cluster ({nodes})"), &metrics::CLUSTER, MAX_PAUSE);
+        let store = ClusterStore { conn, timeout, nodes, breaker };
         let mut probe = store.conn.clone();
         // The cluster client hides why no node could be reached ("No connections found"): on
         // failure the probe asks the first seed alone, for its own words (a certificate, AUTH).
@@ -107,6 +114,36 @@ struct SlotPart {
 
 impl Store for ClusterStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
+        self.breaker.call(|| self.decide_call(call))
+    }
+
+    fn release(&self, release: &Release<'_>) -> Answer<()> {
+        self.breaker.call(|| self.release_call(release))
+    }
+
+    fn describe(&self) -> String {
+        format!("redis cluster ({})", self.nodes)
+    }
+
+    fn label(&self) -> &'static str {
+        "cluster"
+    }
+
+    fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
+        self.breaker.call(|| self.peek_call(targets))
+    }
+
+    fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
+        self.breaker.call(|| self.reset_call(targets))
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+}
+
+impl ClusterStore {
+    fn decide_call(&self, call: &Call<'_>) -> impl Future<Output = Result<Decision, StoreError>> + Send + 'static {
         // Group the limits by slot, in the order they first appear.
         let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
         for (i, limit) in call.limits.iter().enumerate() {
@@ -128,13 +165,10 @@ impl Store for ClusterStore {
             .collect();
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        let m = &metrics::CLUSTER;
-        Pending::Remote(Box::pin(async move {
-            m.timed(io::timeout(timeout, decide_by_slot(&mut conn, &parts, member))).await
-        }))
+        async move { metrics::CLUSTER.timed(io::timeout(timeout, decide_by_slot(&mut conn, &parts, member))).await }
     }
 
-    fn release(&self, release: &Release<'_>) -> Answer<()> {
+    fn release_call(&self, release: &Release<'_>) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
         // One script per slot. The call was admitted at the time of the slot that answered
         // first: another node's clock may differ by its skew, which near a window's end can
         // make a refund of a fixed window or a window counter a no-op there (an over-count).
@@ -154,7 +188,7 @@ impl Store for ClusterStore {
             .collect();
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        Answer::Remote(Box::pin(async move {
+        async move {
             io::timeout(timeout, async {
                 for cmd in &cmds {
                     eval(&mut conn, cmd, [0; 16]).await?;
@@ -162,18 +196,13 @@ impl Store for ClusterStore {
                 Ok(())
             })
             .await
-        }))
+        }
     }
 
-    fn describe(&self) -> String {
-        format!("redis cluster ({})", self.nodes)
-    }
-
-    fn label(&self) -> &'static str {
-        "cluster"
-    }
-
-    fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
+    fn peek_call(
+        &self,
+        targets: &Targets<'_>,
+    ) -> impl Future<Output = Result<Vec<RuleStatus>, StoreError>> + Send + 'static {
         // One script per slot: each reads its limits atomically; nothing is written anywhere.
         let parts: Vec<((Cmd, &'static Script), Shapes)> = by_slot(targets)
             .into_iter()
@@ -181,7 +210,7 @@ impl Store for ClusterStore {
             .collect();
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        Answer::Remote(Box::pin(async move {
+        async move {
             io::timeout(timeout, async {
                 let mut out = Vec::new();
                 for (cmd, shapes) in &parts {
@@ -193,15 +222,15 @@ impl Store for ClusterStore {
                 Ok(out)
             })
             .await
-        }))
+        }
     }
 
-    fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
+    fn reset_call(&self, targets: &Targets<'_>) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
         // One `DEL` per slot (a multi-key command may not span slots).
         let dels: Vec<Cmd> = by_slot(targets).into_iter().map(|indices| del_command(targets, &indices)).collect();
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        Answer::Remote(Box::pin(async move {
+        async move {
             io::timeout(timeout, async {
                 for del in &dels {
                     del.query_async::<i64>(&mut conn).await.map_err(redis_error)?;
@@ -209,11 +238,7 @@ impl Store for ClusterStore {
                 Ok(())
             })
             .await
-        }))
-    }
-
-    fn is_remote(&self) -> bool {
-        true
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! One Redis server: every decision is one `EVALSHA` of the decision script.
 
+use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Targets};
 use super::tls::TlsConfig;
 use super::Answer;
@@ -101,6 +102,7 @@ pub struct RedisStore {
     conn: ConnectionManager,
     timeout: Duration,
     url: String,
+    breaker: Arc<Breaker>,
 }
 
 impl RedisStore {
@@ -127,7 +129,8 @@ impl RedisStore {
         // Created inside the I/O runtime so that the connection and its reconnections live there.
         let _guard = io::handle()?.enter();
         let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(redis_error)?;
-        let store = RedisStore { conn, timeout, url: redacted };
+        let breaker = Breaker::new(format!("redis ({redacted})"), &metrics::REDIS, MAX_PAUSE);
+        let store = RedisStore { conn, timeout, url: redacted, breaker };
         // Connect now, in the background, so the first call does not pay for it, and say how
         // it went.
         let mut probe = store.conn.clone();
@@ -410,21 +413,24 @@ pub(crate) fn redact(url: &str) -> String {
 
 impl Store for RedisStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        let member = unique_member();
-        let cmd = command(call, 0..call.limits.len(), &member, ScriptOp::Decide);
-        let mut conn = self.conn.clone();
-        let timeout = self.timeout;
-        let m = &metrics::REDIS;
-        Pending::Remote(Box::pin(async move { m.timed(io::timeout(timeout, eval(&mut conn, &cmd, member))).await }))
+        self.breaker.call(|| {
+            let member = unique_member();
+            let cmd = command(call, 0..call.limits.len(), &member, ScriptOp::Decide);
+            let mut conn = self.conn.clone();
+            let timeout = self.timeout;
+            async move { metrics::REDIS.timed(io::timeout(timeout, eval(&mut conn, &cmd, member))).await }
+        })
     }
 
     fn release(&self, release: &Release<'_>) -> Answer<()> {
-        let cmd = release_command(release);
-        let mut conn = self.conn.clone();
-        let timeout = self.timeout;
-        Answer::Remote(Box::pin(async move {
-            io::timeout(timeout, async { query_script::<redis::Value>(&mut conn, &cmd).await.map(drop) }).await
-        }))
+        self.breaker.call(|| {
+            let cmd = release_command(release);
+            let mut conn = self.conn.clone();
+            let timeout = self.timeout;
+            async move {
+                io::timeout(timeout, async { query_script::<redis::Value>(&mut conn, &cmd).await.map(drop) }).await
+            }
+        })
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
@@ -432,16 +438,18 @@ impl Store for RedisStore {
         if indices.is_empty() {
             return Answer::Ready(Ok(Vec::new()));
         }
-        let cmd = peek_command(targets, &indices);
-        let shapes = shapes(targets, &indices);
-        let mut conn = self.conn.clone();
-        let timeout = self.timeout;
-        Answer::Remote(Box::pin(async move {
-            let flat = io::timeout(timeout, eval_raw(&mut conn, &cmd)).await?;
-            let mut out = Vec::new();
-            read_statuses(&shapes, &flat, &mut out)?;
-            Ok(out)
-        }))
+        self.breaker.call(|| {
+            let cmd = peek_command(targets, &indices);
+            let shapes = shapes(targets, &indices);
+            let mut conn = self.conn.clone();
+            let timeout = self.timeout;
+            async move {
+                let flat = io::timeout(timeout, eval_raw(&mut conn, &cmd)).await?;
+                let mut out = Vec::new();
+                read_statuses(&shapes, &flat, &mut out)?;
+                Ok(out)
+            }
+        })
     }
 
     fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
@@ -449,13 +457,15 @@ impl Store for RedisStore {
         if indices.is_empty() {
             return Answer::Ready(Ok(()));
         }
-        let cmd = del_command(targets, &indices);
-        let mut conn = self.conn.clone();
-        let timeout = self.timeout;
-        Answer::Remote(Box::pin(async move {
-            io::timeout(timeout, async { cmd.query_async::<i64>(&mut conn).await.map_err(redis_error) }).await?;
-            Ok(())
-        }))
+        self.breaker.call(|| {
+            let cmd = del_command(targets, &indices);
+            let mut conn = self.conn.clone();
+            let timeout = self.timeout;
+            async move {
+                io::timeout(timeout, async { cmd.query_async::<i64>(&mut conn).await.map_err(redis_error) }).await?;
+                Ok(())
+            }
+        })
     }
 
     fn describe(&self) -> String {

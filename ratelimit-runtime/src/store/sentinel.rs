@@ -13,8 +13,11 @@
 //!
 //! While no primary can be reached (between the primary's death and the promotion) every call
 //! fails within the store timeout and the failure policy applies; lookups are then made at most
-//! every [`RETRY_PAUSE`], however many calls arrive.
+//! every [`RETRY_PAUSE`], however many calls arrive. After a few such failures the circuit
+//! breaker (`breaker.rs`) stops calling for a pause of at most [`MAX_PAUSE`], and the watcher
+//! ends that pause as soon as a sentinel names another primary.
 
+use super::breaker::Breaker;
 use super::peek_reset::{read_statuses, shapes, Targets};
 use super::redis::{
     command, del_command, eval, eval_raw, load_scripts, peek_command, redact, redis_error, release_command,
@@ -42,6 +45,9 @@ use std::time::{Duration, Instant};
 pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(100);
 /// How often the watcher asks a sentinel where the primary is.
 const WATCH_PERIOD: Duration = Duration::from_secs(1);
+/// The longest pause of the circuit breaker: a failover takes Sentinel a second or two (its
+/// `down-after-milliseconds` plus the promotion), and must not be waited out for 30 s.
+pub(crate) const MAX_PAUSE: Duration = Duration::from_secs(2);
 
 /// Where a Sentinel-managed primary is found: the sentinels, the name they monitor it under, and
 /// the credentials of the data nodes (the sentinels' own go in their URLs).
@@ -147,6 +153,9 @@ struct Shared {
     connections: AtomicU64,
     /// Serialises lookups, with what the last one left.
     lookup: tokio::sync::Mutex<Lookup>,
+    /// Its pause is capped at [`MAX_PAUSE`], about the time Sentinel takes to promote a replica,
+    /// and ends when the watcher sees a new primary.
+    breaker: Arc<Breaker>,
 }
 
 /// A connection to the node believed to be the primary.
@@ -208,6 +217,11 @@ impl SentinelStore {
             current: RwLock::new(None),
             connections: AtomicU64::new(0),
             lookup: tokio::sync::Mutex::new(Lookup::default()),
+            breaker: Breaker::new(
+                format!("redis sentinel ({} master {})", spec.sentinel_list(), spec.master),
+                &metrics::SENTINEL,
+                MAX_PAUSE,
+            ),
         });
         // Find the primary now and load the scripts there, so the first call does not pay for
         // it, and say how it went (the startup probe, as for one Redis); then watch it.
@@ -418,6 +432,8 @@ async fn watch(store: Weak<Shared>) {
             Ok(addr) if addr != current.addr => {
                 tracing::warn!(store = %shared.description, primary = %format!("{}:{}", addr.0, addr.1), "ratelimit: Sentinel names another primary; switching");
                 shared.forget(&current);
+                // The pause was for the old primary: the next call goes to the new one.
+                shared.breaker.reset();
             }
             Ok(_) => {}
             Err(_) => sentinel = None,
@@ -497,27 +513,31 @@ impl ConnectionLike for Watched {
 
 impl Store for SentinelStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        let member = unique_member();
-        let cmd = Arc::new(command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
-        let decided = self.run(move |mut conn| {
-            let cmd = cmd.clone();
-            async move {
-                let result = eval(&mut conn, &cmd, member).await;
-                (result, conn.lost())
-            }
-        });
-        Pending::Remote(Box::pin(metrics::SENTINEL.timed(decided)))
+        self.shared.breaker.call(|| {
+            let member = unique_member();
+            let cmd = Arc::new(command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
+            let decided = self.run(move |mut conn| {
+                let cmd = cmd.clone();
+                async move {
+                    let result = eval(&mut conn, &cmd, member).await;
+                    (result, conn.lost())
+                }
+            });
+            metrics::SENTINEL.timed(decided)
+        })
     }
 
     fn release(&self, release: &Release<'_>) -> Answer<()> {
-        let cmd = Arc::new(release_command(release));
-        Answer::Remote(Box::pin(self.run(move |mut conn| {
-            let cmd = cmd.clone();
-            async move {
-                let result = eval(&mut conn, &cmd, [0; 16]).await.map(drop);
-                (result, conn.lost())
-            }
-        })))
+        self.shared.breaker.call(|| {
+            let cmd = Arc::new(release_command(release));
+            self.run(move |mut conn| {
+                let cmd = cmd.clone();
+                async move {
+                    let result = eval(&mut conn, &cmd, [0; 16]).await.map(drop);
+                    (result, conn.lost())
+                }
+            })
+        })
     }
 
     fn label(&self) -> &'static str {
@@ -529,21 +549,23 @@ impl Store for SentinelStore {
         if indices.is_empty() {
             return Answer::Ready(Ok(Vec::new()));
         }
-        let cmd = Arc::new(peek_command(targets, &indices));
-        let shapes = shapes(targets, &indices);
-        let flat = self.run(move |mut conn| {
-            let cmd = cmd.clone();
+        self.shared.breaker.call(|| {
+            let cmd = Arc::new(peek_command(targets, &indices));
+            let shapes = shapes(targets, &indices);
+            let flat = self.run(move |mut conn| {
+                let cmd = cmd.clone();
+                async move {
+                    let result = eval_raw(&mut conn, &cmd).await;
+                    (result, conn.lost())
+                }
+            });
             async move {
-                let result = eval_raw(&mut conn, &cmd).await;
-                (result, conn.lost())
+                let flat = flat.await?;
+                let mut out = Vec::new();
+                read_statuses(&shapes, &flat, &mut out)?;
+                Ok(out)
             }
-        });
-        Answer::Remote(Box::pin(async move {
-            let flat = flat.await?;
-            let mut out = Vec::new();
-            read_statuses(&shapes, &flat, &mut out)?;
-            Ok(out)
-        }))
+        })
     }
 
     fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
@@ -551,14 +573,16 @@ impl Store for SentinelStore {
         if indices.is_empty() {
             return Answer::Ready(Ok(()));
         }
-        let cmd = Arc::new(del_command(targets, &indices));
-        Answer::Remote(Box::pin(self.run(move |mut conn| {
-            let cmd = cmd.clone();
-            async move {
-                let result = cmd.query_async::<i64>(&mut conn).await.map(drop).map_err(redis_error);
-                (result, conn.lost())
-            }
-        })))
+        self.shared.breaker.call(|| {
+            let cmd = Arc::new(del_command(targets, &indices));
+            self.run(move |mut conn| {
+                let cmd = cmd.clone();
+                async move {
+                    let result = cmd.query_async::<i64>(&mut conn).await.map(drop).map_err(redis_error);
+                    (result, conn.lost())
+                }
+            })
+        })
     }
 
     fn describe(&self) -> String {

@@ -1,0 +1,439 @@
+//! When the store fails, on real servers: the circuit breaker stops the waiting on a hung Redis
+//! (request latency back near `/healthz`'s), `on_error = local` keeps the limits exact per
+//! process during the outage, and decisions return to Redis (or to Sentinel's new primary) once
+//! it answers. The example server runs as a child process of this binary (as in
+//! tests/server.rs), its stderr read line by line for the breaker's log lines.
+
+#[path = "support/prometheus.rs"]
+#[allow(dead_code)]
+mod prometheus;
+#[path = "../examples/server.rs"]
+#[allow(dead_code)]
+mod server;
+mod support;
+
+use ratelimit::{rate_limiter, Cause, FailurePolicy, LimitType, Limiter, RateLimited, Rule, Subject};
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, SocketAddr};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::RedisServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpSocket;
+
+const CHILD_ARGS: &str = "RATELIMIT_TEST_SERVER_ARGS";
+/// What the breaker logs (see ratelimit-runtime/src/store/breaker.rs).
+const OPENED: &str = "circuit open:";
+const CLOSED: &str = "circuit closed";
+const STAYS_OPEN: &str = "the circuit stays open";
+/// The example server's store timeout (the library's default).
+const TIMEOUT: Duration = Duration::from_millis(250);
+
+/// Not a test: the body of the server processes the tests start (see tests/server.rs).
+#[test]
+fn server_process() {
+    let Ok(args) = std::env::var(CHILD_ARGS) else { return };
+    // Exit with the test: our stdin is a pipe from it.
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        std::process::exit(3);
+    });
+    let status = server::run(args.lines().filter(|a| !a.is_empty()).map(str::to_owned));
+    std::process::exit(i32::from(status));
+}
+
+/// The example server in a child process, its stderr lines kept.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn start(env: &[(&str, &str)]) -> Server {
+        let mut child = Command::new(std::env::current_exe().expect("test binary path"))
+            .args(["server_process", "--exact", "--nocapture", "--test-threads=1", "-q"])
+            .env(CHILD_ARGS, "--listen\n127.0.0.1:0\n")
+            .env_remove("REDIS_URL")
+            .env_remove("REDIS_CLUSTER_URLS")
+            .env_remove("REDIS_SENTINEL_URLS")
+            .env_remove("REDIS_SENTINEL_MASTER")
+            .env_remove("RATELIMIT_ON_ERROR")
+            // The breaker's trial outcomes are debug events: they say how long each pause is.
+            .env("RUST_LOG", "info,ratelimit_runtime::store::breaker=debug")
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server process");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("listening on http://") {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let kept = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[server] {line}");
+                kept.lock().unwrap().push(line);
+            }
+        });
+        let line = rx.recv_timeout(Duration::from_secs(30)).expect("the server's startup line within 30s");
+        let addr = line
+            .split("listening on http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in the startup line {line:?}"));
+        Server { child, addr, logs }
+    }
+
+    /// How many log lines contain `text`.
+    fn logged(&self, text: &str) -> usize {
+        self.logs.lock().unwrap().iter().filter(|l| l.contains(text)).count()
+    }
+
+    /// Waits up to `limit` for `count` log lines containing `text`; how long it took.
+    async fn wait_logged(&self, text: &str, count: usize, limit: Duration) -> Duration {
+        let started = Instant::now();
+        while self.logged(text) < count {
+            assert!(started.elapsed() < limit, "no {text:?} line within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        started.elapsed()
+    }
+
+    /// The pause (ms) of the breaker's last failed trial, if any.
+    fn last_pause_ms(&self) -> Option<u64> {
+        let logs = self.logs.lock().unwrap();
+        let line = logs.iter().rev().find(|l| l.contains(STAYS_OPEN))?;
+        line.split("pause_ms=").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    }
+
+    /// `ratelimit_store_circuit_open{store}` from `/metrics`, parsed.
+    async fn circuit_gauge(&self, store: &str) -> Option<f64> {
+        let r = request(self.addr, ip(2, 1), "/metrics").await;
+        assert_eq!(r.0, 200);
+        let s = prometheus::Scrape::parse(&r.1).unwrap_or_else(|e| panic!("{e}\n{}", r.1));
+        s.value("ratelimit_store_circuit_open", &[("store", store)])
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// 127.0.`a`.`b`: a client address of its own (any 127.0.0.0/8 address is loopback).
+fn ip(a: u8, b: u8) -> IpAddr {
+    IpAddr::from([127, 0, a, b])
+}
+
+/// One `GET` over a fresh connection from `from`: the status and the body.
+async fn request(server: SocketAddr, from: IpAddr, path: &str) -> (u16, String) {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket.bind(SocketAddr::new(from, 0)).unwrap_or_else(|e| panic!("bind {from}: {e}"));
+    let mut stream = socket.connect(server).await.unwrap_or_else(|e| panic!("connect {server} from {from}: {e}"));
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.expect("write request");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
+        .await
+        .expect("response within 10s")
+        .expect("read response");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{text:?}"));
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+/// p50 and p99 of request latencies.
+#[derive(Clone, Copy, Debug)]
+struct Latency {
+    p50: Duration,
+    p99: Duration,
+    /// Requests sent.
+    n: usize,
+    /// Share of requests that took at least the store timeout.
+    slow: f64,
+}
+
+impl std::fmt::Display for Latency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "p50 {:>7.2} ms  p99 {:>7.2} ms  ({} requests, {:.2}% ≥ the 250 ms timeout)",
+            self.p50.as_secs_f64() * 1e3,
+            self.p99.as_secs_f64() * 1e3,
+            self.n,
+            self.slow * 100.0
+        )
+    }
+}
+
+/// `workers` clients sending `GET path` back to back for `length`, each request from the next
+/// address of 127.0.`subnet`.0/24 (so that `/api/hello` has room for most): their latencies.
+async fn measure(addr: SocketAddr, path: &'static str, subnet: u8, workers: u8, length: Duration) -> Latency {
+    let until = Instant::now() + length;
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                let mut i = 0u32;
+                while Instant::now() < until {
+                    let host = 1 + ((u32::from(w) + i * u32::from(workers)) % 250) as u8;
+                    let t = Instant::now();
+                    let (status, _) = request(addr, ip(subnet, host), path).await;
+                    out.push(t.elapsed());
+                    assert!(matches!(status, 200 | 429), "{path}: {status}");
+                    i += 1;
+                }
+                out
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("load task"));
+    }
+    all.sort();
+    let at = |p: f64| all[((all.len() - 1) as f64 * p).round() as usize];
+    let slow = all.iter().filter(|d| **d >= TIMEOUT).count() as f64 / all.len() as f64;
+    Latency { p50: at(0.5), p99: at(0.99), n: all.len(), slow }
+}
+
+/// Background requests to `/api/hello` until dropped: the traffic the outage happens under.
+struct Traffic(Arc<AtomicBool>);
+
+impl Traffic {
+    fn start(addr: SocketAddr, subnet: u8, workers: u8) -> Traffic {
+        let stop = Arc::new(AtomicBool::new(false));
+        for w in 0..workers {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut i = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let host = 1 + ((u32::from(w) + i * u32::from(workers)) % 250) as u8;
+                    request(addr, ip(subnet, host), "/api/hello").await;
+                    i += 1;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            });
+        }
+        Traffic(stop)
+    }
+}
+
+impl Drop for Traffic {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Redis hung (`SIGSTOP`) under load: the breaker opens once, requests stop waiting for the
+/// store timeout, one process keeps `/api/hello` exact in memory (`local`), and after `SIGCONT`
+/// decisions go back to Redis within the pause, the breaker closing once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_hung_under_load() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let server = Server::start(&[("REDIS_URL", url.as_str()), ("RATELIMIT_ON_ERROR", "local")]);
+    let addr = server.addr;
+    // Decided by Redis.
+    assert_eq!(request(addr, ip(0, 2), "/api/hello").await.0, 200);
+    assert!(redis.calls("evalsha") >= 1, "the first decision went to Redis");
+    assert_eq!(server.circuit_gauge("redis").await, Some(0.0), "the gauge shows the closed breaker");
+
+    let figures = |when: &str, health: Latency, hello: Latency| {
+        eprintln!("{when:<7} /healthz   {health}\n{when:<7} /api/hello {hello}");
+    };
+    let health = measure(addr, "/healthz", 1, 4, Duration::from_secs(2)).await;
+    let hello = measure(addr, "/api/hello", 1, 4, Duration::from_secs(2)).await;
+    figures("before", health, hello);
+    let before = (health, hello);
+
+    redis.pause();
+    let paused = Instant::now();
+    let opened = {
+        let _traffic = Traffic::start(addr, 2, 4);
+        server.wait_logged(OPENED, 1, Duration::from_secs(10)).await
+    };
+    eprintln!("breaker opened {opened:?} after SIGSTOP");
+    assert_eq!(server.circuit_gauge("redis").await, Some(1.0), "the gauge shows the open breaker");
+
+    let health = measure(addr, "/healthz", 3, 4, Duration::from_secs(2)).await;
+    let hello = measure(addr, "/api/hello", 3, 4, Duration::from_secs(2)).await;
+    figures("during", health, hello);
+    let during = (health, hello);
+    // Without the breaker every decision would wait for the 250 ms timeout. Generous bounds:
+    // only the trial calls (one per pause) wait for it now.
+    assert!(hello.p50 < Duration::from_millis(100), "requests still wait for the hung store: {hello}");
+    assert!(hello.slow < 0.05, "requests still wait for the hung store: {hello}");
+
+    // One process, deciding in memory: exactly 20 per 10 s for a client it never saw.
+    let started = Instant::now();
+    let mut statuses = Vec::new();
+    for _ in 0..30 {
+        statuses.push(request(addr, ip(0, 250), "/api/hello").await.0);
+    }
+    assert!(started.elapsed() < Duration::from_secs(9), "30 requests took {:?}", started.elapsed());
+    let expected: Vec<u16> = (0..30).map(|i| if i < 20 { 200 } else { 429 }).collect();
+    assert_eq!(statuses, expected, "exactly 20 of 30 pass during the outage");
+    assert_eq!(server.logged(OPENED), 1, "the opening is logged once, not per call");
+    assert_eq!(server.logged(CLOSED), 0);
+
+    // Back: the first trial after SIGCONT closes the breaker, and decisions go to Redis.
+    redis.resume();
+    eprintln!("Redis stopped for {:?}", paused.elapsed());
+    let closed = {
+        let _traffic = Traffic::start(addr, 4, 2);
+        server.wait_logged(CLOSED, 1, Duration::from_secs(35)).await
+    };
+    // The pause SIGCONT fell in: the one the last failed trial announced.
+    let pause = Duration::from_millis(server.last_pause_ms().unwrap_or(1000));
+    eprintln!("breaker closed {closed:?} after SIGCONT (pause {pause:?})");
+    assert!(closed <= pause + TIMEOUT * 2 + Duration::from_secs(1), "closed after {closed:?}, pause {pause:?}");
+    let evalsha = redis.calls("evalsha");
+    for _ in 0..5 {
+        assert_eq!(request(addr, ip(0, 251), "/api/hello").await.0, 200);
+    }
+    let decided = redis.calls("evalsha") - evalsha;
+    assert!(decided >= 5, "decisions are back on Redis: {decided} EVALSHA for 5 requests");
+    assert_eq!(server.circuit_gauge("redis").await, Some(0.0), "the gauge shows the closed breaker");
+
+    let health = measure(addr, "/healthz", 5, 4, Duration::from_secs(2)).await;
+    let hello = measure(addr, "/api/hello", 5, 4, Duration::from_secs(2)).await;
+    figures("after", health, hello);
+    assert_eq!((server.logged(OPENED), server.logged(CLOSED)), (1, 1), "one line per opening and closing");
+    eprintln!(
+        "summary (p50/p99 ms): before healthz {:.2}/{:.2} hello {:.2}/{:.2}; during healthz {:.2}/{:.2} hello \
+         {:.2}/{:.2}; after healthz {:.2}/{:.2} hello {:.2}/{:.2}",
+        ms(before.0.p50),
+        ms(before.0.p99),
+        ms(before.1.p50),
+        ms(before.1.p99),
+        ms(during.0.p50),
+        ms(during.0.p99),
+        ms(during.1.p50),
+        ms(during.1.p99),
+        ms(health.p50),
+        ms(health.p99),
+        ms(hello.p50),
+        ms(hello.p99)
+    );
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A Sentinel failover of a hung primary, under traffic, with the breaker on: decisions are
+/// back on the new primary within seconds of the promotion, not after a 30 s pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover_under_traffic() {
+    use support::sentinel::{cli, SentinelSet, MASTER};
+    let set = SentinelSet::start();
+    let url = set.sentinel_url();
+    let env =
+        [("REDIS_SENTINEL_URLS", url.as_str()), ("REDIS_SENTINEL_MASTER", MASTER), ("RATELIMIT_ON_ERROR", "deny")];
+    let server = Server::start(&env);
+    let addr = server.addr;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while request(addr, ip(0, 2), "/api/hello").await.0 != 200 {
+        assert!(Instant::now() < deadline, "no decision from the primary within 10s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let evalsha = |port: u16| {
+        let info = cli(port, &["INFO", "commandstats"]).unwrap_or_default();
+        support::command_stat(&info, "evalsha", "calls") as u64
+    };
+    let old = set.first_primary();
+    let _traffic = Traffic::start(addr, 2, 4);
+    set.sync_replica(old);
+    set.pause(old);
+    let paused = Instant::now();
+    let opened = server.wait_logged(OPENED, 1, Duration::from_secs(10)).await;
+    let new = set.wait_for_new_primary(old, Duration::from_secs(30));
+    let promoted = paused.elapsed();
+    let on_new = evalsha(new);
+    let waited = Instant::now();
+    while evalsha(new) <= on_new {
+        assert!(waited.elapsed() < Duration::from_secs(10), "no decision on the new primary 10s after its promotion");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let back = waited.elapsed();
+    server.wait_logged(CLOSED, 1, Duration::from_secs(5)).await;
+    eprintln!(
+        "sentinel: breaker opened {opened:?} after SIGSTOP, promotion after {promoted:?}, decisions on the new \
+         primary {back:?} later"
+    );
+    assert!(back < Duration::from_secs(5), "decisions came back {back:?} after the promotion");
+    assert_eq!(server.circuit_gauge("sentinel").await, Some(0.0));
+    // The traffic is decided by the new primary: 200s again (deny would answer 503).
+    assert_eq!(request(addr, ip(0, 3), "/api/hello").await.0, 200);
+}
+
+/// `on_error = local` in the attribute and on a limiter: with the store down, each process
+/// decides exactly by the rules, in memory; reads (peek) still report the failure.
+#[tokio::test]
+async fn local_decisions_are_exact_while_the_store_is_down() {
+    // Nothing listens there: every call fails at once (connection refused).
+    let down = format!("redis://127.0.0.1:{}/", support::free_port());
+    ratelimit::init(ratelimit::Config::redis(&down).timeout(TIMEOUT)).expect("init");
+
+    #[rate_limiter(type = Key, key = who, rules = [(10s, 3)], on_error = local)]
+    async fn attributed(who: &str) -> Result<(), RateLimited> {
+        Ok(())
+    }
+    let mut results = Vec::new();
+    for _ in 0..5 {
+        results.push(attributed("alice").await.map_err(|e| e.cause()));
+    }
+    let exceeded = Err(Cause::Exceeded);
+    assert_eq!(results, [Ok(()), Ok(()), Ok(()), exceeded, exceeded], "3 per 10 s, in memory");
+    assert!(attributed("bob").await.is_ok(), "each subject its own count");
+
+    // By hand, at pinned times: the local store keeps the same time as the call.
+    let limiter = Limiter::builder("failure::local")
+        .limit(LimitType::Ip, [Rule::new(Duration::from_secs(10), 2).unwrap()])
+        .on_error(FailurePolicy::Local)
+        .build()
+        .unwrap();
+    let who = [Subject::ip(support::addr("203.0.113.9"))];
+    let t0 = 1_700_000_000_000_000;
+    assert!(limiter.check_at(&who, 1, support::at(t0)).await.is_ok());
+    let quota = limiter.check_at(&who, 1, support::at(t0 + 1)).await.unwrap().quota().expect("decided in memory");
+    assert_eq!(quota.remaining, 0);
+    let refused = limiter.check_at(&who, 1, support::at(t0 + 2)).await.unwrap_err();
+    assert_eq!(refused.cause(), Cause::Exceeded);
+    assert_eq!(refused.retry_after(), Duration::from_micros(10_000_000 - 2));
+    assert!(limiter.check_at(&who, 1, support::at(t0 + 10_000_000)).await.is_ok(), "the window slid");
+    assert!(limiter.peek(&who).await.is_err(), "reads report the store's failure");
+
+    // What was taken in memory is given back in memory: a refund, and a concurrency slot.
+    let limiter = Limiter::builder("failure::local_give_back")
+        .limit(LimitType::Ip, [Rule::new(Duration::from_secs(10), 1).unwrap()])
+        .concurrency(LimitType::Ip, 1)
+        .on_error(FailurePolicy::Local)
+        .build()
+        .unwrap();
+    let both = [who[0].clone(), who[0].clone()];
+    let permit = limiter.check(&both, 1).await.expect("decided in memory");
+    let busy = limiter.check(&both, 1).await.unwrap_err();
+    assert!(matches!(busy.cause(), Cause::Exceeded | Cause::Concurrency), "{busy}");
+    permit.refund().await.expect("refunded in memory");
+    let again = limiter.check(&both, 1).await.expect("the unit and the slot are free again");
+    drop(again);
+    assert!(limiter.check(&both, 1).await.is_err(), "the unit stays counted once not refunded");
+}
