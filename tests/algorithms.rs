@@ -80,7 +80,13 @@ async fn every_algorithm_decides_alike_in_redis_and_memory() {
             let name = format!("diff::{alg:?}::{burst:?}");
             let remote = limiter(&name, redis_store(&server), alg, &rules, burst);
             let local = limiter(&name, Arc::new(MemoryStore::new()), alg, &rules, burst);
-            let spec = [definition::LimitSpec { limit_type: LimitType::Global, alg, rules: rules.to_vec(), burst }];
+            let spec = [definition::LimitSpec {
+                limit_type: LimitType::Global,
+                alg,
+                rules: rules.to_vec(),
+                burst,
+                block: None,
+            }];
             let mut models = vec![rules.iter().map(|&r| definition::RuleModel::new(alg, r, burst)).collect::<Vec<_>>()];
             let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
             let (mut now, mut allowed) = (T0, 0);

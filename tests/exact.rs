@@ -5,31 +5,20 @@
 
 #[path = "support/definition.rs"]
 mod definition;
+#[path = "support/schedule.rs"]
+mod schedule;
 mod support;
 
 use definition::{build, compare, subjects, LimitSpec, RuleModel};
 use proptest::prelude::*;
-use proptest::test_runner::{RngAlgorithm, TestCaseError, TestRng, TestRunner};
-use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
+use proptest::test_runner::TestCaseError;
+use ratelimit::store::StoreHandle;
 use ratelimit::{Algorithm, LimitType, Limiter, RateLimited, Rule, Subject};
+use schedule::{limits_strategy, runner, stores, T0};
 use std::sync::Arc;
-use std::time::Duration;
 use support::RedisServer;
 
-/// Pinned times lie in the future (keys expire at pinned time + TTL by the server clock), where
-/// doubles step by 0.25 µs as they do today (2^50 to 2^51 µs): the floating-point scripts
-/// rounded there.
-const T0: u64 = 2_000_000_000_000_000;
 const S: u64 = 1_000_000;
-
-/// The stores every test here runs on: memory, and the real server.
-fn stores(server: &RedisServer) -> [StoreHandle; 2] {
-    [Arc::new(MemoryStore::new()), redis_store(server)]
-}
-
-fn redis_store(server: &RedisServer) -> StoreHandle {
-    Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap())
-}
 
 /// One Global limit of `count` per `window_ms`, without the refusal cache (these tests read the
 /// store's own answers).
@@ -314,65 +303,10 @@ struct Step {
     random: u64,
 }
 
-fn limits_strategy() -> impl Strategy<Value = Vec<LimitSpec>> {
-    let window_ms = prop_oneof![
-        Just(1u64),
-        Just(1000),
-        Just(7000),
-        Just(60_000),
-        Just(3_600_000),
-        Just(86_400_000),
-        Just(30 * 86_400_000),
-        1..=30 * 86_400_000u64,
-    ];
-    let count = prop_oneof![
-        Just(1u64),
-        Just(2),
-        Just(3),
-        Just(7),
-        Just(1000),
-        Just(1_000_000),
-        Just(1_000_000_000),
-        1..=1_000_000_000u64,
-    ];
-    let burst = prop_oneof![Just(None), Just(Some(1u64)), Just(Some(2)), (1..=1_000_000_000u64).prop_map(Some)];
-    let alg = prop::sample::select(Algorithm::ALL.to_vec());
-    let limit = (alg, prop::collection::vec((window_ms, count), 1..=2), burst);
-    prop::collection::vec(limit, 1..=3).prop_map(|limits| {
-        let types = [LimitType::Ip, LimitType::User, LimitType::Key, LimitType::Global];
-        limits
-            .into_iter()
-            .zip(types)
-            .map(|((alg, mut rules, burst), limit_type)| {
-                rules.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-                rules.dedup_by_key(|r| r.0);
-                let rules: Vec<Rule> = rules.into_iter().map(|(ms, n)| Rule::from_millis(ms, n).unwrap()).collect();
-                // A burst only where it means something, and only as long as a full bucket
-                // drains within the longest window allowed.
-                let burst = burst.filter(|&b| {
-                    alg.supports_burst()
-                        && rules.iter().all(|r| {
-                            u128::from(b) * r.window().as_micros() / u128::from(r.count())
-                                <= ratelimit::rule::MAX_WINDOW.as_micros()
-                        })
-                });
-                LimitSpec { limit_type, alg, rules, burst }
-            })
-            .collect()
-    })
-}
-
 fn steps_strategy() -> impl Strategy<Value = Vec<Step>> {
     let step =
         (0u8..8, 1u64..=3, 0u8..6, any::<u64>()).prop_map(|(kind, k, cost, random)| Step { kind, k, cost, random });
     prop::collection::vec(step, 1..=40)
-}
-
-/// Cases per property (RATELIMIT_PROPTEST_CASES raises it) and the fixed seed CI runs.
-fn runner(default_cases: u32) -> TestRunner {
-    let cases = std::env::var("RATELIMIT_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default_cases);
-    let config = ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() };
-    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[0x20; 32]))
 }
 
 /// Random and boundary schedules through stacked limits of every algorithm (windows 1 ms to
@@ -466,6 +400,7 @@ async fn gcra_sweep_agrees_with_the_definition() {
                         alg: Algorithm::Gcra,
                         rules: vec![Rule::from_millis(window_ms, count).unwrap()],
                         burst,
+                        block: None,
                     }];
                     let name = format!("exact::sweep::{}::{window_ms}::{count}::{burst:?}", store.describe());
                     let l = build(&store, &name, &limits);

@@ -229,7 +229,10 @@ pub(crate) fn refund(alg: Algorithm, rate: Rate, now: u64, at: u64, cost: u64, v
             let p = get(2).unwrap_or(0);
             if i == at_idx && at_idx + 1 >= idx {
                 Some([i, c.saturating_sub(cost), p])
-            } else if i == at_idx + 1 && i == idx {
+            } else if i == at_idx + 1 {
+                // Stored as the previous count of the window after the call's, whatever `now`
+                // is (a refund at a pinned time before that window still finds it; later, the
+                // count weighs nowhere and changing it is moot).
                 Some([i, c, p.saturating_sub(cost)])
             } else {
                 None

@@ -96,7 +96,8 @@ impl LimiterBuilder {
     /// Sets a penalty on the last added limit: when it refuses a call as exceeded, the subject
     /// is refused by this limit for `block` from that refusal, in every process sharing the
     /// store (the block lives in the store and starts in the same round trip). Calls refused
-    /// during the block do not extend it; their retry-after is the rest of the block.
+    /// during the block do not extend it; their retry-after is the rest of the block. Like a
+    /// rule's window, `block` has millisecond resolution (sub-millisecond parts are dropped).
     ///
     /// ```
     /// use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore};

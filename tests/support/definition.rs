@@ -1,9 +1,10 @@
 //! The algorithms' definitions, plainly, in exact integers: the reference the stores are held
-//! to (tests/exact_redis.rs, tests/algorithms.rs), and how a call is compared with it.
+//! to (tests/exact.rs, tests/exact_policies.rs), and how a call is compared with it. Refunds and
+//! blocks follow docs/design.md ("Refunds, blocks and concurrency limits").
 #![allow(dead_code)]
 
 use ratelimit::store::StoreHandle;
-use ratelimit::{Algorithm, LimitType, Limiter, Rule, Subject};
+use ratelimit::{Algorithm, LimitType, Limiter, Permit, Rule, Subject};
 
 /// One rule under its algorithm's definition, in exact integers (products as u128), kept apart
 /// from the scripts' arithmetic: only whether a call of cost c passes at t, and what an
@@ -113,6 +114,64 @@ impl RuleModel {
         }
     }
 
+    /// Gives back a call of cost `c` admitted at `at`, at `t >= at`: only what still counts.
+    pub fn refund(&mut self, t: u64, at: u64, c: u64) {
+        let (w, n, b, c128) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap), u128::from(c));
+        let i = at / self.w;
+        let counter = self.alg == Algorithm::SlidingWindowCounter;
+        match &mut self.state {
+            // The call's units leave the log (units admitted at the same µs are alike); units
+            // that left their window count nowhere already.
+            State::Log(log) => {
+                let mut left = c;
+                for e in log.iter_mut().filter(|e| e.0 == at) {
+                    let k = e.1.min(left);
+                    e.1 -= k;
+                    left -= k;
+                }
+            }
+            // The count of window ⌊at / W⌋ drops while that window is the current one (fixed
+            // window), or the current or previous one (counter); never below 0.
+            State::Windows { idx, cur, prev } => {
+                if *idx == i {
+                    *cur = cur.saturating_sub(c);
+                } else if counter && *idx == i + 1 {
+                    *prev = prev.saturating_sub(c);
+                }
+            }
+            // E ← max(E − c·T, t), only while E > t and t − at < B·T (all × N).
+            _ => {
+                let (e, now) = (self.empty_n(), u128::from(t) * n);
+                if e > now && u128::from(t - at) * n < b * w {
+                    self.set_empty_n(e.saturating_sub(c128 * w).max(now));
+                }
+            }
+        }
+    }
+
+    /// A bucket's empty instant E (GCRA's TAT), × N.
+    fn empty_n(&self) -> u128 {
+        let (w, n, b) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap));
+        match self.state {
+            State::Tokens { tokens_w, at } => u128::from(at) * n + (b * w - tokens_w),
+            State::Level { level_w, at } => u128::from(at) * n + level_w,
+            State::Tat(tat) => tat.unwrap_or(0),
+            _ => unreachable!("not a bucket"),
+        }
+    }
+
+    /// Sets a bucket's empty instant (× N). An instant before the state's own time is an empty
+    /// bucket then (no later call can tell them apart).
+    fn set_empty_n(&mut self, e: u128) {
+        let (w, n, b) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap));
+        match &mut self.state {
+            State::Tokens { tokens_w, at } => *tokens_w = b * w - e.saturating_sub(u128::from(*at) * n),
+            State::Level { level_w, at } => *level_w = e.saturating_sub(u128::from(*at) * n),
+            State::Tat(tat) => *tat = Some(e),
+            _ => unreachable!("not a bucket"),
+        }
+    }
+
     /// How many cost-1 calls would pass at t (the most units one call could take).
     pub fn room(&self, t: u64) -> u64 {
         // The largest j <= cap with passes(t, j): passes is monotone in the cost.
@@ -162,21 +221,64 @@ pub fn least(from: u64, ok: impl Fn(u64) -> bool) -> u64 {
 /// ties), or the tightest rule (least remaining, first on ties) and its reset. `None`: a cost
 /// that can never fit (refused before any store is asked; nothing recorded).
 pub fn expect(models: &mut [Vec<RuleModel>], t: u64, c: u64) -> Option<Expected> {
+    expect_blocked(models, &mut [], t, c)
+}
+
+/// A limit's penalty: its length (`block = D`, µs) and the block in force, (end µs, rule).
+#[derive(Clone, Debug, Default)]
+pub struct Penalty {
+    pub length: Option<u64>,
+    pub until: Option<(u64, usize)>,
+}
+
+/// As [`expect`], with the limits' penalties (`blocks[g]` for limit g; missing: none). A limit
+/// blocked at t refuses with the rest of its block, or its rules' wait if longer; if the whole
+/// call is refused, each limit whose own rules refused it (its longest wait, first on ties)
+/// starts a block `(t + D, rule)`, and the call's retry-after becomes D if longer. Refusals
+/// during a block start nothing.
+pub fn expect_blocked(models: &mut [Vec<RuleModel>], blocks: &mut [Penalty], t: u64, c: u64) -> Option<Expected> {
     if models.iter().flatten().any(|m| c > m.cap) {
         return None;
     }
-    let mut refusal: Option<(usize, usize, u64)> = None;
+    // Each limit's refusal: (rule, wait, refused by its own rules).
+    let mut refusals: Vec<Option<(usize, u64, bool)>> = Vec::new();
     for (g, limit) in models.iter().enumerate() {
+        let block = blocks.get(g).and_then(|p| p.until).filter(|&(end, _)| end > t);
+        // Blocked: the rest of the block, or its rules' own wait when longer (the call passes
+        // only once both allow it).
+        let mut own: Option<(usize, u64, bool)> = block.map(|(end, r)| (r, end - t, false));
         for (r, m) in limit.iter().enumerate() {
             if !m.passes(t, c) {
                 let d = m.retry(t, c);
+                if own.is_none_or(|(_, best, _)| d > best) {
+                    own = Some((r, d, block.is_none()));
+                }
+            }
+        }
+        refusals.push(own);
+    }
+    if refusals.iter().any(Option::is_some) {
+        let mut refusal: Option<(usize, usize, u64)> = None;
+        for (g, own) in refusals.iter().enumerate() {
+            if let Some((r, d, _)) = *own {
                 if refusal.is_none_or(|(_, _, best)| d > best) {
                     refusal = Some((g, r, d));
                 }
             }
         }
-    }
-    if let Some((g, r, d)) = refusal {
+        // The blocks start, and the call's retry-after becomes a block's length if longer (that
+        // limit and rule then answer; the first such limit on ties).
+        for (g, own) in refusals.into_iter().enumerate() {
+            let Some((r, _, true)) = own else { continue };
+            let Some(p) = blocks.get_mut(g) else { continue };
+            if let Some(length) = p.length {
+                p.until = Some((t + length, r));
+                if refusal.is_none_or(|(_, _, best)| length > best) {
+                    refusal = Some((g, r, length));
+                }
+            }
+        }
+        let (g, r, d) = refusal.expect("a refusal");
         return Some(Expected { limit: g, rule: r, allowed: false, retry_us: d, remaining: 0, reset_us: d });
     }
     models.iter_mut().flatten().for_each(|m| m.record(t, c));
@@ -219,6 +321,8 @@ pub struct LimitSpec {
     pub alg: Algorithm,
     pub rules: Vec<Rule>,
     pub burst: Option<u64>,
+    /// `block = D`, in µs.
+    pub block: Option<u64>,
 }
 
 pub fn build(store: &StoreHandle, name: &str, limits: &[LimitSpec]) -> Limiter {
@@ -227,6 +331,9 @@ pub fn build(store: &StoreHandle, name: &str, limits: &[LimitSpec]) -> Limiter {
         b = b.limit_with(l.limit_type, l.rules.iter().copied(), l.alg, ratelimit::store::DEFAULT_PREFIX);
         if let Some(n) = l.burst {
             b = b.burst(n);
+        }
+        if let Some(us) = l.block {
+            b = b.block(std::time::Duration::from_micros(us));
         }
     }
     b.store(store.clone()).refusal_cache(false).build().unwrap()
@@ -254,10 +361,21 @@ pub async fn compare(
     c: u64,
 ) -> Result<Option<Expected>, String> {
     let got = l.check_at(subjects, c, std::time::UNIX_EPOCH + std::time::Duration::from_micros(t)).await;
-    let want = expect(models, t, c);
+    judge(got, limits, expect(models, t, c), t, c).map(|(e, _)| e)
+}
+
+/// The store's answer `got` to a call of cost `c` at `t` against the definition's `want`: the
+/// expectation and the permit when they agree, else how they differ.
+pub fn judge<'l>(
+    got: Result<Permit<'l>, ratelimit::RateLimited>,
+    limits: &[LimitSpec],
+    want: Option<Expected>,
+    t: u64,
+    c: u64,
+) -> Result<(Option<Expected>, Option<Permit<'l>>), String> {
     let Some(want) = want else {
         return match got {
-            Err(_) => Ok(None),
+            Err(_) => Ok((None, None)),
             Ok(_) => Err(format!("cost {c} at {t}: admitted, though it can never fit")),
         };
     };
@@ -280,7 +398,7 @@ pub async fn compare(
     };
     let expected = (Some(want.limit), Some(want.rule), want.allowed, want.retry_us, want.remaining, want.reset_us);
     if have == expected {
-        Ok(Some(want))
+        Ok((Some(want), got.ok()))
     } else {
         Err(format!(
             "cost {c} at {t}: store (limit, rule, allowed, retry, remaining, reset) = {have:?}, definition {expected:?}"

@@ -19,14 +19,15 @@ if s and #s == 24 then
   if release then
     -- The call's units are in the window it was admitted in (at), which still weighs while it
     -- is the current or the previous one: stored as i's count, or as the previous count of
-    -- the window after it.
+    -- the window after it (whatever now is: a refund at a pinned time before the stored
+    -- window still finds it there; later, that count weighs nowhere and changing it is moot).
     local ae = at % w
     local ai = (at - ae) / w
     if i == ai and ai >= idx - 1 then
       c = c - cost
       if c < 0 then c = 0 end
       state = struct.pack('<ddd', i, c, p)
-    elseif i == ai + 1 and i == idx then
+    elseif i == ai + 1 then
       p = p - cost
       if p < 0 then p = 0 end
       state = struct.pack('<ddd', i, c, p)
