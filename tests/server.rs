@@ -451,7 +451,7 @@ fn command_line() {
         "REDIS_SENTINEL_URLS ",
         "REDIS_SENTINEL_MASTER ",
         "REDIS_CA_CERT ",
-        "RATELIMIT_ON_ERROR        allow or deny calls when the store cannot decide [default: allow]",
+        "RATELIMIT_ON_ERROR        allow or deny calls when the store cannot decide, or local:",
         "RATELIMIT_CONFIG ",
         "RUST_LOG                  log filter for stderr [default: info]",
         "GET  /api/hello",
