@@ -86,7 +86,7 @@ pub struct Process {
 
 impl Process {
     /// Starts the server without waiting for it to listen.
-    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Process {
+    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut all = vec!["--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
         let mut child = command(&all, env)
@@ -112,7 +112,7 @@ impl Process {
                 }
             });
         }
-        Process { child, lines }
+        Self { child, lines }
     }
 
     fn lock(&self) -> MutexGuard<'_, Lines> {
@@ -227,11 +227,11 @@ pub struct Server {
 
 impl Server {
     /// Starts the server and waits (up to 30s) until it listens.
-    pub fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
+    pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
         let process = Process::spawn(args, env);
         let startup_line = process.startup_line();
         let addr = process.addr();
-        Server { process, addr, startup_line }
+        Self { process, addr, startup_line }
     }
 }
 
