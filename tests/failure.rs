@@ -1,8 +1,8 @@
 //! When the store fails, on real servers: the circuit breaker stops the waiting on a hung Redis
 //! (request latency back near `/healthz`'s), `on_error = local` keeps the limits exact per
 //! process during the outage, and decisions return to Redis (or to Sentinel's new primary) once
-//! it answers. The example server runs as a child process of this binary (as in
-//! tests/server.rs), its stderr read line by line for the breaker's log lines.
+//! it answers. The example server runs as a child process of this binary (see
+//! tests/support/server_process.rs), its stderr read line by line for the breaker's log lines.
 
 #[path = "support/prometheus.rs"]
 #[allow(dead_code)]
@@ -13,17 +13,13 @@ mod server;
 mod support;
 
 use ratelimit::{rate_limiter, Cause, FailurePolicy, LimitType, Limiter, RateLimited, Rule, Subject};
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::server_process::Server;
 use support::RedisServer;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpSocket;
 
-const CHILD_ARGS: &str = "RATELIMIT_TEST_SERVER_ARGS";
 /// What the breaker logs (see ratelimit-runtime/src/store/breaker.rs).
 const OPENED: &str = "circuit open:";
 const CLOSED: &str = "circuit closed";
@@ -31,77 +27,22 @@ const STAYS_OPEN: &str = "the circuit stays open";
 /// The example server's store timeout (the library's default).
 const TIMEOUT: Duration = Duration::from_millis(250);
 
-/// Not a test: the body of the server processes the tests start (see tests/server.rs).
+/// Not a test: the body of the server processes the tests start (see
+/// tests/support/server_process.rs).
 #[test]
 fn server_process() {
-    let Ok(args) = std::env::var(CHILD_ARGS) else { return };
-    // Exit with the test: our stdin is a pipe from it.
-    std::thread::spawn(|| {
-        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-        std::process::exit(3);
-    });
-    let status = server::run(args.lines().filter(|a| !a.is_empty()).map(str::to_owned));
-    std::process::exit(i32::from(status));
+    support::server_process::child_main(server::run);
 }
 
-/// The example server in a child process, its stderr lines kept.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    logs: Arc<Mutex<Vec<String>>>,
+/// The example server in a child process with `env`, its stderr lines kept.
+fn start_server(env: &[(&str, &str)]) -> Server {
+    // The breaker's trial outcomes are debug events: they say how long each pause is.
+    let mut all = vec![("RUST_LOG", "info,ratelimit_runtime::store::breaker=debug")];
+    all.extend_from_slice(env);
+    Server::start(&[], &all)
 }
 
 impl Server {
-    fn start(env: &[(&str, &str)]) -> Server {
-        let mut child = Command::new(std::env::current_exe().expect("test binary path"))
-            .args(["server_process", "--exact", "--nocapture", "--test-threads=1", "-q"])
-            .env(CHILD_ARGS, "--listen\n127.0.0.1:0\n")
-            .env_remove("REDIS_URL")
-            .env_remove("REDIS_CLUSTER_URLS")
-            .env_remove("REDIS_SENTINEL_URLS")
-            .env_remove("REDIS_SENTINEL_MASTER")
-            .env_remove("RATELIMIT_ON_ERROR")
-            // The breaker's trial outcomes are debug events: they say how long each pause is.
-            .env("RUST_LOG", "info,ratelimit_runtime::store::breaker=debug")
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the server process");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("listening on http://") {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let kept = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[server] {line}");
-                kept.lock().unwrap().push(line);
-            }
-        });
-        let line = rx.recv_timeout(Duration::from_secs(30)).expect("the server's startup line within 30s");
-        let addr = line
-            .split("listening on http://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in the startup line {line:?}"));
-        Server { child, addr, logs }
-    }
-
-    /// How many log lines contain `text`.
-    fn logged(&self, text: &str) -> usize {
-        self.logs.lock().unwrap().iter().filter(|l| l.contains(text)).count()
-    }
-
     /// Waits up to `limit` for `count` log lines containing `text`; how long it took.
     async fn wait_logged(&self, text: &str, count: usize, limit: Duration) -> Duration {
         let started = Instant::now();
@@ -114,8 +55,7 @@ impl Server {
 
     /// The pause (ms) of the breaker's last failed trial, if any.
     fn last_pause_ms(&self) -> Option<u64> {
-        let logs = self.logs.lock().unwrap();
-        let line = logs.iter().rev().find(|l| l.contains(STAYS_OPEN))?;
+        let line = self.last_logged(STAYS_OPEN)?;
         line.split("pause_ms=").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
     }
 
@@ -128,13 +68,6 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// 127.0.`a`.`b`: a client address of its own (any 127.0.0.0/8 address is loopback).
 fn ip(a: u8, b: u8) -> IpAddr {
     IpAddr::from([127, 0, a, b])
@@ -142,20 +75,8 @@ fn ip(a: u8, b: u8) -> IpAddr {
 
 /// One `GET` over a fresh connection from `from`: the status and the body.
 async fn request(server: SocketAddr, from: IpAddr, path: &str) -> (u16, String) {
-    let socket = TcpSocket::new_v4().expect("socket");
-    socket.bind(SocketAddr::new(from, 0)).unwrap_or_else(|e| panic!("bind {from}: {e}"));
-    let mut stream = socket.connect(server).await.unwrap_or_else(|e| panic!("connect {server} from {from}: {e}"));
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n");
-    stream.write_all(req.as_bytes()).await.expect("write request");
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
-        .await
-        .expect("response within 10s")
-        .expect("read response");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{text:?}"));
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, body)
+    let reply = support::server_process::request(server, from, "GET", path, &[]).await;
+    (reply.status, reply.body)
 }
 
 /// p50 and p99 of request latencies.
@@ -248,7 +169,7 @@ impl Drop for Traffic {
 async fn redis_hung_under_load() {
     let redis = RedisServer::start();
     let url = redis.url();
-    let server = Server::start(&[("REDIS_URL", url.as_str()), ("RATELIMIT_ON_ERROR", "local")]);
+    let server = start_server(&[("REDIS_URL", url.as_str()), ("RATELIMIT_ON_ERROR", "local")]);
     let addr = server.addr;
     // Decided by Redis.
     assert_eq!(request(addr, ip(0, 2), "/api/hello").await.0, 200);
@@ -347,7 +268,7 @@ async fn sentinel_failover_under_traffic() {
     let url = set.sentinel_url();
     let env =
         [("REDIS_SENTINEL_URLS", url.as_str()), ("REDIS_SENTINEL_MASTER", MASTER), ("RATELIMIT_ON_ERROR", "deny")];
-    let server = Server::start(&env);
+    let server = start_server(&env);
     let addr = server.addr;
     let deadline = Instant::now() + Duration::from_secs(10);
     while request(addr, ip(0, 2), "/api/hello").await.0 != 200 {

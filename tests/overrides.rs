@@ -10,12 +10,10 @@ mod server;
 mod support;
 
 use ratelimit::{store::MemoryStore, store::StoreHandle, Config, LimitType, Limiter, Mode, Rule, Subject};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+use support::server_process::{loopback, request_blocking, Reply, Server};
 use support::RedisServer;
 
 // ---------------------------------------------------------------------------------------------
@@ -361,146 +359,27 @@ fn a_decision_in_flight_keeps_its_rules() {
 // ---------------------------------------------------------------------------------------------
 // The example server, in its own process.
 
-const CHILD_ARGS: &str = "RATELIMIT_TEST_SERVER_ARGS";
-const EXIT_WITH_PARENT: &str = "RATELIMIT_TEST_EXIT_WITH_PARENT";
-
-/// Not a test: the body of the server processes the tests start.
+/// Not a test: the body of the server processes the tests start (see
+/// tests/support/server_process.rs).
 #[test]
 fn server_process() {
-    let Ok(args) = std::env::var(CHILD_ARGS) else { return };
-    if std::env::var_os(EXIT_WITH_PARENT).is_some() {
-        std::thread::spawn(|| {
-            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-            std::process::exit(3);
-        });
-    }
-    let status = server::run(args.lines().filter(|a| !a.is_empty()).map(str::to_owned));
-    std::process::exit(i32::from(status));
+    support::server_process::child_main(server::run);
 }
 
-fn server_command(config: &std::path::Path) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
-    cmd.args(["server_process", "--exact", "--nocapture", "--test-threads=1", "-q"])
-        .env(CHILD_ARGS, "--listen\n127.0.0.1:0\n")
-        .env_remove("REDIS_URL")
-        .env_remove("REDIS_CLUSTER_URLS")
-        .env_remove("RATELIMIT_ON_ERROR")
-        .env("RATELIMIT_CONFIG", config);
-    cmd
-}
-
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    stderr: mpsc::Receiver<String>,
+/// A server process with `config` as its limits file.
+fn start_server(config: &Path) -> Server {
+    Server::start(&[], &[("RATELIMIT_CONFIG", config.to_str().expect("a UTF-8 path"))])
 }
 
 impl Server {
-    fn start(config: &std::path::Path) -> Server {
-        let mut child = server_command(config)
-            .env(EXIT_WITH_PARENT, "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the server process");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("listening on http://") {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let (etx, erx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[server] {line}");
-                let _ = etx.send(line);
-            }
-        });
-        let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
-            let _ = child.kill();
-            panic!("the server did not start within 30s: {:?}", child.wait());
-        };
-        let addr = line
-            .split("listening on http://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
-        Server { child, addr, stderr: erx }
-    }
-
-    fn hangup(&self) {
-        let ok = Command::new("kill").args(["-HUP", &self.child.id().to_string()]).status().is_ok_and(|s| s.success());
-        assert!(ok, "kill -HUP failed");
-    }
-
-    /// Waits for a stderr line containing `text`.
-    fn wait_stderr(&self, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.stderr.recv_timeout(left) {
-                Ok(line) if line.contains(text) => return line,
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        panic!("no stderr line with {text:?} within 10s");
-    }
-
-    /// One HTTP/1.1 request from 127.0.0.`from`: the status and the headers (lower-case names).
-    fn request(&self, from: u8, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>) {
-        let socket = socket2_free_connect(IpAddr::from([127, 0, 0, from]), self.addr);
-        let mut stream = socket;
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n");
-        for (n, v) in headers {
-            req.push_str(&format!("{n}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        stream.write_all(req.as_bytes()).expect("write");
-        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).expect("read");
-        let head = raw.split("\r\n\r\n").next().unwrap_or_default();
-        let mut lines = head.split("\r\n");
-        let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).expect("status");
-        let headers = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-            .collect();
-        (status, headers)
+    /// One HTTP/1.1 request from 127.0.0.`from`.
+    fn request(&self, from: u8, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+        request_blocking(self.addr, loopback(from), method, path, headers)
     }
 
     fn statuses(&self, from: u8, method: &str, path: &str, headers: &[(&str, &str)], n: usize) -> Vec<u16> {
-        (0..n).map(|_| self.request(from, method, path, headers).0).collect()
+        (0..n).map(|_| self.request(from, method, path, headers).status).collect()
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A TCP connection to `to` from the loopback address `from` (the client IP the server sees).
-fn socket2_free_connect(from: IpAddr, to: SocketAddr) -> TcpStream {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().expect("runtime");
-    let std = rt.block_on(async {
-        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-        socket.bind(SocketAddr::new(from, 0)).unwrap_or_else(|e| panic!("bind {from}: {e}"));
-        socket.connect(to).await.unwrap_or_else(|e| panic!("connect {to}: {e}")).into_std().expect("into std")
-    });
-    std.set_nonblocking(false).expect("blocking");
-    std
-}
-
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
 }
 
 fn server_dir(name: &str) -> PathBuf {
@@ -531,12 +410,12 @@ users = ["ops-bot"]
 fn example_server_takes_limits_from_the_file() {
     let file = server_dir("server").join("limits.toml");
     std::fs::write(&file, SERVER_FILE).unwrap();
-    let server = Server::start(&file);
+    let server = start_server(&file);
 
     // The override tightens /api/hello, and its header shows it.
-    let (status, headers) = server.request(2, "GET", "/api/hello", &[]);
-    assert_eq!(status, 200);
-    assert_eq!(header(&headers, "ratelimit-policy"), Some("\"ip-10s\";q=3;w=10"));
+    let reply = server.request(2, "GET", "/api/hello", &[]);
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("ratelimit-policy"), Some("\"ip-10s\";q=3;w=10"));
     assert_eq!(server.statuses(2, "GET", "/api/hello", &[], 4), [200, 200, 429, 429]);
 
     // Shadow on /api/global (30 per 10s) never refuses.
@@ -552,17 +431,17 @@ fn example_server_takes_limits_from_the_file() {
 
     // SIGHUP applies a changed file.
     std::fs::write(&file, SERVER_FILE.replace("3/10s", "1/10s")).unwrap();
-    server.hangup();
-    server.wait_stderr("limits reloaded");
-    let (status, headers) = server.request(6, "GET", "/api/hello", &[]);
-    assert_eq!(status, 200);
-    assert_eq!(header(&headers, "ratelimit-policy"), Some("\"ip-10s\";q=1;w=10"));
+    server.signal("HUP");
+    server.wait_for("limits reloaded", Duration::from_secs(10));
+    let reply = server.request(6, "GET", "/api/hello", &[]);
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("ratelimit-policy"), Some("\"ip-10s\";q=1;w=10"));
     assert_eq!(server.statuses(6, "GET", "/api/hello", &[], 2), [429, 429]);
 
     // A malformed file on SIGHUP is reported and the rules in force stay.
     std::fs::write(&file, "[[limit]]\nlimiter = \"overrides::server::hello\"\ntype = \"ipv4\"\n").unwrap();
-    server.hangup();
-    let line = server.wait_stderr("the limits in force stay");
+    server.signal("HUP");
+    let line = server.wait_for("the limits in force stay", Duration::from_secs(10));
     assert!(line.contains("limits.toml:3:8") && line.contains("ipv4"), "{line}");
     assert_eq!(server.statuses(7, "GET", "/api/hello", &[], 2), [200, 429]);
 }
@@ -571,7 +450,12 @@ fn example_server_takes_limits_from_the_file() {
 fn a_malformed_file_stops_the_example_server() {
     let file = server_dir("malformed").join("limits.toml");
     std::fs::write(&file, "[[limit]]\nlimiter = \"server::hello\"\ntype = \"ip\"\nrules = [\"3 per 10s\"]\n").unwrap();
-    let out = server_command(&file).output().expect("run the server");
+    let out = support::server_process::command(
+        &["--listen", "127.0.0.1:0"],
+        &[("RATELIMIT_CONFIG", file.to_str().expect("a UTF-8 path"))],
+    )
+    .output()
+    .expect("run the server");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let named = format!("{}:4:10", file.display());

@@ -1,11 +1,9 @@
 //! The example server over real TCP on loopback.
 //!
-//! Every server runs in its own process: the rate-limit configuration and the limiters of the
-//! annotated handlers are per process (as in production), so tests must not share one. The
-//! process is this test binary, re-executed to run only [`server_process`], which calls the
-//! example's `run` (`examples/server.rs` is compiled into this binary with `#[path]`). That needs
-//! no second build of the example and always runs the code under test, whatever the profile
-//! or features. Clients bind to 127.0.0.2, 127.0.0.3, … to be distinct client IPs.
+//! Every server runs in its own process, this test binary re-executed (see
+//! tests/support/server_process.rs): the rate-limit configuration and the limiters of the
+//! annotated handlers are per process, as in production. Clients bind to 127.0.0.2, 127.0.0.3, …
+//! to be distinct client IPs.
 
 #[path = "support/prometheus.rs"]
 #[allow(dead_code)]
@@ -15,200 +13,18 @@ mod prometheus;
 mod server;
 mod support;
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::net::{IpAddr, SocketAddr};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use support::server_process::{loopback, parse_response, request, request_bytes, Reply, Server};
 use support::RedisServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 
-/// The arguments of a server process, one per line.
-const CHILD_ARGS: &str = "RATELIMIT_TEST_SERVER_ARGS";
-/// Set for long-running server processes: exit when stdin (a pipe from the test) closes.
-const EXIT_WITH_PARENT: &str = "RATELIMIT_TEST_EXIT_WITH_PARENT";
-
-/// Not a test: the body of the server processes that the tests start. Does nothing unless
-/// this binary was started as such a process.
+/// Not a test: the body of the server processes that the tests start (see
+/// tests/support/server_process.rs). Does nothing unless this binary was started as one.
 #[test]
 fn server_process() {
-    let Ok(args) = std::env::var(CHILD_ARGS) else { return };
-    if std::env::var_os(EXIT_WITH_PARENT).is_some() {
-        // Our stdin is a pipe from the test: when the test process goes away, however it dies,
-        // the pipe closes and this server exits instead of lingering.
-        std::thread::spawn(|| {
-            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-            std::process::exit(3);
-        });
-    }
-    let status = server::run(args.lines().filter(|a| !a.is_empty()).map(str::to_owned));
-    std::process::exit(i32::from(status));
-}
-
-fn server_command(args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
-    cmd.args(["server_process", "--exact", "--nocapture", "--test-threads=1", "-q"])
-        .env(CHILD_ARGS, args.join("\n") + "\n")
-        .env_remove("REDIS_URL")
-        .env_remove("REDIS_CLUSTER_URLS")
-        .env_remove("REDIS_SENTINEL_URLS")
-        .env_remove("REDIS_SENTINEL_MASTER")
-        .env_remove("RATELIMIT_ON_ERROR")
-        .envs(env.iter().copied());
-    cmd
-}
-
-/// A running server process, killed on drop.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    startup_line: String,
-}
-
-impl Server {
-    fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut all = vec!["--listen", "127.0.0.1:0"];
-        all.extend_from_slice(args);
-        let mut child = server_command(&all, env)
-            .env(EXIT_WITH_PARENT, "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the server process");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        // Drains stdout for the life of the process, forwarding the startup line.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("listening on http://") {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let line = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(line) => line,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("the server did not print its startup line within 30s: {:?}", child.wait());
-            }
-        };
-        let addr = line
-            .split("listening on http://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in the startup line {line:?}"));
-        Server { child, addr, startup_line: line }
-    }
-
-    /// `kill -INT`: what Ctrl-C sends.
-    fn interrupt(&self) {
-        let ok = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status().is_ok_and(|s| s.success());
-        assert!(ok, "kill -INT failed");
-    }
-
-    /// Waits up to `timeout` for the process to exit.
-    fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: HashMap<String, String>,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(String::as_str)
-    }
-}
-
-fn loopback(last: u8) -> IpAddr {
-    IpAddr::from([127, 0, 0, last])
-}
-
-/// One HTTP/1.1 request over a fresh connection from `from` (any 127.0.0.0/8 address).
-async fn request(server: SocketAddr, from: IpAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
-    let headers: Vec<(&str, &[u8])> = headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
-    request_bytes(server, from, method, path, &headers).await
-}
-
-/// As [`request`], with header values as bytes: they need not be ASCII, nor UTF-8.
-async fn request_bytes(server: SocketAddr, from: IpAddr, method: &str, path: &str, headers: &[(&str, &[u8])]) -> Reply {
-    let socket = TcpSocket::new_v4().expect("socket");
-    socket.bind(SocketAddr::new(from, 0)).unwrap_or_else(|e| panic!("bind {from}: {e}"));
-    let mut stream = socket.connect(server).await.unwrap_or_else(|e| panic!("connect {server} from {from}: {e}"));
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\nContent-Length: 0\r\n")
-        .into_bytes();
-    for (name, value) in headers {
-        req.extend_from_slice(format!("{name}: ").as_bytes());
-        req.extend_from_slice(value);
-        req.extend_from_slice(b"\r\n");
-    }
-    req.extend_from_slice(b"\r\n");
-    stream.write_all(&req).await.expect("write request");
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
-        .await
-        .expect("response within 10s")
-        .expect("read response");
-    parse_response(&raw)
-}
-
-fn parse_response(raw: &[u8]) -> Reply {
-    let text = String::from_utf8_lossy(raw);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no header end in {text:?}"));
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status =
-        status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{status_line:?}"));
-    let mut headers = HashMap::new();
-    for line in lines {
-        let (name, value) = line.split_once(':').unwrap_or_else(|| panic!("bad header line {line:?}"));
-        let previous = headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_owned());
-        assert!(previous.is_none(), "header {name} twice");
-    }
-    let body = if headers.get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-        dechunk(body)
-    } else {
-        body.to_owned()
-    };
-    Reply { status, headers, body }
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let size = usize::from_str_radix(size.trim(), 16).expect("chunk size");
-        if size == 0 {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        body = &rest[size + 2..];
-    }
-    out
+    support::server_process::child_main(server::run);
 }
 
 async fn get(server: &Server, from: u8, path: &str) -> Reply {
@@ -420,14 +236,14 @@ async fn store_failure_policy() {
 #[test]
 fn graceful_shutdown_on_ctrl_c() {
     let mut server = Server::start(&[], &[]);
-    server.interrupt();
+    server.signal("INT");
     let status = server.wait_exit(Duration::from_secs(10)).expect("the server exits on SIGINT");
     assert!(status.success(), "{status:?}");
 }
 
 /// Runs a server process to completion: (exit code, stdout, stderr).
 fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
-    let out = server_command(args, env).output().expect("run the server process");
+    let out = support::server_process::command(args, env).output().expect("run the server process");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

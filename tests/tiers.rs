@@ -14,12 +14,10 @@ mod support;
 
 use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
 use ratelimit::{rate_limiter, Config, LimitType, Limiter, RateLimited, Rule, Subject};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+use support::server_process::{loopback, request_blocking, Server};
 use support::RedisServer;
 
 // ---------------------------------------------------------------------------------------------
@@ -293,131 +291,32 @@ fn tier_entries_are_checked() {
 // ---------------------------------------------------------------------------------------------
 // The example server, in its own process.
 
-const CHILD_ARGS: &str = "RATELIMIT_TEST_SERVER_ARGS";
-const EXIT_WITH_PARENT: &str = "RATELIMIT_TEST_EXIT_WITH_PARENT";
-
-/// Not a test: the body of the server processes the tests start.
+/// Not a test: the body of the server processes the tests start (see
+/// tests/support/server_process.rs).
 #[test]
 fn server_process() {
-    let Ok(args) = std::env::var(CHILD_ARGS) else { return };
-    if std::env::var_os(EXIT_WITH_PARENT).is_some() {
-        std::thread::spawn(|| {
-            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-            std::process::exit(3);
-        });
-    }
-    let status = server::run(args.lines().filter(|a| !a.is_empty()).map(str::to_owned));
-    std::process::exit(i32::from(status));
+    support::server_process::child_main(server::run);
 }
 
-/// A server process (memory store), killed on drop.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    stderr: mpsc::Receiver<String>,
+/// A server process (memory store), with `config` as its limits file.
+fn start_server(config: Option<&Path>) -> Server {
+    let config = config.map(|c| c.to_str().expect("a UTF-8 path"));
+    let env: Vec<(&str, &str)> = config.map(|c| ("RATELIMIT_CONFIG", c)).into_iter().collect();
+    Server::start(&[], &env)
 }
 
 impl Server {
-    fn start(config: Option<&Path>) -> Server {
-        let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
-        cmd.args(["server_process", "--exact", "--nocapture", "--test-threads=1", "-q"])
-            .env(CHILD_ARGS, "--listen\n127.0.0.1:0\n")
-            .env(EXIT_WITH_PARENT, "1")
-            .env_remove("REDIS_URL")
-            .env_remove("REDIS_CLUSTER_URLS")
-            .env_remove("REDIS_SENTINEL_URLS")
-            .env_remove("RATELIMIT_CONFIG");
-        if let Some(config) = config {
-            cmd.env("RATELIMIT_CONFIG", config);
-        }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the server process");
-        let (stdout, stderr) = (child.stdout.take().expect("stdout"), child.stderr.take().expect("stderr"));
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("listening on http://") {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let (etx, erx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[server] {line}");
-                let _ = etx.send(line);
-            }
-        });
-        let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
-            let _ = child.kill();
-            panic!("the server did not start within 30s: {:?}", child.wait());
-        };
-        let addr = line
-            .split("listening on http://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
-        Server { child, addr, stderr: erx }
-    }
-
-    fn hangup(&self) {
-        let ok = Command::new("kill").args(["-HUP", &self.child.id().to_string()]).status().is_ok_and(|s| s.success());
-        assert!(ok, "kill -HUP failed");
-    }
-
-    /// Waits for a stderr line containing `text`.
-    fn wait_stderr(&self, text: &str) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.stderr.recv_timeout(left) {
-                Ok(line) if line.contains(text) => return,
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        panic!("no stderr line with {text:?} within 10s");
-    }
-
     /// `GET /api/search` with these headers: the status and the `RateLimit-Policy` and
     /// `RateLimit` headers.
     fn search(&self, headers: &[(&str, &str)]) -> (u16, Option<String>, Option<String>) {
-        let mut stream = TcpStream::connect(self.addr).expect("connect");
-        let mut req = "GET /api/search HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".to_owned();
-        for (n, v) in headers {
-            req.push_str(&format!("{n}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        stream.write_all(req.as_bytes()).expect("write");
-        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).expect("read");
-        let mut lines = raw.split("\r\n");
-        let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).expect("status");
-        let header = |name: &str| {
-            raw.split("\r\n")
-                .take_while(|l| !l.is_empty())
-                .filter_map(|l| l.split_once(':'))
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.trim().to_owned())
-        };
-        (status, header("ratelimit-policy"), header("ratelimit"))
+        let reply = request_blocking(self.addr, loopback(1), "GET", "/api/search", headers);
+        let header = |name: &str| reply.header(name).map(str::to_owned);
+        (reply.status, header("ratelimit-policy"), header("ratelimit"))
     }
 
     /// The statuses of `n` searches.
     fn statuses(&self, headers: &[(&str, &str)], n: usize) -> Vec<u16> {
         (0..n).map(|_| self.search(headers).0).collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -428,7 +327,7 @@ fn exactly(ok: usize, n: usize) -> Vec<u16> {
 
 #[test]
 fn example_server_search_pro_gets_50_free_gets_5() {
-    let server = Server::start(None);
+    let server = start_server(None);
     let (status, policy, quota) = server.search(&[("X-User-Id", "alice")]);
     assert_eq!(status, 200);
     assert_eq!(policy.as_deref(), Some("\"user-10s\";q=5;w=10"), "free: the attribute's rules");
@@ -467,7 +366,7 @@ fn example_server_search_tiers_from_the_file_and_sighup() {
         )
     };
     std::fs::write(&file, entry("8/10s")).unwrap();
-    let server = Server::start(Some(&file));
+    let server = start_server(Some(&file));
     let pro = [("X-User-Id", "dave"), ("X-Plan", "pro")];
     let (status, policy, _) = server.search(&pro);
     assert_eq!((status, policy.as_deref()), (200, Some("\"user-10s\";q=8;w=10")), "the file's pro tier");
@@ -475,8 +374,8 @@ fn example_server_search_tiers_from_the_file_and_sighup() {
     assert_eq!(server.statuses(&[("X-User-Id", "erin")], 6), exactly(5, 6), "free is unchanged");
 
     std::fs::write(&file, entry("12/10s")).unwrap();
-    server.hangup();
-    server.wait_stderr("limits reloaded");
+    server.signal("HUP");
+    server.wait_for("limits reloaded", Duration::from_secs(10));
     let pro = [("X-User-Id", "frank"), ("X-Plan", "pro")];
     let (status, policy, _) = server.search(&pro);
     assert_eq!((status, policy.as_deref()), (200, Some("\"user-10s\";q=12;w=10")), "reloaded");

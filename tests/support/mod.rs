@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod sentinel;
+pub mod server_process;
 pub mod tls;
 
 use std::io::{Read, Write};
