@@ -165,7 +165,7 @@ async fn reference(ctx: &Ctx, i: usize) {
 /// The general script on an O(1) limit, with the arguments the library sends for one rule.
 async fn general(ctx: &Ctx, alg: O1, i: usize) {
     let ip = ctx.ips[i % SUBJECTS];
-    // The script's reply: five little-endian doubles, `allowed` first.
+    // The script's reply: little-endian doubles, `allowed` first.
     let answer: Vec<u8> = redis::cmd("EVALSHA")
         .arg(&ctx.general_sha)
         .arg(1)
@@ -174,6 +174,11 @@ async fn general(ctx: &Ctx, alg: O1, i: usize) {
         .arg(1)
         .arg(&[0u8; 16][..])
         .arg("d")
+        // when admitted (a release's), then the limit: no block, no concurrency, no lease
+        .arg(0)
+        .arg(0)
+        .arg(0)
+        .arg(0)
         .arg(alg.code())
         .arg(1)
         .arg(0)
