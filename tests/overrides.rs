@@ -9,43 +9,29 @@
 mod server;
 mod support;
 
-use ratelimit::{store::MemoryStore, store::StoreHandle, Config, LimitType, Limiter, Mode, Rule, Subject};
+use ratelimit::{store::MemoryStore, store::StoreHandle, LimitType, Limiter, Mode, Rule, Subject};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
+use support::overrides_file::{self, Shared};
 use support::server_process::{loopback, request_blocking, Reply, Server};
 use support::RedisServer;
 
 // ---------------------------------------------------------------------------------------------
 // The library, in this process.
 
-struct Shared {
-    dir: PathBuf,
-    file: PathBuf,
-    lock: Mutex<()>,
-}
-
-/// The process's configuration: memory as the global store, and one overrides file.
+/// The process's configuration: memory as the global store and one overrides file.
 fn shared() -> &'static Shared {
-    static SHARED: OnceLock<Shared> = OnceLock::new();
-    SHARED.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("ratelimit-overrides-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let file = dir.join("limits.toml");
-        std::fs::write(&file, "").expect("write the file");
-        ratelimit::init(Config::memory().overrides_file(&file)).expect("init");
-        Shared { dir, file, lock: Mutex::new(()) }
-    })
+    overrides_file::shared("overrides", |config| config)
 }
 
 /// Puts `text` in force (under the lock the caller holds).
 fn apply(text: &str) {
-    std::fs::write(&shared().file, text).expect("write the file");
-    ratelimit::reload().unwrap_or_else(|e| panic!("reload: {e}"));
+    shared().apply(text);
 }
 
 fn locked() -> MutexGuard<'static, ()> {
-    shared().lock.lock().unwrap_or_else(|e| e.into_inner())
+    shared().locked()
 }
 
 fn rule(window_s: u64, count: u64) -> Rule {

@@ -13,45 +13,30 @@ mod server;
 mod support;
 
 use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
-use ratelimit::{rate_limiter, Config, LimitType, Limiter, RateLimited, Rule, Subject};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use ratelimit::{rate_limiter, LimitType, Limiter, RateLimited, Rule, Subject};
+use std::path::Path;
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
+use support::overrides_file::{self, Shared};
 use support::server_process::{loopback, request_blocking, Server};
 use support::RedisServer;
 
 // ---------------------------------------------------------------------------------------------
 // The library, in this process.
 
-struct Shared {
-    dir: PathBuf,
-    file: PathBuf,
-    lock: Mutex<()>,
-}
-
-/// The process's configuration: memory as the global store, one overrides file, and a tier
+/// The process's configuration: memory as the global store and one overrides file, and a tier
 /// given in code to the attribute's limiter `tiers::attr`.
 fn shared() -> &'static Shared {
-    static SHARED: OnceLock<Shared> = OnceLock::new();
-    SHARED.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("ratelimit-tiers-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let file = dir.join("limits.toml");
-        std::fs::write(&file, "").expect("write the file");
-        let config = Config::memory().overrides_file(&file).tier("tiers::attr", LimitType::User, "pro", [rule(60, 50)]);
-        ratelimit::init(config).expect("init");
-        Shared { dir, file, lock: Mutex::new(()) }
-    })
+    overrides_file::shared("tiers", |config| config.tier("tiers::attr", LimitType::User, "pro", [rule(60, 50)]))
 }
 
 /// Puts `text` in force (under the lock the caller holds).
 fn apply(text: &str) {
-    std::fs::write(&shared().file, text).expect("write the file");
-    ratelimit::reload().unwrap_or_else(|e| panic!("reload: {e}"));
+    shared().apply(text);
 }
 
 fn locked() -> MutexGuard<'static, ()> {
-    shared().lock.lock().unwrap_or_else(|e| e.into_inner())
+    shared().locked()
 }
 
 fn rule(window_s: u64, count: u64) -> Rule {

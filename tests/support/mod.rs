@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod overrides_file;
 pub mod sentinel;
 pub mod server_process;
 pub mod tls;
