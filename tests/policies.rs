@@ -154,9 +154,19 @@ async fn refund_races_never_exceed_the_limit_nor_go_negative() {
             }
             // Units are taken before a refund is possible: never more than 10 counted at once.
             assert!(peak.load(Ordering::SeqCst) <= 10, "{store_name} {alg:?}: {} at once", peak.load(Ordering::SeqCst));
-            assert_eq!(kept, 10, "{store_name} {alg:?}: the quota ends up used by kept calls only");
+            // Which calls won the race is up to the scheduler (a task whose turn to keep comes
+            // while others hold the last unit is refused), so the kept count is anything up to
+            // 10; what must hold is that the store counts exactly the kept calls.
+            assert!(kept <= 10, "{store_name} {alg:?}: {kept} kept");
             let left = l.peek(&[ip("198.51.100.9")]).await.unwrap()[0].remaining;
-            assert_eq!(left, 0, "{store_name} {alg:?}");
+            assert_eq!(left, 10 - kept, "{store_name} {alg:?}: the quota is used by kept calls only");
+            // And exactly the rest of the quota is still there to be taken.
+            let mut more = 0;
+            while l.check(&[ip("198.51.100.9")], 1).await.is_ok() {
+                more += 1;
+                assert!(more <= 10, "{store_name} {alg:?}: more than the limit admitted");
+            }
+            assert_eq!(kept + more, 10, "{store_name} {alg:?}: refunds gave back exactly what they took");
             // More refunds than calls never go below zero: nothing to give back is a no-op.
             for _ in 0..3 {
                 if let Ok(p) = l.check(&[ip("198.51.100.9")], 1).await {
