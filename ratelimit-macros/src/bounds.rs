@@ -27,6 +27,9 @@ pub(crate) fn checks(p: &TokenStream, attrs: &[Attr]) -> TokenStream {
         if let Some(block) = &attr.block {
             checks.extend(check(p, "window_problem", "block", block.value.0, &block.value.1));
         }
+        if let Some(sync) = &attr.sync {
+            checks.extend(check(p, "window_problem", "sync", sync.value.0, &sync.value.1));
+        }
         if let Some(lease) = &attr.lease {
             checks.extend(check(p, "window_problem", "lease", lease.value.0, &lease.value.1));
         }

@@ -273,11 +273,16 @@ fn add_limit(p: &TokenStream, limit: &Limit) -> TokenStream {
         let block = millis(ms);
         quote!(.block(#block))
     });
+    let sync = limit.sync.map(|ms| {
+        let sync = millis(ms);
+        quote!(.sync(#sync))
+    });
     quote! {
         .limit_ms(#p::LimitType::#kind, &[#(#rules),*], #p::Algorithm::#algorithm, #prefix)
         #burst
         #mode
         #block
+        #sync
     }
 }
 

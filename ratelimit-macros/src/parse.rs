@@ -130,6 +130,7 @@ const OPTIONS: &[&str] = &[
     "block",
     "concurrency",
     "lease",
+    "sync",
     "crate",
 ];
 
@@ -167,6 +168,8 @@ pub(crate) struct Attr {
     pub concurrency: Option<Given<(u64, syn::LitInt)>>,
     /// `lease = <duration>`, in ms.
     pub lease: Option<Given<(u64, syn::LitInt)>>,
+    /// `sync = <duration>`, in ms: hot-key mode.
+    pub sync: Option<Given<(u64, syn::LitInt)>>,
     pub krate: Option<Given<(syn::Path, LitStr)>>,
     /// Options given with a value that was refused (already reported).
     pub invalid: Vec<String>,
@@ -222,6 +225,7 @@ impl Attr {
             "block" => store(&mut self.block, key, rules::duration(&value, "block")),
             "concurrency" => store(&mut self.concurrency, key, rules::count(&value, "concurrency")),
             "lease" => store(&mut self.lease, key, rules::duration(&value, "lease")),
+            "sync" => store(&mut self.sync, key, rules::duration(&value, "sync")),
             "crate" => store(&mut self.krate, key, krate(&value)),
             _ => Err(Error::new_spanned(
                 &key,

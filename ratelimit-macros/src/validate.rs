@@ -25,6 +25,8 @@ pub(crate) struct Limit {
     pub concurrency: Option<u64>,
     /// `lease = …` in ms (concurrency limits).
     pub lease: Option<u64>,
+    /// `sync = …` in ms: decided from local reserves, filled from the store in batches.
+    pub sync: Option<u64>,
 }
 
 /// Everything the expansion needs: the limits of all stacked attributes, outermost first, and
@@ -70,7 +72,7 @@ fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
         ));
     }
     if let Some(n) = &attr.concurrency {
-        let conflicts: [(&str, Option<&Ident>, &str); 5] = [
+        let conflicts: [(&str, Option<&Ident>, &str); 6] = [
             (
                 "rules",
                 attr.rules.as_ref().map(|g| &g.key),
@@ -83,6 +85,11 @@ fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
                 "block",
                 attr.block.as_ref().map(|g| &g.key),
                 "starts when rules refuse a call; a concurrency limit has none (stack one with `rules`)",
+            ),
+            (
+                "sync",
+                attr.sync.as_ref().map(|g| &g.key),
+                "hands out units of rules from a local reserve; slots are taken in the store call by call: remove it",
             ),
             (
                 "mode = shadow",
@@ -103,6 +110,28 @@ fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
             &lease.key,
             "`lease` is how long a concurrency slot is held at most: it needs `concurrency = N`; remove it",
         ));
+    }
+    if let (Some(sync), Some(block)) = (&attr.sync, &attr.block) {
+        let mut e = Error::new_spanned(
+            &sync.key,
+            "`sync` hands out units from a local reserve, and `block` is decided in the store call by call: \
+             remove one of them",
+        );
+        e.combine(Error::new_spanned(&block.key, "`block` is given here"));
+        errors.push(e);
+    }
+    if let (Some(sync), Some(rules)) = (&attr.sync, &attr.rules) {
+        if let Some(shortest) = rules.value.iter().min_by_key(|r| r.window_ms) {
+            if sync.value.0 > shortest.window_ms {
+                let mut e = Error::new_spanned(
+                    &sync.value.1,
+                    "`sync` must not be longer than the shortest window: a reserve would outlive the window \
+                     its units count in",
+                );
+                e.combine(Error::new_spanned(&shortest.window, "the shortest window"));
+                errors.push(e);
+            }
+        }
     }
     let kind = attr.kind.as_ref().map(|k| k.value.0);
     let mut subject = None;
@@ -164,6 +193,7 @@ fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
             block: attr.block.take().map(|g| g.value.0),
             concurrency: attr.concurrency.take().map(|g| g.value.0),
             lease: attr.lease.take().map(|g| g.value.0),
+            sync: attr.sync.take().map(|g| g.value.0),
         })),
         _ => Ok(None),
     }

@@ -86,6 +86,10 @@ impl Limiter {
         // the limiter's: a reset may name only some of a call's subjects (the account of a
         // login, not its IP), and the cache keys whole calls.
         self.forget_all_refusals();
+        self.own().forget_reserves(subjects);
+        if let Some(snapshot) = self.snapshot() {
+            snapshot.enforced.forget_reserves(subjects);
+        }
         match self.snapshot() {
             None => self.ask(self.own(), subjects, None, |store, targets| store.reset(targets)),
             // Under the overrides file (or with tiers): the keys of every limit that counts,

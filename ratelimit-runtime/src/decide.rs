@@ -27,6 +27,7 @@ use crate::metrics::Outcome;
 use crate::permit::Permit;
 use crate::policy::Policy;
 use crate::refusal_cache::{self, Refusal};
+use crate::reserve::Take;
 use crate::snapshot::{shadow_refusal, Snapshot};
 use crate::store::{Call, Pending, RemoteDecision, Store};
 use crate::subject::Subject;
@@ -49,7 +50,24 @@ pub(crate) enum Step {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Enforced,
+    /// A `sync` limit's batch (or, while another call fills its reserve, this call alone).
+    Reserve,
+    /// The limits without `sync` of a set that has some, once the `sync` ones passed.
+    Exact,
     Shadow,
+}
+
+/// Where the `sync` limits of a decision stand.
+#[derive(Clone, Copy, Default)]
+struct HotStep {
+    /// The `sync` limits before this one took their units (given back if a later limit refuses).
+    pos: usize,
+    /// What the store is asked for the current one: a batch for its reserve (`batch` units), or
+    /// just this call (`fill` false).
+    batch: u64,
+    fill: bool,
+    /// The time the reserves are read at (µs, the refusal cache's clock).
+    now_us: u64,
 }
 
 /// A decision under way: the call, the limits in force, and what is decided so far.
@@ -72,6 +90,7 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     /// The store failed and the enforced limits are decided in process memory
     /// (`FailurePolicy::Local`).
     local: bool,
+    hot: HotStep,
 }
 
 impl Limiter {
@@ -99,6 +118,7 @@ impl Limiter {
             outcome: Outcome::Allowed,
             refused: None,
             local: false,
+            hot: HotStep::default(),
         }
     }
 }
@@ -116,10 +136,19 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     /// The set the current phase decides.
     #[inline]
     fn set(&self) -> &LimitSet {
-        match (&self.snapshot, self.phase) {
-            (None, _) => self.limiter.own(),
-            (Some(s), Phase::Enforced) => &s.enforced,
-            (Some(s), Phase::Shadow) => &s.shadow,
+        match self.phase {
+            Phase::Enforced | Phase::Reserve => self.enforced_set(),
+            Phase::Exact => self.enforced_set().hot.as_deref().map_or(self.enforced_set(), |h| &h.exact),
+            Phase::Shadow => self.snapshot.as_deref().map_or(self.limiter.own(), |s| &s.shadow),
+        }
+    }
+
+    /// The enforced limits, all of them.
+    #[inline]
+    fn enforced_set(&self) -> &LimitSet {
+        match &self.snapshot {
+            None => self.limiter.own(),
+            Some(s) => &s.enforced,
         }
     }
 
@@ -148,6 +177,10 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 self.refusal(set.limit_type(g), set.policy_of(g, r), Duration::ZERO, Cause::CostTooHigh, None);
             return self.done(Some(refused), Outcome::Denied);
         }
+        if set.hot.is_some() {
+            self.hot.now_us = self.pinned.unwrap_or_else(|| store.now_us());
+            return self.hot_from(0);
+        }
         if let Some(now) = self.cache_at {
             if let Some(refused) = self.cached_refusal(&keys, now) {
                 return self.done(Some(refused), Outcome::Denied);
@@ -157,6 +190,144 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         match store.decide(&call) {
             Pending::Ready(answer) => self.answer(answer),
             Pending::Remote(fut) => Step::Store(fut),
+        }
+    }
+
+    /// The `sync` limits from the `pos`-th on take the cost from their reserves (asking the
+    /// store where a reserve is empty), then the others are decided by the store.
+    fn hot_from(&mut self, pos: usize) -> Step {
+        let set = self.enforced_set();
+        let (Some(hot), Ok(keys)) = (set.hot.as_deref(), Keys::of(set, self.subjects)) else { return self.shadow() };
+        let keys = keys.as_slice();
+        let now_us = self.hot.now_us;
+        for p in pos..hot.limits.len() {
+            let Some(&(at, ref reserves)) = hot.limits.get(p) else { break };
+            let key = keys.get(at).copied().unwrap_or_default();
+            let (batch, fill) = match reserves.take(key, self.cost, now_us) {
+                Take::Taken { remaining, rule } => {
+                    if let Some(ctx) = context::current() {
+                        let d = Decision { limit: at, rule, remaining, ..Decision::admitted(now_us) };
+                        if let Some(q) = set.quota(&d) {
+                            ctx.record_quota(q);
+                        }
+                    }
+                    continue;
+                }
+                Take::Refused { until_us, rule } => {
+                    let wait = Duration::from_micros(until_us.saturating_sub(now_us));
+                    let refused =
+                        self.refusal(set.limit_type(at), set.policy_of(at, rule), wait, Cause::Exceeded, None);
+                    self.limiter.metrics().local_denial();
+                    self.hot.pos = p;
+                    self.give_back_hot();
+                    return self.done(Some(refused), Outcome::Denied);
+                }
+                Take::Fill { batch } => (batch, true),
+                Take::Exact => (self.cost, false),
+            };
+            let pending = self.ask_one(at, batch);
+            self.hot = HotStep { pos: p, batch, fill, now_us };
+            self.phase = Phase::Reserve;
+            return self.pending(pending);
+        }
+        let taken = hot.limits.len();
+        if hot.exact.limits.is_empty() {
+            return self.shadow();
+        }
+        let pending = match Keys::of(&hot.exact, self.subjects) {
+            Ok(keys) => {
+                let call =
+                    Call { limits: &hot.exact.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned };
+                self.limiter.store().decide(&call)
+            }
+            Err(_) => return self.shadow(),
+        };
+        self.hot.pos = taken;
+        self.phase = Phase::Exact;
+        self.pending(pending)
+    }
+
+    /// Asks the store for `cost` units of the enforced set's limit `at` alone.
+    fn ask_one(&self, at: usize, cost: u64) -> Pending {
+        let set = self.enforced_set();
+        let keys = Keys::of(set, self.subjects);
+        let subjects = keys.as_ref().map_or(&[][..], |k| k.as_slice().get(at..=at).unwrap_or_default());
+        let call = Call { limits: set.limits.get(at..=at).unwrap_or_default(), subjects, cost, now_us: self.pinned };
+        self.limiter.store().decide(&call)
+    }
+
+    /// Goes on with a store's answer, now or once it arrives.
+    #[inline]
+    fn pending(&mut self, pending: Pending) -> Step {
+        match pending {
+            Pending::Ready(answer) => self.answer(answer),
+            Pending::Remote(fut) => Step::Store(fut),
+        }
+    }
+
+    /// The store's answer for a `sync` limit's batch (or for this call alone).
+    fn reserve_answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
+        let set = self.enforced_set();
+        let HotStep { pos, batch, fill, now_us } = self.hot;
+        let (Some(&(at, ref reserves)), Ok(keys)) =
+            (set.hot.as_deref().and_then(|h| h.limits.get(pos)), Keys::of(set, self.subjects))
+        else {
+            return self.shadow();
+        };
+        let key = keys.as_slice().get(at).copied().unwrap_or_default();
+        match answer {
+            Ok(d) if d.allowed => {
+                if fill {
+                    reserves.filled(key, batch, self.cost, d.remaining, d.rule, now_us);
+                }
+                if let Some(ctx) = context::current() {
+                    if let Some(q) = set.quota(&Decision { limit: at, ..d }) {
+                        ctx.record_quota(q);
+                    }
+                }
+                self.hot_from(pos + 1)
+            }
+            Ok(_) if fill && batch > self.cost => {
+                // No room for a batch: perhaps for this call alone. Smaller batches follow.
+                reserves.refused(key, batch, self.cost, None);
+                let pending = self.ask_one(at, self.cost);
+                self.hot = HotStep { fill: false, batch: self.cost, ..self.hot };
+                self.pending(pending)
+            }
+            Ok(d) => {
+                let until = now_us.saturating_add(u64::try_from(d.retry_after.as_micros()).unwrap_or(u64::MAX));
+                if fill {
+                    reserves.refused(key, batch, self.cost, Some((until, d.rule)));
+                } else {
+                    reserves.refuse_until(key, until, d.rule);
+                }
+                let refused =
+                    self.refusal(set.limit_type(at), set.policy_of(at, d.rule), d.retry_after, Cause::Exceeded, None);
+                self.give_back_hot();
+                self.done(Some(refused), Outcome::Denied)
+            }
+            Err(e) => {
+                if fill {
+                    reserves.failed(key);
+                }
+                self.give_back_hot();
+                self.phase = Phase::Enforced;
+                self.enforced_answer(Err(e))
+            }
+        }
+    }
+
+    /// Gives back the units the `sync` limits before the current one took: a later limit
+    /// refused the call (all pass, or none counts), or the store failed.
+    fn give_back_hot(&mut self) {
+        let upto = std::mem::take(&mut self.hot.pos);
+        if upto == 0 {
+            return;
+        }
+        let set = self.enforced_set();
+        let (Some(hot), Ok(keys)) = (set.hot.as_deref(), Keys::of(set, self.subjects)) else { return };
+        for (at, reserves) in hot.limits.iter().take(upto) {
+            reserves.give_back(keys.as_slice().get(*at).copied().unwrap_or_default(), self.cost, self.hot.now_us);
         }
     }
 
@@ -178,7 +349,8 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     #[inline(always)]
     pub(crate) fn answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
         match self.phase {
-            Phase::Enforced => self.enforced_answer(answer),
+            Phase::Enforced | Phase::Exact => self.enforced_answer(answer),
+            Phase::Reserve => self.reserve_answer(answer),
             Phase::Shadow => {
                 self.shadow_answer(answer);
                 self.finish()
@@ -197,7 +369,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                         ctx.record_quota(q);
                     }
                 }
-                self.allowed = Some(d);
+                self.allowed = Some(self.in_enforced_set(d));
                 self.shadow()
             }
             Ok(d) => {
@@ -211,7 +383,14 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                     }
                 };
                 let refused = self.refusal(set.limit_type(d.limit), policy, d.retry_after, cause, None);
+                self.give_back_hot();
                 self.done(Some(refused), Outcome::Denied)
+            }
+            Err(e) if self.phase == Phase::Exact => {
+                // The `sync` limits' units go back; the failure policy decides the whole call.
+                self.give_back_hot();
+                self.phase = Phase::Enforced;
+                self.enforced_answer(Err(e))
             }
             Err(e) => match self.limiter.failure_policy() {
                 FailurePolicy::Local if !self.local => self.decide_locally(&e),
@@ -232,6 +411,16 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 }
             },
         }
+    }
+
+    /// `d` with its limit's index in the enforced set (a decision of the limits without
+    /// `sync` names its limit among those).
+    fn in_enforced_set(&self, d: Decision) -> Decision {
+        if self.phase != Phase::Exact {
+            return d;
+        }
+        let at = self.enforced_set().hot.as_deref().and_then(|h| h.exact_at.get(d.limit).copied());
+        Decision { limit: at.unwrap_or(d.limit), ..d }
     }
 
     /// The store failed under `on_error = local`: the same limits, decided in process memory.

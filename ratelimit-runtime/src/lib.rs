@@ -62,6 +62,7 @@ mod permit;
 mod policy;
 mod refusal_cache;
 mod registry;
+mod reserve;
 pub mod rule;
 mod snapshot;
 pub mod status;

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// One limit of a limiter (one `#[rate_limiter]` attribute): a type, an algorithm and rules
 /// that share one log per subject.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Limit {
     pub(crate) limit_type: LimitType,
     pub(crate) algorithm: Algorithm,
@@ -34,6 +34,9 @@ pub(crate) struct Limit {
     /// How long a concurrency slot is held at most (µs): the slots of a process that died free
     /// themselves after it.
     pub(crate) lease_us: u64,
+    /// Hot-key mode (`sync = …`): each process hands out units from a local reserve it fills
+    /// from the store in batches and keeps at most this long (µs; 0: every call asks the store).
+    pub(crate) sync_us: u64,
     /// The arguments every limit gives the general script first: block µs, concurrency, lease µs.
     pub(crate) policy_args: [Vec<u8>; 3],
     /// The script's arguments for this limit: algorithm, rule count, (window µs, count)*.
@@ -65,6 +68,20 @@ impl Limit {
     #[inline]
     pub(crate) fn has_policy(&self) -> bool {
         self.block_us > 0 || self.concurrency > 0
+    }
+
+    /// The most units one process's reserve of this `sync` limit holds: what the tightest rule
+    /// earns in one interval (at least 1, at most its capacity). It bounds the error: admissions
+    /// exceed the exact algorithm's by at most this many units per process.
+    pub(crate) fn sync_cap(&self) -> u64 {
+        (0..self.rules.len())
+            .filter_map(|r| {
+                let rule = self.rules.get(r)?;
+                let earned = u128::from(rule.count()) * u128::from(self.sync_us) / u128::from(rule.window_us().max(1));
+                Some(u64::try_from(earned).unwrap_or(u64::MAX).max(1).min(self.capacity(r).max(1)))
+            })
+            .min()
+            .unwrap_or(1)
     }
 
     /// Whether this is a concurrency limit (slots, no rules).
@@ -180,6 +197,11 @@ pub enum LimiterError {
     EmptyTierName,
     /// One limit was given two tiers of this name.
     DuplicateTier(String),
+    /// `sync` is shorter than 1ms or longer than the limit's shortest window.
+    InvalidSync(Duration),
+    /// `sync` was given to a limit with `block` or `concurrency`: penalties and slots are
+    /// decided in the store, call by call.
+    SyncWithPolicy,
 }
 
 impl fmt::Display for LimiterError {
@@ -213,6 +235,12 @@ impl fmt::Display for LimiterError {
             ),
             LimiterError::EmptyTierName => f.write_str("a tier needs a name, e.g. \"pro\""),
             LimiterError::DuplicateTier(t) => write!(f, "the tier {t:?} is given twice for one limit: keep one"),
+            LimiterError::InvalidSync(d) => {
+                write!(f, "`sync` must be between 1ms and the limit's shortest window, not {d:?}")
+            }
+            LimiterError::SyncWithPolicy => f.write_str(
+                "`sync` applies to a limit with rules only: `block` and `concurrency` are decided in the store call by call",
+            ),
         }
     }
 }
@@ -235,6 +263,8 @@ pub(crate) struct LimitSpec {
     pub(crate) concurrency: Option<u64>,
     /// How long a slot is held at most (`lease = …`; default [`DEFAULT_LEASE`]).
     pub(crate) lease: Option<Duration>,
+    /// Hot-key mode: the longest a process keeps a local reserve (`sync = …`).
+    pub(crate) sync: Option<Duration>,
 }
 
 /// How long a concurrency slot is held at most when the limit names no `lease`.
@@ -253,6 +283,7 @@ impl LimitSpec {
             block: None,
             concurrency: None,
             lease: None,
+            sync: None,
         }
     }
 }
@@ -273,6 +304,9 @@ impl Limit {
         };
         if spec.lease.is_some() && spec.concurrency.is_none() {
             return Err(LimiterError::LeaseWithoutConcurrency);
+        }
+        if spec.sync.is_some() && (spec.block.is_some() || spec.concurrency.is_some()) {
+            return Err(LimiterError::SyncWithPolicy);
         }
         if let Some(n) = spec.concurrency {
             return Limit::compile_concurrency(name, spec, n, policy_offset);
@@ -308,6 +342,13 @@ impl Limit {
             script_args.push(rule.window_us().to_string().into_bytes());
             script_args.push(rule.count().to_string().into_bytes());
         }
+        let sync_us = match spec.sync {
+            None => 0,
+            Some(d) => {
+                let shortest = rules.last().map_or(0, |r| r.window_us());
+                window_us(d).filter(|&us| us <= shortest).ok_or(LimiterError::InvalidSync(d))?
+            }
+        };
         let template = KeyTemplate::new(&spec.prefix, name, spec.limit_type, spec.algorithm, spec.burst, &rules);
         let registration = memory_id(&template);
         Ok(Limit {
@@ -319,6 +360,7 @@ impl Limit {
             block_us,
             concurrency: 0,
             lease_us: 0,
+            sync_us,
             policy_args: [block_us.to_string().into_bytes(), b"0".to_vec(), b"0".to_vec()],
             script_args,
             memory_id: registration.id,
@@ -351,6 +393,7 @@ impl Limit {
             block_us: 0,
             concurrency: n,
             lease_us,
+            sync_us: 0,
             policy_args: [b"0".to_vec(), n.to_string().into_bytes(), lease_us.to_string().into_bytes()],
             script_args: vec![b"cc".to_vec(), b"0".to_vec(), b"0".to_vec()],
             memory_id: registration.id,

@@ -8,6 +8,7 @@ use crate::limit::Limit;
 use crate::limit_type::LimitType;
 use crate::policy::{Headroom, Policy};
 use crate::refusal_cache::{self, Owner};
+use crate::reserve::Reserves;
 use crate::subject::Subject;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -26,11 +27,53 @@ pub(crate) struct LimitSet {
     pub(crate) cache_id: u64,
     /// Whether the cache ever held a refusal of this set (until then, no lookups).
     pub(crate) ever_refused: AtomicBool,
+    /// The hot-key (`sync`) limits and the rest, when some limit has `sync`.
+    pub(crate) hot: Option<Box<Hot>>,
+}
+
+/// A set's `sync` limits, decided from local reserves, and the others, decided by the store
+/// together as a set of their own.
+pub(crate) struct Hot {
+    /// The position of each `sync` limit in the set, with its reserves.
+    pub(crate) limits: Vec<(usize, Reserves)>,
+    /// The other limits (possibly none), with their subjects' positions among the limiter's.
+    pub(crate) exact: LimitSet,
+    /// Where each of `exact`'s limits sits in the set.
+    pub(crate) exact_at: Box<[usize]>,
 }
 
 impl LimitSet {
     pub(crate) fn new(limits: Vec<Limit>, index: Option<Box<[usize]>>, policies: Arc<[Policy]>) -> LimitSet {
-        LimitSet { limits, index, policies, cache_id: refusal_cache::next_id(), ever_refused: AtomicBool::new(false) }
+        let mut set = LimitSet {
+            limits,
+            index,
+            policies,
+            cache_id: refusal_cache::next_id(),
+            ever_refused: AtomicBool::new(false),
+            hot: None,
+        };
+        if set.limits.iter().any(|l| l.sync_us > 0) {
+            set.hot = Some(Box::new(set.split_hot()));
+        }
+        set
+    }
+
+    /// Splits the `sync` limits from the others. The others keep their policies' places, so
+    /// that their decisions name the same rules.
+    fn split_hot(&self) -> Hot {
+        let mut hot = Vec::new();
+        let (mut exact, mut exact_at, mut subjects) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, limit) in self.limits.iter().enumerate() {
+            if limit.sync_us > 0 {
+                hot.push((i, Reserves::new(limit.sync_us, limit.sync_cap())));
+            } else {
+                exact.push(limit.clone());
+                exact_at.push(i);
+                subjects.push(self.subject_of(i));
+            }
+        }
+        let exact = LimitSet::new(exact, Some(subjects.into()), self.policies.clone());
+        Hot { limits: hot, exact, exact_at: exact_at.into() }
     }
 
     /// The position of limit `i`'s subject among the limiter's subjects.
@@ -67,6 +110,17 @@ impl LimitSet {
     /// The refusal cache's key owner for this set on `store`.
     pub(crate) fn owner(&self, store: &crate::store::StoreHandle) -> Owner {
         Owner { limiter: self.cache_id, store: Arc::as_ptr(store).cast::<()>() as usize }
+    }
+
+    /// Forgets this process's `sync` reserves of these subjects (their counts are reset).
+    pub(crate) fn forget_reserves(&self, subjects: &[Subject<'_>]) {
+        let Some(hot) = self.hot.as_deref() else { return };
+        let keys = self.targets(subjects);
+        for (at, reserves) in &hot.limits {
+            if let Some(Some(key)) = keys.get(*at) {
+                reserves.forget(key);
+            }
+        }
     }
 
     /// Forgets the cached refusal of these subjects in this process.

@@ -123,6 +123,35 @@ impl LimiterBuilder {
         self
     }
 
+    /// Puts the last added limit in hot-key mode: each process hands out its units from a local
+    /// reserve, filled from the store in one batch when it runs out and kept at most `interval`
+    /// (from 1ms to the limit's shortest window). One store call per batch instead of one per
+    /// call lets a single subject (a global limit, one big tenant) go far past what one store
+    /// can decide. The price is exactness: over any span, `P` processes admit at most
+    /// `P × cap` units more than the exact limit, where `cap` is what the tightest rule earns in
+    /// one interval (`count × interval / window`, at least 1), and may refuse up to as many
+    /// units early (reserved by one process, unused by it). Refunds do not give back a `sync`
+    /// limit's units. Not for limits with `block` or `concurrency`.
+    ///
+    /// ```
+    /// use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore};
+    /// use std::{sync::Arc, time::Duration};
+    ///
+    /// let api = Limiter::builder("api")
+    ///     .limit(LimitType::Global, [Rule::new(Duration::from_secs(1), 100_000).unwrap()])
+    ///     .sync(Duration::from_millis(100))
+    ///     .store(Arc::new(MemoryStore::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(api.check_blocking(&[Subject::global()], 1).is_ok());
+    /// ```
+    pub fn sync(mut self, interval: Duration) -> Self {
+        if let Some(last) = self.limits.last_mut() {
+            last.sync = Some(interval);
+        }
+        self
+    }
+
     /// Adds a limit whose rules are `(window in ms, count)` pairs, remembering the first
     /// invalid rule as the builder's error.
     pub fn limit_ms(self, limit_type: LimitType, rules: &[(u64, u64)], algorithm: Algorithm, prefix: &str) -> Self {
