@@ -15,6 +15,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::RedisServer;
 
+/// The process's overrides file (memory as the global store).
+fn overrides() -> &'static support::overrides_file::Shared {
+    support::overrides_file::shared("hot_keys", |config| config)
+}
+
 const WORKER_REDIS: &str = "RATELIMIT_HOT_KEY_WORKER_REDIS";
 /// The hot limit of the multi-process test: 1000 per second, reserves kept 50 ms, so a reserve
 /// holds at most what the rule earns in 50 ms: 50 units.
@@ -131,6 +136,33 @@ fn sync_is_checked_when_the_limiter_is_built() {
     assert_eq!(build(slots), Some(LimiterError::SyncWithPolicy));
 }
 
+#[test]
+fn the_overrides_file_puts_a_limit_in_hot_key_mode() {
+    let file = overrides();
+    let _turn = file.locked();
+    let clock = Arc::new(ManualClock::new(1_767_225_600_000_000));
+    let store: StoreHandle = Arc::new(MemoryStore::with_clock(clock));
+    let build = |name: &str| {
+        Limiter::builder(name)
+            .limit(LimitType::Global, [Rule::new(Duration::from_secs(60), 1_000).unwrap()])
+            .store(store.clone())
+            .build()
+            .unwrap()
+    };
+    let (configured, plain) = (build("hot_keys::configured"), build("hot_keys::plain"));
+    file.apply("[[limit]]\nlimiter = \"hot_keys::configured\"\ntype = \"global\"\nsync = \"1s\"\n");
+    let g = [Subject::global()];
+    for _ in 0..4 {
+        configured.check_blocking(&g, 1).unwrap();
+        plain.check_blocking(&g, 1).unwrap();
+    }
+    // Exact: the store counts each call. Hot-key mode: batches of 1, 2 and 4 as the reserve
+    // runs out within its interval, 7 units counted for the 4 calls.
+    assert_eq!(plain.peek_blocking(&g).unwrap()[0].remaining, 996);
+    assert_eq!(configured.peek_blocking(&g).unwrap()[0].remaining, 993);
+    file.apply("");
+}
+
 #[rate_limiter(type = Global, rules = [(1s, 1_000_000)], sync = 100ms, name = "hot_keys::attribute")]
 fn decorated() -> Result<(), RateLimited> {
     Ok(())
@@ -138,6 +170,8 @@ fn decorated() -> Result<(), RateLimited> {
 
 #[test]
 fn the_attribute_takes_sync() {
+    // The global configuration is the overrides file's (whichever test comes first sets it).
+    overrides();
     for _ in 0..1000 {
         decorated().unwrap();
     }

@@ -243,6 +243,7 @@ impl Config {
             mode: None,
             tier: Some(tier.into()),
             block: None,
+            sync: None,
         });
         self
     }

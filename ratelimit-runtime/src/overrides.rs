@@ -9,6 +9,11 @@
 //! mode = "enforce"
 //! block = "2m"
 //!
+//! [[limit]]                # a hot global limit: decided from per-process reserves
+//! limiter = "server::search"
+//! type = "global"
+//! sync = "50ms"
+//!
 //! [[limit]]                # the rules of the "pro" tier of the same limit
 //! limiter = "server::hello"
 //! type = "ip"
@@ -54,6 +59,8 @@ pub struct LimitOverride {
     /// The penalty after a refusal as exceeded instead of the attribute's (`None`: keep the
     /// attribute's).
     pub block: Option<Duration>,
+    /// Hot-key mode's interval instead of the attribute's (`None`: keep the attribute's).
+    pub sync: Option<Duration>,
 }
 
 /// A parsed overrides file.
@@ -141,6 +148,8 @@ struct LimitDe {
     tier: Option<Spanned<String>>,
     #[serde(default)]
     block: Option<Spanned<String>>,
+    #[serde(default)]
+    sync: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -237,11 +246,15 @@ impl Overrides {
                     "a tier's [[limit]] gives rules only: set `mode` on the [[limit]] without `tier` (it applies to every tier)",
                 ));
             }
-            if let (Some(_), Some(block)) = (&tier, &entry.block) {
-                return Err(loc.spanned(
-                    block,
-                    "a tier's [[limit]] gives rules only: set `block` on the [[limit]] without `tier` (it applies to every tier)",
-                ));
+            for (option, given) in [("block", &entry.block), ("sync", &entry.sync)] {
+                if let (Some(_), Some(given)) = (&tier, given) {
+                    return Err(loc.spanned(
+                        given,
+                        format!(
+                            "a tier's [[limit]] gives rules only: set `{option}` on the [[limit]] without `tier` (it applies to every tier)"
+                        ),
+                    ));
+                }
             }
             let rules = match &entry.rules {
                 None => None,
@@ -272,9 +285,13 @@ impl Overrides {
             };
             let block = match &entry.block {
                 None => None,
-                Some(b) => Some(parse_block(b.get_ref()).map_err(|msg| loc.spanned(b, msg))?),
+                Some(b) => Some(parse_duration("block", b.get_ref()).map_err(|msg| loc.spanned(b, msg))?),
             };
-            out.limits.push(LimitOverride { limiter: limiter.to_owned(), limit_type, rules, mode, tier, block });
+            let sync = match &entry.sync {
+                None => None,
+                Some(s) => Some(parse_duration("sync", s.get_ref()).map_err(|msg| loc.spanned(s, msg))?),
+            };
+            out.limits.push(LimitOverride { limiter: limiter.to_owned(), limit_type, rules, mode, tier, block, sync });
         }
         if let Some(exempt) = de.exempt {
             for ip in &exempt.ips {
@@ -350,10 +367,10 @@ fn parse_type(s: &Spanned<String>) -> Result<LimitType, String> {
     }
 }
 
-/// `"2m"`: a block's length, written as a rule's window.
-fn parse_block(text: &str) -> Result<Duration, String> {
+/// `"2m"`: the length of `option` (a block, a sync interval), written as a rule's window.
+fn parse_duration(option: &str, text: &str) -> Result<Duration, String> {
     parse_rule(&format!("1/{text}")).map(|rule| rule.window()).map_err(|_| {
-        format!("block {text:?}: expected a duration from 1ms to 366d such as \"2m\" (units ms, s, m, h, d)")
+        format!("{option} {text:?}: expected a duration from 1ms to 366d such as \"2m\" (units ms, s, m, h, d)")
     })
 }
 
@@ -631,6 +648,13 @@ users = ["ops-bot"]
         let e = err("[[limit]]\nlimiter = \"a\"\ntype = \"ip\"\nblock = \"2x\"\n");
         assert!(e.message().contains("block \"2x\": expected a duration"), "{e}");
         assert_eq!(e.line(), 4);
+        let o = Overrides::parse("[[limit]]\nlimiter = \"a\"\ntype = \"global\"\nsync = \"50ms\"\n", "o.toml").unwrap();
+        assert_eq!(o.limits()[0].sync, Some(Duration::from_millis(50)));
+        let e = err("[[limit]]\nlimiter = \"a\"\ntype = \"global\"\nsync = \"soon\"\n");
+        assert!(e.message().contains("sync \"soon\": expected a duration"), "{e}");
+        let e = err("[[limit]]\nlimiter = \"a\"\ntype = \"global\"\ntier = \"pro\"\nsync = \"50ms\"\n");
+        assert!(e.message().contains("set `sync` on the [[limit]] without `tier`"), "{e}");
+        assert_eq!(e.line(), 5);
     }
 
     #[test]

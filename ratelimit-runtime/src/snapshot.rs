@@ -115,6 +115,9 @@ impl Plan {
                 if o.block.is_some() && spec.concurrency.is_none() {
                     spec.block = o.block;
                 }
+                if o.sync.is_some() && spec.concurrency.is_none() {
+                    spec.sync = o.sync;
+                }
             }
             defaults.push(spec);
         }
