@@ -17,6 +17,7 @@ mod support;
 
 mod abuse;
 mod gcra_reference;
+mod hot_key;
 mod hung;
 mod memory;
 mod metrics;
@@ -34,6 +35,7 @@ ratelimit benchmarks: every figure of BENCHMARKS.md, or one section
   --metrics-only     section 8 alone
   --abuse            section 9 alone (the example server under wrk)
   --hung             section 10 alone (the example server with Redis stopped, its breaker open)
+  --hot-key          section 11 alone (one hot key from four processes, exact vs sync)
   --profile-redis    1-rule throughput only, for a profiler";
 
 fn main() {
@@ -43,6 +45,17 @@ fn main() {
     }
     if std::env::args().any(|a| a == "--in-memory") {
         memory::run_child();
+        return;
+    }
+    if std::env::args().any(|a| a == "--hot-key-worker") {
+        hot_key::run_child();
+        return;
+    }
+    if std::env::args().any(|a| a == "--hot-key") {
+        let server = support::RedisServer::start();
+        let mut report = Report::default();
+        hot_key::run(&server, &mut report);
+        report.print_targets();
         return;
     }
     if std::env::args().any(|a| a == "--metrics-child") {
@@ -113,6 +126,7 @@ fn main() {
     memory::run_from_parent(&mut report);
     metrics::run(&mut report);
     hung::run(&mut report);
+    hot_key::run(&server, &mut report);
 
     report.print_targets();
     println!("\nwhole harness: {:.0}s", started.elapsed().as_secs_f64());

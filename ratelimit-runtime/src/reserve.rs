@@ -82,7 +82,11 @@ impl Reserves {
         if map.len() >= SWEEP_AT && !map.contains_key(key) {
             map.retain(|_, r| r.asking || r.until_us > now_us || r.refused_until_us > now_us);
         }
-        let r = map.entry(key.to_vec()).or_default();
+        // The key is copied only when it is new: a hot key's calls find it.
+        if !map.contains_key(key) {
+            map.insert(key.to_vec(), Reserve::default());
+        }
+        let Some(r) = map.get_mut(key) else { return Take::Exact };
         if now_us < r.refused_until_us {
             return Take::Refused { until_us: r.refused_until_us, rule: r.rule };
         }
