@@ -5,7 +5,7 @@
 //! steps (`sliding`, `step_rule`, `room`, `deny`) on the same state, only fused. The unit tests
 //! below hold the two paths to the same decisions and the same stored state.
 
-use super::{room, sliding, step_rule, Cells, Log, MemoryStore, State, Values, SHARDS};
+use super::{room, sliding, step_rule, Cells, Log, MemoryStore, State, Values};
 use crate::algorithm::Algorithm;
 use crate::algorithm::{step, Rate};
 use crate::decision::Decision;
@@ -42,7 +42,7 @@ impl MemoryStore {
 
         let now = call.now_us.unwrap_or_else(|| self.clock.now_us());
         let decision = {
-            let mut shard = lock(&self.shards[(hash >> 58) as usize % SHARDS]);
+            let mut shard = lock(&self.shards[super::shard_of(hash)]);
             match shard.get_mut(key) {
                 Some(state) => decide_in(limit, state, now, call.cost),
                 None => {
