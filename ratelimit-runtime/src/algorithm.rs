@@ -179,7 +179,7 @@ fn window_counter(now: u64, cost: u64, w: u64, count: u64, stored: Option<(u64, 
 /// A bucket of capacity `cap` draining at `count` per `w`; a call passes iff the level plus its
 /// cost is at most `cap`. State: the instant E the bucket is empty, as (e, f) with
 /// E = e + f / count µs (exact: one unit drains in w / count µs, a fraction).
-#[inline]
+#[inline(always)]
 fn bucket(now: u64, cost: u64, w: u64, count: u64, cap: u64, stored: Option<(u64, u64)>) -> Step {
     let (w, n) = (u128::from(w), u128::from(count));
     // Spans in units of 1/count µs: a unit of the bucket is w of them.
@@ -206,7 +206,7 @@ fn bucket(now: u64, cost: u64, w: u64, count: u64, cap: u64, stored: Option<(u64
 
 /// `a / b` and `a % b`, exact: in 64 bits when both fit (the usual case: a bucket's level in
 /// units of 1/count µs), where the 128-bit division would be a library call.
-#[inline]
+#[inline(always)]
 fn div_rem(a: u128, b: u128) -> (u128, u128) {
     match (u64::try_from(a), u64::try_from(b)) {
         (Ok(a), Ok(b)) if b != 0 => (u128::from(a / b), u128::from(a % b)),
@@ -215,7 +215,7 @@ fn div_rem(a: u128, b: u128) -> (u128, u128) {
 }
 
 /// `a / b` rounded up, exact (see [`div_rem`]).
-#[inline]
+#[inline(always)]
 fn div_ceil(a: u128, b: u128) -> u128 {
     let (q, r) = div_rem(a, b);
     q + u128::from(r != 0)

@@ -78,8 +78,17 @@ impl Shard {
         self.states.find(hash_of(key), |(k, _)| k.is(key)).map(|(_, st)| st)
     }
 
+    #[inline(always)]
     fn get_mut(&mut self, key: &[u8]) -> Option<&mut State> {
         self.states.find_mut(hash_of(key), |(k, _)| k.is(key)).map(|(_, st)| st)
+    }
+
+    /// [`get_mut`](Self::get_mut) of a key of `len` bytes at the start of `padded` (zero after
+    /// them).
+    #[inline(always)]
+    fn get_mut_padded(&mut self, padded: &[u8; inline::KEY_BYTES], len: usize) -> Option<&mut State> {
+        let hash = hash_of(&padded[..]);
+        self.states.find_mut(hash, |(k, _)| k.is_padded(padded, len)).map(|(_, st)| st)
     }
 
     fn get_or_insert(&mut self, key: &[u8], new: impl FnOnce() -> State) -> &mut State {
