@@ -207,7 +207,7 @@ impl<'a> Permit<'a> {
             return Answer::Ready(Ok(()));
         }
         let d = self.admitted.decision();
-        let slots = self.slots.take().map(|s| s.disarm());
+        let slots = self.slots.take().map(|s| Slots::disarm(*s));
         let set = self.set();
         let indices: Vec<usize> = (0..set.limits.len())
             .filter(|&i| if set.limits[i].is_concurrency() { slots.is_some() } else { refund })
@@ -266,7 +266,7 @@ fn release_store(limiter: &Limiter, local: bool) -> &dyn Store {
 
 impl Slots {
     /// The permit frees the slots itself: nothing left for `Drop`.
-    fn disarm(mut self: Box<Self>) {
+    fn disarm(mut self) {
         self.held = false;
     }
 }
@@ -318,7 +318,11 @@ impl Drop for Slots {
 #[derive(Clone)]
 enum SubjectKeys {
     /// `count` keys back to back in `bytes`, key `i` ending at `ends[i]`.
-    Inline { count: u8, ends: [u8; INLINE_KEYS], bytes: [u8; INLINE_BYTES] },
+    Inline {
+        count: u8,
+        ends: [u8; INLINE_KEYS],
+        bytes: [u8; INLINE_BYTES],
+    },
     Heap(Vec<Vec<u8>>),
 }
 
