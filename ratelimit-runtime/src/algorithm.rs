@@ -92,8 +92,8 @@ pub(crate) struct Rate {
 
 /// One rule of an O(1) algorithm on its stored values `v` (`None` where absent); `peek` asks for
 /// a peek's reset (an empty fixed window reads 0, where an admission of cost 0 still ends with
-/// the window).
-#[inline]
+/// the window). Always inlined: where the algorithm is a constant, only its own step remains.
+#[inline(always)]
 pub(crate) fn step(alg: Algorithm, rate: Rate, now: u64, cost: u64, v: &[Option<u64>], peek: bool) -> Step {
     let Rate { w, count, cap } = rate;
     let get = |i: usize| v.get(i).copied().flatten();
@@ -179,7 +179,7 @@ fn window_counter(now: u64, cost: u64, w: u64, count: u64, stored: Option<(u64, 
 /// A bucket of capacity `cap` draining at `count` per `w`; a call passes iff the level plus its
 /// cost is at most `cap`. State: the instant E the bucket is empty, as (e, f) with
 /// E = e + f / count µs (exact: one unit drains in w / count µs, a fraction).
-#[inline]
+#[inline(always)]
 fn bucket(now: u64, cost: u64, w: u64, count: u64, cap: u64, stored: Option<(u64, u64)>) -> Step {
     let (w, n) = (u128::from(w), u128::from(count));
     // Spans in units of 1/count µs: a unit of the bucket is w of them.
@@ -188,18 +188,37 @@ fn bucket(now: u64, cost: u64, w: u64, count: u64, cap: u64, stored: Option<(u64
     let level = empty_n.saturating_sub(now_n);
     let after = level + u128::from(cost) * w;
     let full = u128::from(cap) * w;
-    let until_empty = after.div_ceil(n) as u64;
-    let end = now_n + after;
-    let state = [(end / n) as u64, (end % n) as u64, 0];
+    // The new empty instant is `now_n + after`; `now_n` is whole µs, so its µs and fraction are
+    // `now` plus `after`'s, and the one division gives the wait until empty as well.
+    let (q, r) = div_rem(after, n);
+    let until_empty = (q + u128::from(r != 0)) as u64;
+    let state = [(u128::from(now) + q) as u64, r as u64, 0];
     if cost > cap {
         // Never fits (the decision path refuses such a cost before asking).
         return Step { allowed: false, left: 0, wait: w as u64, state, ttl: 0 };
     }
     if after <= full {
-        let left = cap - after.div_ceil(w) as u64;
+        let left = cap - div_ceil(after, w) as u64;
         return Step { allowed: true, left, wait: until_empty, state, ttl: until_empty };
     }
-    Step { allowed: false, left: 0, wait: (after - full).div_ceil(n) as u64, state, ttl: until_empty }
+    Step { allowed: false, left: 0, wait: div_ceil(after - full, n) as u64, state, ttl: until_empty }
+}
+
+/// `a / b` and `a % b`, exact: in 64 bits when both fit (the usual case: a bucket's level in
+/// units of 1/count µs), where the 128-bit division would be a library call.
+#[inline(always)]
+fn div_rem(a: u128, b: u128) -> (u128, u128) {
+    match (u64::try_from(a), u64::try_from(b)) {
+        (Ok(a), Ok(b)) if b != 0 => (u128::from(a / b), u128::from(a % b)),
+        _ => (a / b, a % b),
+    }
+}
+
+/// `a / b` rounded up, exact (see [`div_rem`]).
+#[inline(always)]
+fn div_ceil(a: u128, b: u128) -> u128 {
+    let (q, r) = div_rem(a, b);
+    q + u128::from(r != 0)
 }
 
 /// Gives back the `cost` units a call admitted at `at` (µs) took from one rule of an O(1)

@@ -510,15 +510,16 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         self.outcome
     }
 
-    /// The finished decision (after [`Step::Done`]): the permit, or the refusal.
-    #[inline]
-    pub(crate) fn decided(self) -> Result<Permit<'l>, RateLimited> {
-        match self.refused {
+    /// The finished decision (after [`Step::Done`]): the permit, or the refusal. Takes its
+    /// parts out rather than moving the whole (large) decision under way.
+    #[inline(always)]
+    pub(crate) fn decided(&mut self) -> Result<Permit<'l>, RateLimited> {
+        match self.refused.take() {
             Some(refused) => Err(refused),
             None => Ok(Permit::new(
                 self.limiter,
-                self.allowed,
-                self.snapshot,
+                self.allowed.as_ref(),
+                self.snapshot.take(),
                 self.cost,
                 self.subjects,
                 self.pinned.is_some(),

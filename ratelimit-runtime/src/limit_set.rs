@@ -152,6 +152,11 @@ impl<'s> Keys<'s> {
     #[inline(always)]
     pub(crate) fn of(set: &LimitSet, subjects: &'s [Subject<'_>]) -> Result<Keys<'s>, usize> {
         let len = set.limits.len();
+        if len == 1 {
+            // Most calls: one key, no loop.
+            let k = subjects.get(set.subject_of(0)).and_then(Subject::key_bytes).ok_or(0usize)?;
+            return Ok(Keys { inline: [k, &[], &[], &[]], spilled: Vec::new(), len });
+        }
         let mut keys = Keys { inline: [&[]; 4], spilled: Vec::new(), len };
         for i in 0..len {
             let Some(k) = subjects.get(set.subject_of(i)).and_then(Subject::key_bytes) else { return Err(i) };

@@ -5,7 +5,7 @@
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::io;
-use crate::limit_set::{Keys, LimitSet};
+use crate::limit_set::LimitSet;
 use crate::limiter::Limiter;
 use crate::policy::Headroom;
 use crate::snapshot::Snapshot;
@@ -13,34 +13,84 @@ use crate::store::{Answer, Call, Release, Store};
 use crate::subject::Subject;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// An allowed call. Borrows its limiter, so that deciding allocates nothing.
 ///
 /// Its units stay counted unless it is [refunded](Self::refund). When a limit of the limiter is a
 /// concurrency limit (`concurrency = N`), the permit holds a slot of it until it is dropped.
+///
+/// Kept small (every allowed call returns one, and a large `Result` costs copies on every call):
+/// what the store decided is kept only as far as a quota or a give-back reads it.
 pub struct Permit<'a> {
     limiter: &'a Limiter,
-    /// `None` when the store failed and the policy let the call through (or the call was
-    /// exempt): there is nothing to give back.
-    decision: Option<Decision>,
     /// The limits in force it was decided under, when not the limiter's own.
     snapshot: Option<Arc<Snapshot>>,
     cost: u64,
-    /// Decided at a pinned time (`check_at`): it gives back at that time too.
-    pinned: bool,
+    /// What the store admitted it with (meaningful when `decided`).
+    admitted: Admitted,
     /// The subjects of the enforced limits, as the store keyed them.
     keys: SubjectKeys,
-    /// The concurrency slots it holds, freed when the permit goes.
-    slots: Option<Slots>,
+    /// The concurrency slots it holds, freed when the permit goes (boxed: most limiters have
+    /// none, and they should not make every permit larger).
+    slots: Option<Box<Slots>>,
+    /// `false` when the store failed and the policy let the call through (or the call was
+    /// exempt): there is nothing to give back.
+    decided: bool,
+    /// Decided at a pinned time (`check_at`): it gives back at that time too.
+    pinned: bool,
     /// Decided in process memory while the store failed (`on_error = local`): given back there.
     local: bool,
+}
+
+/// What of an allowed [`Decision`] a permit reads again: the tightest rule and its headroom (the
+/// quota), and what finds the call's units in the store (its time and member).
+#[derive(Clone, Copy)]
+struct Admitted {
+    limit: u32,
+    rule: u32,
+    remaining: u64,
+    /// The reset in ns (a store's resets are whole µs; beyond 584 years it saturates).
+    reset_ns: u64,
+    at_us: u64,
+    member: [u8; 16],
+}
+
+impl Admitted {
+    const NONE: Admitted = Admitted { limit: 0, rule: 0, remaining: 0, reset_ns: 0, at_us: 0, member: [0; 16] };
+
+    #[inline]
+    fn of(d: &Decision) -> Admitted {
+        Admitted {
+            // Beyond u32::MAX limits or rules an index names nothing (no quota, as out of range).
+            limit: u32::try_from(d.limit).unwrap_or(u32::MAX),
+            rule: u32::try_from(d.rule).unwrap_or(u32::MAX),
+            remaining: d.remaining,
+            reset_ns: u64::try_from(d.reset.as_nanos()).unwrap_or(u64::MAX),
+            at_us: d.at_us,
+            member: d.member,
+        }
+    }
+
+    /// The allowed decision again, as far as the permit kept it.
+    fn decision(&self) -> Decision {
+        let index = |i: u32| usize::try_from(i).unwrap_or(usize::MAX);
+        Decision {
+            limit: index(self.limit),
+            rule: index(self.rule),
+            remaining: self.remaining,
+            reset: Duration::from_nanos(self.reset_ns),
+            member: self.member,
+            ..Decision::admitted(self.at_us)
+        }
+    }
 }
 
 impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("limiter", &self.limiter.name())
-            .field("decision", &self.decision)
+            .field("decision", &self.decided.then(|| self.admitted.decision()))
             .field("cost", &self.cost)
             .field("holds_slots", &self.slots.is_some())
             .finish()
@@ -48,10 +98,12 @@ impl fmt::Debug for Permit<'_> {
 }
 
 impl<'a> Permit<'a> {
+    /// The permit of a call allowed by `decision` (`None`: let through without one, nothing
+    /// to give back) under `snapshot` (`None`: the limiter's own limits).
     #[inline]
     pub(crate) fn new(
         limiter: &'a Limiter,
-        decision: Option<Decision>,
+        decision: Option<&Decision>,
         snapshot: Option<Arc<Snapshot>>,
         cost: u64,
         subjects: &[Subject<'_>],
@@ -59,37 +111,28 @@ impl<'a> Permit<'a> {
         local: bool,
     ) -> Permit<'a> {
         let Some(d) = decision else {
-            return Permit {
-                limiter,
-                decision,
-                snapshot,
-                cost,
-                pinned,
-                keys: SubjectKeys::of(&[]),
-                slots: None,
-                local,
-            };
+            let (admitted, keys) = (Admitted::NONE, SubjectKeys::EMPTY);
+            return Permit { limiter, snapshot, cost, admitted, keys, slots: None, decided: false, pinned, local };
         };
         let set = match &snapshot {
             Some(s) => &s.enforced,
             None => limiter.own(),
         };
-        let keys = Keys::of(set, subjects).map_or_else(|_| SubjectKeys::of(&[]), |k| SubjectKeys::of(k.as_slice()));
-        let concurrency = set.limits.iter().any(|l| l.is_concurrency());
-        let mut permit = Permit { limiter, decision, snapshot, cost, pinned, keys, slots: None, local };
-        if concurrency {
-            permit.slots = Some(Slots {
+        let keys = SubjectKeys::of(set, subjects);
+        let slots = set.limits.iter().any(|l| l.is_concurrency()).then(|| {
+            Box::new(Slots {
                 limiter: limiter.clone(),
-                snapshot: permit.snapshot.clone(),
-                keys: permit.keys.clone(),
+                snapshot: snapshot.clone(),
+                keys: keys.clone(),
                 at_us: d.at_us,
                 member: d.member,
                 pinned,
                 local,
                 held: true,
-            });
-        }
-        permit
+            })
+        });
+        let admitted = Admitted::of(d);
+        Permit { limiter, snapshot, cost, admitted, keys, slots, decided: true, pinned, local }
     }
 
     fn set(&self) -> &LimitSet {
@@ -102,7 +145,7 @@ impl<'a> Permit<'a> {
     /// The quota left, or `None` when the store failed and the policy let the call through (or
     /// the call was exempt, or only shadow limits decided it).
     pub fn quota(&self) -> Option<Headroom> {
-        self.decision.and_then(|d| self.set().quota(&d))
+        self.decided.then(|| self.set().quota(&self.admitted.decision()))?
     }
 
     /// Gives the call's units back, so that it does not count (a login that succeeded, a call
@@ -160,8 +203,11 @@ impl<'a> Permit<'a> {
 
     /// The store call that gives back the units (`refund`) and frees the slots.
     fn give_back(&mut self, refund: bool) -> Answer<()> {
-        let Some(d) = self.decision else { return Answer::Ready(Ok(())) };
-        let slots = self.slots.take().map(Slots::disarm);
+        if !self.decided {
+            return Answer::Ready(Ok(()));
+        }
+        let d = self.admitted.decision();
+        let slots = self.slots.take().map(|s| Slots::disarm(*s));
         let set = self.set();
         let indices: Vec<usize> = (0..set.limits.len())
             .filter(|&i| if set.limits[i].is_concurrency() { slots.is_some() } else { refund })
@@ -270,53 +316,88 @@ impl Drop for Slots {
 /// A call's subject keys, owned: inline for the usual few short ones (an IP, a user id), so
 /// that a permit costs no allocation.
 #[derive(Clone)]
-struct SubjectKeys {
-    /// Where each key ends in the bytes.
-    ends: Vec<usize>,
-    inline_ends: [u8; 4],
-    count: usize,
-    inline: [u8; 64],
-    heap: Vec<u8>,
+enum SubjectKeys {
+    /// `count` keys back to back in `bytes`, key `i` ending at `ends[i]`.
+    Inline {
+        count: u8,
+        ends: [u8; INLINE_KEYS],
+        bytes: [u8; INLINE_BYTES],
+    },
+    Heap(Vec<Vec<u8>>),
 }
 
+/// Keys kept inline: up to this many, of this many bytes together (an IPv4 address, an IPv6
+/// prefix, a short user id).
+const INLINE_KEYS: usize = 4;
+const INLINE_BYTES: usize = 32;
+
 impl SubjectKeys {
-    fn of(keys: &[&[u8]]) -> SubjectKeys {
-        let mut out =
-            SubjectKeys { ends: Vec::new(), inline_ends: [0; 4], count: keys.len(), inline: [0; 64], heap: Vec::new() };
-        let total: usize = keys.iter().map(|k| k.len()).sum();
-        if keys.len() <= out.inline_ends.len() && total <= out.inline.len() {
+    const EMPTY: SubjectKeys = SubjectKeys::Inline { count: 0, ends: [0; INLINE_KEYS], bytes: [0; INLINE_BYTES] };
+
+    /// The keys of `set`'s subjects, as `Keys::of` finds them (none if one is missing).
+    #[inline]
+    fn of(set: &LimitSet, subjects: &[Subject<'_>]) -> SubjectKeys {
+        let n = set.limits.len();
+        let key = |i: usize| subjects.get(set.subject_of(i)).and_then(Subject::key_bytes);
+        if n <= INLINE_KEYS {
+            let (mut ends, mut bytes) = ([0u8; INLINE_KEYS], [0u8; INLINE_BYTES]);
             let mut at = 0;
-            for (i, k) in keys.iter().enumerate() {
-                out.inline[at..at + k.len()].copy_from_slice(k);
-                at += k.len();
-                out.inline_ends[i] = at as u8;
+            let mut fits = true;
+            for (i, end) in ends.iter_mut().enumerate().take(n) {
+                let Some(k) = key(i) else { return SubjectKeys::EMPTY };
+                match bytes.get_mut(at..at + k.len()) {
+                    Some(slot) if fits => {
+                        slot.copy_from_slice(k);
+                        at += k.len();
+                        *end = at as u8;
+                    }
+                    _ => fits = false,
+                }
             }
-        } else {
-            for k in keys {
-                out.heap.extend_from_slice(k);
-                out.ends.push(out.heap.len());
+            if fits {
+                return SubjectKeys::Inline { count: n as u8, ends, bytes };
             }
         }
-        out
+        let keys: Option<Vec<Vec<u8>>> = (0..n).map(|i| key(i).map(<[u8]>::to_vec)).collect();
+        keys.map_or(SubjectKeys::EMPTY, SubjectKeys::Heap)
     }
 
     fn len(&self) -> usize {
-        self.count
+        match self {
+            SubjectKeys::Inline { count, .. } => usize::from(*count),
+            SubjectKeys::Heap(keys) => keys.len(),
+        }
     }
 
     fn slices(&self) -> Vec<&[u8]> {
-        let (bytes, ends): (&[u8], Vec<usize>) = if self.ends.is_empty() && self.heap.is_empty() {
-            (&self.inline, self.inline_ends[..self.count].iter().map(|&e| usize::from(e)).collect())
-        } else {
-            (&self.heap, self.ends.clone())
-        };
-        let mut start = 0;
-        ends.into_iter()
-            .map(|end| {
-                let key = &bytes[start..end];
-                start = end;
-                key
-            })
-            .collect()
+        match self {
+            SubjectKeys::Inline { count, ends, bytes } => {
+                let mut start = 0;
+                ends[..usize::from(*count)]
+                    .iter()
+                    .map(|&end| {
+                        let (from, to) = (start, usize::from(end));
+                        start = to;
+                        bytes.get(from..to).unwrap_or_default()
+                    })
+                    .collect()
+            }
+            SubjectKeys::Heap(keys) => keys.iter().map(Vec::as_slice).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::RateLimited;
+
+    /// Every allowed call moves its permit out through a `Result` (and often further): a
+    /// larger one costs a `memcpy` call per move.
+    #[test]
+    fn a_decision_is_small() {
+        let size = std::mem::size_of::<Result<Permit<'static>, RateLimited>>();
+        eprintln!("permit {} result {size}", std::mem::size_of::<Permit<'static>>());
+        assert!(size <= 128, "Result<Permit, RateLimited> is {size} bytes");
     }
 }

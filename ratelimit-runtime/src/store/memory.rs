@@ -47,6 +47,15 @@ struct Shard {
     states: HashTable<(Key, State)>,
 }
 
+/// The shard of a key's hash. A shard's table picks buckets by the hash's low bits and tags
+/// them with its top 7: the shard comes from bits in between, so that the keys of one shard
+/// still differ in both (taken from the top, they shared 6 of the 7 tag bits, and a lookup
+/// compared every other key of a group).
+#[inline]
+fn shard_of(hash: u64) -> usize {
+    (hash >> 32) as usize % SHARDS
+}
+
 /// The hash a key starts with (see `Shard`).
 fn hash_of(key: &[u8]) -> u64 {
     let mut hash = [0; 8];
@@ -69,8 +78,17 @@ impl Shard {
         self.states.find(hash_of(key), |(k, _)| k.is(key)).map(|(_, st)| st)
     }
 
+    #[inline(always)]
     fn get_mut(&mut self, key: &[u8]) -> Option<&mut State> {
         self.states.find_mut(hash_of(key), |(k, _)| k.is(key)).map(|(_, st)| st)
+    }
+
+    /// [`get_mut`](Self::get_mut) of a key of `len` bytes at the start of `padded` (zero after
+    /// them).
+    #[inline(always)]
+    fn get_mut_padded(&mut self, padded: &[u8; inline::KEY_BYTES], len: usize) -> Option<&mut State> {
+        let hash = hash_of(&padded[..]);
+        self.states.find_mut(hash, |(k, _)| k.is_padded(padded, len)).map(|(_, st)| st)
     }
 
     fn get_or_insert(&mut self, key: &[u8], new: impl FnOnce() -> State) -> &mut State {
@@ -296,7 +314,7 @@ impl MemoryStore {
                 limit.write_memory_key(subject, &mut buf);
                 let hash = self.key_hash(limit, subject);
                 buf[start..start + 8].copy_from_slice(&hash.to_le_bytes());
-                let span = (start, buf.len(), (hash >> 58) as usize % SHARDS);
+                let span = (start, buf.len(), shard_of(hash));
                 if fits {
                     inline[i] = span;
                 } else {
@@ -319,6 +337,7 @@ impl MemoryStore {
     }
 
     /// Sweeps one shard in turn every `SWEEP_EVERY` calls of this thread, unless it is busy.
+    #[inline]
     fn maybe_sweep(&self, now: u64) {
         thread_local! {
             static TICK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -329,13 +348,18 @@ impl MemoryStore {
             next
         });
         if tick.is_multiple_of(SWEEP_EVERY) {
-            let index = (tick / SWEEP_EVERY) as usize % SHARDS;
-            if let Ok(mut shard) = self.shards[index].try_lock() {
-                // A call's pinned time may run ahead of the clock (a replay, a test): sweeping by
-                // it would drop states that calls at other pinned times still read. Sweeping
-                // never runs ahead of the store's own clock.
-                shard.sweep(now.min(self.clock.now_us()));
-            }
+            self.sweep_one((tick / SWEEP_EVERY) as usize % SHARDS, now);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn sweep_one(&self, index: usize, now: u64) {
+        if let Ok(mut shard) = self.shards[index].try_lock() {
+            // A call's pinned time may run ahead of the clock (a replay, a test): sweeping by
+            // it would drop states that calls at other pinned times still read. Sweeping
+            // never runs ahead of the store's own clock.
+            shard.sweep(now.min(self.clock.now_us()));
         }
     }
 
@@ -558,7 +582,7 @@ impl MemoryStore {
         limit.write_memory_key(subject, &mut key);
         let hash = self.key_hash(limit, subject);
         key[..8].copy_from_slice(&hash.to_le_bytes());
-        (key, (hash >> 58) as usize % SHARDS)
+        (key, shard_of(hash))
     }
 
     fn peek_now(&self, targets: &Targets<'_>) -> Vec<RuleStatus> {

@@ -6,7 +6,7 @@ use std::ops::{Deref, DerefMut};
 
 /// Key bytes (hash, limit id, subject) kept inline: subjects up to 30 bytes (any IPv4 address,
 /// most IPv6 prefixes and user ids).
-const KEY_BYTES: usize = 46;
+pub(super) const KEY_BYTES: usize = 46;
 
 /// A key of the map (its bytes), compared with a lookup's `&[u8]` by `is`.
 pub(super) enum Key {
@@ -40,26 +40,60 @@ impl Key {
     }
 
     /// Whether this is `key`: compared 8 bytes at a time, inline (no `memcmp` call for keys of a
-    /// few words).
+    /// few words). Every key starts with its 8-byte hash, so a key of another subject usually
+    /// differs in the first word.
     #[inline]
     pub(super) fn is(&self, key: &[u8]) -> bool {
-        let own = self.bytes();
-        if own.len() != key.len() {
-            return false;
-        }
-        let len = own.len();
+        let own = match self {
+            Key::Inline(len, bytes) => {
+                if usize::from(*len) != key.len() {
+                    return false;
+                }
+                &bytes[..]
+            }
+            Key::Heap(bytes) => {
+                if bytes.len() != key.len() {
+                    return false;
+                }
+                &bytes[..]
+            }
+        };
+        let len = key.len();
         if len < 8 {
-            return own == key;
+            return own.get(..len) == Some(key);
         }
         // The last 8 bytes (overlapping the words before them) cover any tail.
-        own.chunks_exact(8).zip(key.chunks_exact(8)).all(|(x, y)| word(x) == word(y))
-            && word(&own[len - 8..]) == word(&key[len - 8..])
+        let mut at = 0;
+        while at + 8 <= len {
+            if word(own, at) != word(key, at) {
+                return false;
+            }
+            at += 8;
+        }
+        word(own, len - 8) == word(key, len - 8)
     }
 }
 
-fn word(bytes: &[u8]) -> u64 {
+impl Key {
+    /// Whether this is the key of `len` (at most `KEY_BYTES`) bytes at the start of `padded`,
+    /// zero after them: one comparison of fixed size (a few vector loads), as inline keys are
+    /// zero after their bytes too. A key kept on the heap is longer than any such key.
+    #[inline(always)]
+    pub(super) fn is_padded(&self, padded: &[u8; KEY_BYTES], len: usize) -> bool {
+        match self {
+            Key::Inline(n, bytes) => usize::from(*n) == len && bytes == padded,
+            Key::Heap(_) => false,
+        }
+    }
+}
+
+/// The 8 bytes of `bytes` at `at` (zero past its end: never read, the callers stay inside).
+#[inline(always)]
+fn word(bytes: &[u8], at: usize) -> u64 {
     let mut w = [0; 8];
-    w.copy_from_slice(bytes);
+    if let Some(b) = bytes.get(at..at + 8) {
+        w.copy_from_slice(b);
+    }
     u64::from_ne_bytes(w)
 }
 

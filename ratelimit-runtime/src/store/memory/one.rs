@@ -5,7 +5,8 @@
 //! steps (`sliding`, `step_rule`, `room`, `deny`) on the same state, only fused. The unit tests
 //! below hold the two paths to the same decisions and the same stored state.
 
-use super::{room, sliding, step_rule, Cells, Log, MemoryStore, State, Values, SHARDS};
+use super::inline::KEY_BYTES;
+use super::{room, sliding, step_rule, Cells, Log, MemoryStore, State, Values};
 use crate::algorithm::Algorithm;
 use crate::algorithm::{step, Rate};
 use crate::decision::Decision;
@@ -42,23 +43,31 @@ impl MemoryStore {
 
         let now = call.now_us.unwrap_or_else(|| self.clock.now_us());
         let decision = {
-            let mut shard = lock(&self.shards[(hash >> 58) as usize % SHARDS]);
-            match shard.get_mut(key) {
+            let mut shard = lock(&self.shards[super::shard_of(hash)]);
+            let found = match buf.first_chunk::<{ KEY_BYTES }>() {
+                Some(padded) if len <= KEY_BYTES => shard.get_mut_padded(padded, len),
+                _ => shard.get_mut(key),
+            };
+            match found {
                 Some(state) => decide_in(limit, state, now, call.cost),
-                None => {
-                    // Nothing stored: decide on an empty state, kept only if the call is allowed.
-                    let mut state = State::Log(Log::default());
-                    let d = decide_in(limit, &mut state, now, call.cost);
-                    if d.allowed {
-                        shard.insert(key, state);
-                    }
-                    d
-                }
+                None => decide_new(&mut shard, key, limit, now, call.cost),
             }
         };
         self.maybe_sweep(now);
         Some(decision)
     }
+}
+
+/// Decides one limit of a subject with nothing stored: on an empty state, kept only if the call
+/// is allowed. Out of line: the usual call finds its subject.
+#[inline(never)]
+fn decide_new(shard: &mut super::Shard, key: &[u8], limit: &Limit, now: u64, cost: u64) -> Decision {
+    let mut state = State::Log(Log::default());
+    let d = decide_in(limit, &mut state, now, cost);
+    if d.allowed {
+        shard.insert(key, state);
+    }
+    d
 }
 
 /// Decides one limit on its stored `state` (any state: an expired or foreign one counts as
