@@ -13,7 +13,7 @@ use ratelimit::{rate_limiter, Algorithm, Cause, FailurePolicy, LimitType, Limite
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use support::RedisServer;
+use support::{busiest_span, RedisServer};
 
 /// The process's overrides file (memory as the global store).
 fn overrides() -> &'static support::overrides_file::Shared {
@@ -46,19 +46,6 @@ fn global(store: StoreHandle, algorithm: Algorithm, window: Duration, count: u64
 
 fn now_us() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
-}
-
-/// The most admissions in any span of `window_us` among sorted times.
-fn busiest_span(times: &[u64], window_us: u64) -> usize {
-    let mut start = 0;
-    let mut most = 0;
-    for (end, &t) in times.iter().enumerate() {
-        while times[start] + window_us <= t {
-            start += 1;
-        }
-        most = most.max(end + 1 - start);
-    }
-    most
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! against the documented bound `count + P × (cap + tasks)`.
 
 use crate::report::{fmt, Figure, Report, Target, ROUNDS};
-use crate::support::RedisServer;
+use crate::support::{busiest_span, RedisServer};
 use ratelimit::store::{RedisStore, StoreHandle, DEFAULT_PREFIX};
 use ratelimit::{Algorithm, LimitType, Limiter, Rule, Subject};
 use std::process::{Command, Stdio};
@@ -72,7 +72,7 @@ pub fn run_child() {
                         }
                         n += 1;
                         // Local decisions never yield by themselves: let the other callers run.
-                        if n % 64 == 0 {
+                        if n.is_multiple_of(64) {
                             tokio::task::yield_now().await;
                         }
                     }
@@ -140,18 +140,6 @@ pub fn decisions_per_sec(server: &RedisServer, mode: &str, processes: usize, tas
     let run = Duration::from_millis(1500);
     let total: u64 = workers(server, mode, HIGH, run, processes, tasks, false).iter().map(|w| w.decisions).sum();
     total as f64 / run.as_secs_f64()
-}
-
-/// The most admissions in any span of `window_us` among sorted times.
-fn busiest_span(times: &[u64], window_us: u64) -> usize {
-    let (mut start, mut most) = (0, 0);
-    for (end, &t) in times.iter().enumerate() {
-        while times[start] + window_us <= t {
-            start += 1;
-        }
-        most = most.max(end + 1 - start);
-    }
-    most
 }
 
 pub fn run(server: &RedisServer, report: &mut Report) {

@@ -45,6 +45,19 @@ pub struct RedisServer {
     extra: Vec<String>,
 }
 
+/// The most of `sorted` times (µs) that fall in any span of `window_us`: what a limit of that
+/// window admitted at its busiest.
+pub fn busiest_span(sorted: &[u64], window_us: u64) -> usize {
+    let (mut start, mut most) = (0, 0);
+    for (end, &t) in sorted.iter().enumerate() {
+        while sorted[start] + window_us <= t {
+            start += 1;
+        }
+        most = most.max(end + 1 - start);
+    }
+    most
+}
+
 /// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
