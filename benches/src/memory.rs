@@ -222,7 +222,12 @@ fn bytes_per_subject() {
 /// nanoseconds on a shared machine) inside `measure` only, after a warm-up: the difference
 /// between runs of 200 000 and 100 000 calls.
 fn instructions_per_call(case: usize) -> Option<f64> {
-    let exe = std::env::current_exe().ok()?;
+    instructions_per_call_of(&std::env::current_exe().ok()?, case)
+}
+
+/// As [`instructions_per_call`], of the harness binary `exe` (this one, or a twin built
+/// differently).
+pub fn instructions_per_call_of(exe: &std::path::Path, case: usize) -> Option<f64> {
     let mut totals = Vec::new();
     for calls in [100_000u64, 200_000] {
         let out = std::env::temp_dir().join(format!("ratelimit-bench-{}-{case}-{calls}.cg", std::process::id()));
@@ -231,7 +236,7 @@ fn instructions_per_call(case: usize) -> Option<f64> {
             .arg("--collect-atstart=no")
             .arg("--toggle-collect=ratelimit_bench::memory::measure")
             .arg(format!("--callgrind-out-file={}", out.display()))
-            .arg(&exe)
+            .arg(exe)
             .arg("--in-memory")
             .env("BENCH_CASE", case.to_string())
             .env("BENCH_CALLS", calls.to_string())

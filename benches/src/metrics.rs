@@ -43,7 +43,11 @@ pub fn run_child() {
         if std::env::var("BENCH_RECORDER").is_ok_and(|v| v == "1") {
             metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder().expect("install the recorder");
         }
-        run_calls(&limiter("bench::metrics"), &ips, calls());
+        let l = limiter("bench::metrics");
+        // Warmed up first (the store, the clock's calibration, the recorder's first handles):
+        // callgrind counts `measured` alone.
+        run_calls(&l, &ips, SUBJECTS);
+        measured(&l, &ips, calls());
         return;
     }
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
@@ -82,6 +86,12 @@ pub fn run_child() {
     assert!(!text.contains("bench::metrics_off"), "the limiter without a recorder reported to it");
 }
 
+/// The calls callgrind counts (`--toggle-collect`).
+#[inline(never)]
+fn measured(limiter: &Limiter, ips: &[IpAddr], n: usize) {
+    run_calls(limiter, ips, n);
+}
+
 fn child(recorder: bool) -> std::process::Command {
     let mut cmd = std::process::Command::new(std::env::current_exe().expect("current exe"));
     cmd.arg("--metrics-child").env("BENCH_RECORDER", if recorder { "1" } else { "0" });
@@ -112,6 +122,8 @@ fn instructions_per_call(recorder: bool) -> Option<f64> {
         let exe = std::env::current_exe().ok()?;
         let status = std::process::Command::new("valgrind")
             .arg("--tool=callgrind")
+            .arg("--collect-atstart=no")
+            .arg("--toggle-collect=ratelimit_bench::metrics::measured")
             .arg(format!("--callgrind-out-file={}", out.display()))
             .arg(exe)
             .arg("--metrics-child")
@@ -133,6 +145,46 @@ fn instructions_per_call(recorder: bool) -> Option<f64> {
         totals.push(total.trim().parse::<f64>().ok()?);
     }
     Some((totals[1] - totals[0]) / 100_000.0)
+}
+
+/// The harness built again with every metric and log call compiled out
+/// (`--cfg ratelimit_no_instrumentation`), in its own target dir; its path.
+fn uninstrumented_twin() -> Option<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = dir.join("target").join("no-instrumentation");
+    let status = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .args(["build", "--release", "--quiet", "--manifest-path"])
+        .arg(dir.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .env("RUSTFLAGS", "--cfg ratelimit_no_instrumentation")
+        .status()
+        .ok()?;
+    status.success().then(|| target.join("release").join("ratelimit-bench"))
+}
+
+/// Instructions per decision by hand (`Limiter::check_blocking`, no recorder, no subscriber)
+/// in this build and in the twin without instrumentation.
+fn instrumentation_cost(report: &mut Report) {
+    let Some(twin) = uninstrumented_twin() else {
+        println!("(cargo could not build the twin without instrumentation: its cost is not measured)");
+        return;
+    };
+    let Ok(this) = std::env::current_exe() else { return };
+    match (crate::memory::instructions_per_call_of(&this, 3), crate::memory::instructions_per_call_of(&twin, 3)) {
+        (Some(with), Some(without)) => {
+            println!("under callgrind: instrumented {with:.0}, no instrumentation at all {without:.0} instructions per decision");
+            report.target(Target {
+                name: "8. no recorder / no instrumentation, instr",
+                measured: format!("{with:.0} instr"),
+                reference: format!("{without:.0} instr"),
+                ratio: with / without,
+                bound: 1.02,
+                at_most: true,
+            });
+        }
+        _ => println!("(valgrind not found: the instrumentation's cost is not measured)"),
+    }
 }
 
 /// The section: nanoseconds (one child, rounds interleaved) and instructions (callgrind, one
@@ -163,4 +215,5 @@ pub fn run(report: &mut Report) {
         }
         _ => println!("(valgrind not found: the metrics overhead in instructions is not measured)"),
     }
+    instrumentation_cost(report);
 }
