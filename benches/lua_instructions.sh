@@ -64,7 +64,7 @@ measure() { # label script args...
 }
 
 measure "seed script (reference), 1 rule" "$dir/seed.lua" 1 'seed:{__rand_int__}' 1700000000000 member 60000 1000000000
-measure "sw: sliding script (decide_sw.lua)" "$dir/sliding.lua" 1 'k:{__rand_int__}:sw' 0 1 0123456789abcdef 1 60000000 1000000000
+measure "sw: sliding script (decide_sw.lua)" "$dir/sliding.lua" 1 'k:{__rand_int__}:sw' 0 1 0123456789abcdef 60000000 1000000000
 measure "reference GCRA script" benches/src/gcra_reference.lua 1 'ref:{__rand_int__}' 1000000000 1000000000 60 1
 for alg in fw swc tb lb gcra; do
   measure "$alg: general script (decide.lua)" "$dir/general.lua" 1 "k:{__rand_int__}:$alg" 0 1 0123456789abcdef d 0 0 0 0 "$alg" 1 0 60000000 1000000000

@@ -192,11 +192,14 @@ pub(crate) fn command(
         cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
     }
     cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost);
-    // Every argument costs the server about 1 000 instructions to receive: decide_sw.lua takes
-    // neither the mode nor each limit's algorithm and burst (script_args[0] and [2]), and
+    // Every argument costs the server about 600 instructions to receive: decide_sw.lua takes
+    // neither the mode nor each limit's algorithm and burst (script_args[0] and [2]) nor, for
+    // one limit, its rule count ([1]), and
     // decide_o1.lua neither the member nor the mode; only decide.lua takes the admission time
     // and each limit's block, concurrency and lease.
     let sliding = std::ptr::eq(script, &SLIDING);
+    // With one key, decide_sw.lua counts the rules from the arguments: no rule count either.
+    let one_key = indices.clone().nth(1).is_none();
     if !std::ptr::eq(script, &O1) {
         cmd.arg(member);
     }
@@ -215,7 +218,7 @@ pub(crate) fn command(
             }
         }
         for (k, a) in limit.script_args.iter().enumerate() {
-            if !(sliding && (k == 0 || k == 2)) {
+            if !(sliding && (k == 0 || k == 2 || (k == 1 && one_key))) {
                 cmd.arg(a.as_slice());
             }
         }

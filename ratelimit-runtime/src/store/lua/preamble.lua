@@ -16,5 +16,10 @@ if ARGV[2] ~= '1' then cost = ARGV[2] + 0 end
 local member = ARGV[3]
 -- allowed (1/0), the limit and rule reported, retry-after, remaining and reset (µs)
 local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
--- Per limit: its longest window (µs), which bounds what its log keeps.
-local longest = {}
+-- Per limit: its longest window (µs), which bounds what its log keeps and when it expires: the
+-- first limit's in a local, the others' in a table made only for them (a table costs the
+-- server about 1 400 instructions per call).
+local longest1, longest = 0, false
+-- Numbers given to redis.call as text made by '%d' (exact below 2^53): the server formats a
+-- number with snprintf("%.17g"), about 1 700 instructions more.
+local format = string.format
