@@ -7,6 +7,7 @@
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --in-memory-only # sections 4–6 alone
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --throughput     # section 2 alone
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --hung           # section 10 alone
+//!     cargo run --release --manifest-path benches/Cargo.toml -- --sweep          # the plot alone
 //!
 //! It starts its own `redis-server` on a free loopback port. Each figure is the median of
 //! `ROUNDS` interleaved rounds, with the spread (min–max) beside it. The in-memory and macro
@@ -20,20 +21,23 @@ mod gcra_reference;
 mod hung;
 mod memory;
 mod metrics;
+mod plot;
 mod redis_load;
 mod report;
+mod sweep;
 
 use report::Report;
 
 const USAGE: &str = "\
 ratelimit benchmarks: every figure of BENCHMARKS.md, or one section
-  (no flag)          the whole harness (about five minutes)
+  (no flag)          the whole harness (about six minutes)
   --throughput       section 2 alone
   --gcra             our GCRA next to the reference script
   --in-memory-only   sections 4-6 alone
   --metrics-only     section 8 alone
   --abuse            section 9 alone (the example server under wrk)
   --hung             section 10 alone (the example server with Redis stopped, its breaker open)
+  --sweep            decisions/s against concurrent callers alone, drawn to benches/throughput.svg
   --profile-redis    1-rule throughput only, for a profiler";
 
 fn main() {
@@ -43,6 +47,17 @@ fn main() {
     }
     if std::env::args().any(|a| a == "--in-memory") {
         memory::run_child();
+        return;
+    }
+    if std::env::args().any(|a| a == "--sweep-child") {
+        sweep::run_child();
+        return;
+    }
+    if std::env::args().any(|a| a == "--sweep") {
+        // Only the sweep, and its plot.
+        let server = support::RedisServer::start();
+        let series = sweep::run(&server);
+        sweep::write(&series);
         return;
     }
     if std::env::args().any(|a| a == "--metrics-child") {
@@ -113,6 +128,8 @@ fn main() {
     memory::run_from_parent(&mut report);
     metrics::run(&mut report);
     hung::run(&mut report);
+    let series = sweep::run(&server);
+    sweep::write(&series);
 
     report.print_targets();
     println!("\nwhole harness: {:.0}s", started.elapsed().as_secs_f64());
