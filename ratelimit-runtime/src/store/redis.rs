@@ -173,6 +173,9 @@ pub(crate) fn command(
         ScriptOp::Decide if all_o1 && !policy => &O1,
         _ => &GENERAL,
     };
+    if std::ptr::eq(script, &SLIDING) {
+        return (sliding_command(call, indices, member), script);
+    }
     let general = std::ptr::eq(script, &GENERAL);
     // Sized once: growing the command's buffers argument by argument cost more than building it.
     // Eight fixed arguments (EVALSHA, SHA, key count, now, cost, member, mode, admitted), ~80
@@ -192,18 +195,11 @@ pub(crate) fn command(
         cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
     }
     cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost);
-    // Every argument costs the server about 600 instructions to receive: decide_sw.lua takes
-    // neither the mode nor each limit's algorithm and burst (script_args[0] and [2]) nor, for
-    // one limit, its rule count ([1]), and
-    // decide_o1.lua neither the member nor the mode; only decide.lua takes the admission time
-    // and each limit's block, concurrency and lease.
-    let sliding = std::ptr::eq(script, &SLIDING);
-    // With one key, decide_sw.lua counts the rules from the arguments: no rule count either.
-    let one_key = indices.clone().nth(1).is_none();
-    if !std::ptr::eq(script, &O1) {
-        cmd.arg(member);
-    }
+    // Every argument costs the server about 600 instructions to receive: decide_o1.lua takes
+    // neither the member nor the mode; only decide.lua takes the admission time and each
+    // limit's block, concurrency and lease.
     if general {
+        cmd.arg(member);
         match mode {
             ScriptOp::Decide => cmd.arg("d").arg(0),
             ScriptOp::Release(at) => cmd.arg("r").arg(at),
@@ -217,13 +213,63 @@ pub(crate) fn command(
                 cmd.arg(a.as_slice());
             }
         }
-        for (k, a) in limit.script_args.iter().enumerate() {
-            if !(sliding && (k == 0 || k == 2 || (k == 1 && one_key))) {
-                cmd.arg(a.as_slice());
-            }
+        for a in &limit.script_args {
+            cmd.arg(a.as_slice());
         }
     }
     (cmd, script)
+}
+
+/// decide_sw.lua's `EVALSHA`: the keys, the member, and every number packed in one argument (see
+/// the script): the server neither receives an argument per number nor converts its text.
+fn sliding_command(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone, member: &[u8]) -> Cmd {
+    let (mut keys, mut bytes) = (0, 90 + member.len());
+    for i in indices.clone() {
+        let limit = &call.limits[i];
+        keys += 1;
+        bytes += 24 + call.subjects[i].len() * 3 + limit.redis_key_len() + 8 + 16 * limit.rules.len();
+    }
+    let mut cmd = Cmd::with_capacity(5 + keys, bytes);
+    cmd.arg("EVALSHA").arg(SLIDING.sha()).arg(keys);
+    for i in indices.clone() {
+        cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
+    }
+    cmd.arg(member).arg(SlidingNumbers { call, indices, several: keys > 1 });
+    cmd
+}
+
+/// decide_sw.lua's numbers as one argument of little-endian doubles, written straight into the
+/// command's buffer: now (0: the server's TIME), cost, then per limit its rule count (only when
+/// there are several limits) and (window µs, count) per rule. Every value is below 2^53 but a
+/// cost or pinned time past it, which becomes the double its text would have (both round to
+/// nearest).
+struct SlidingNumbers<'a, 'c, I> {
+    call: &'a Call<'c>,
+    indices: I,
+    several: bool,
+}
+
+impl<I: Iterator<Item = usize> + Clone> redis::ToRedisArgs for SlidingNumbers<'_, '_, I> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write;
+        let mut w = out.writer_for_next_arg();
+        // Writing to the command's buffer cannot fail.
+        let mut put = |x: u64| {
+            let _ = w.write_all(&(x as f64).to_le_bytes());
+        };
+        put(self.call.now_us.unwrap_or(0));
+        put(self.call.cost);
+        for i in self.indices.clone() {
+            let rules = &self.call.limits[i].rules;
+            if self.several {
+                put(rules.len() as u64);
+            }
+            for rule in rules {
+                put(rule.window_us());
+                put(rule.count());
+            }
+        }
+    }
 }
 
 /// The `EVALSHA` that gives back what `release` names (see [`Store::release`]).
