@@ -371,9 +371,11 @@ pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), S
 
 /// The bytes of a decision's reply: `struct.pack('<dddddd', allowed, limit, rule, remaining,
 /// reset_us, now)` from decide_sw.lua and decide_o1.lua, and one more double, `why`, from
-/// decide.lua.
+/// decide.lua; decide_sw.lua's admission by one limit of one rule: `struct.pack('<ddd',
+/// remaining, reset_us, now)`, the limit and rule being the first.
 const REPLY_LEN: usize = 48;
 const REPLY_WHY_LEN: usize = 56;
+const REPLY_ADMITTED_LEN: usize = 24;
 
 /// The decision script's reply as `Decision::from_script` takes it: {allowed, limit, rule,
 /// retry_after_us, remaining, reset_us, now, why}. The script packs its doubles into one bulk
@@ -383,15 +385,24 @@ const REPLY_WHY_LEN: usize = 56;
 /// toward zero.
 fn unpack_reply(answer: &redis::Value) -> Result<[i64; 8], StoreError> {
     let bytes = match answer {
-        redis::Value::BulkString(bytes) if bytes.len() == REPLY_LEN || bytes.len() == REPLY_WHY_LEN => bytes,
+        redis::Value::BulkString(bytes)
+            if bytes.len() == REPLY_LEN || bytes.len() == REPLY_WHY_LEN || bytes.len() == REPLY_ADMITTED_LEN =>
+        {
+            bytes
+        }
         other => return Err(StoreError::Protocol(format!("unexpected reply {other:?}"))),
     };
     let mut v = [0i64; 7];
-    for (slot, chunk) in v.iter_mut().zip(bytes.chunks_exact(8)) {
+    // The short admission carries the last three values of the long reply (and no `why`).
+    let (first, count) = if bytes.len() == REPLY_ADMITTED_LEN { (3, 3) } else { (0, 7) };
+    for (slot, chunk) in v[first..first + count].iter_mut().zip(bytes.chunks_exact(8)) {
         let mut double = [0u8; 8];
         double.copy_from_slice(chunk);
         // `as` truncates toward zero (and saturates), as Redis's conversion does.
         *slot = f64::from_le_bytes(double) as i64;
+    }
+    if bytes.len() == REPLY_ADMITTED_LEN {
+        (v[0], v[1], v[2]) = (1, 1, 1);
     }
     let [allowed, limit, rule, remaining, reset, now, why] = v;
     let retry = if allowed == 1 { 0 } else { reset };
@@ -579,6 +590,9 @@ mod tests {
         let refused = super::unpack_reply(&packed(&[0.0, 1.0, 3.0, 0.0, 1234.9, 8.0, 2.0])).unwrap();
         assert_eq!(refused, [0, 1, 3, 1234, 0, 1234, 8, 2]);
         assert!(super::unpack_reply(&redis::Value::Array(vec![redis::Value::Int(1)])).is_err());
+        // decide_sw.lua's admission by one limit of one rule: remaining, reset and now alone.
+        let short = super::unpack_reply(&packed(&[41.0, 60e6, 9.0])).unwrap();
+        assert_eq!(short, [1, 1, 1, 0, 41, 60_000_000, 9, 0]);
         assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 39])).is_err());
         assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 40])).is_err());
     }

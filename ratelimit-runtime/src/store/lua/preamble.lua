@@ -10,8 +10,11 @@ local format = string.format
 local now_text
 if now == 0 or now == '0' then
   local t = redis.call('TIME')
-  -- The µs as text, for ZADD's score, built from TIME's two strings, then converted once.
-  now_text = t[1] .. string.sub('00000', #t[2]) .. t[2]
+  -- The µs as text, for ZADD's score, built from TIME's two strings (the µs padded to six
+  -- digits, which they have nine times in ten), then converted once.
+  local us = t[2]
+  if #us < 6 then us = string.sub('00000', #us) .. us end
+  now_text = t[1] .. us
   now = now_text + 0
 else
   now = now + 0
