@@ -77,7 +77,8 @@ fn run_memory_child() -> Vec<Series> {
             Some(rest) => rest.split('|').collect(),
             None => continue,
         };
-        let (Some(name), Some(Ok(c)), Some(Ok(v))) = (f.first(), f.get(1).map(|c| c.parse()), f.get(2).map(|v| v.parse()))
+        let (Some(name), Some(Ok(c)), Some(Ok(v))) =
+            (f.first(), f.get(1).map(|c| c.parse()), f.get(2).map(|v| v.parse()))
         else {
             continue;
         };
