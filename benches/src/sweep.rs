@@ -49,8 +49,13 @@ pub fn run(server: &RedisServer) -> Vec<Series> {
 /// Draws `series` to benches/throughput.svg.
 pub fn write(series: &[Series]) {
     let path = svg_path();
+    // The machine's load when the figure was drawn: on a shared machine it moves the figures.
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(|one| format!("; load {one} after the sweep")))
+        .unwrap_or_default();
     let note = format!(
-        "{} cores; Redis: tokio tasks, one connection; in memory: OS threads; median of {ROUNDS} runs of {} s",
+        "{} cores; Redis: tokio tasks, one connection; in memory: OS threads; median of {ROUNDS} runs of {} s{load}",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         RUN.as_secs_f64()
     );
