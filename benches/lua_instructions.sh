@@ -8,12 +8,12 @@
 #
 #     benches/lua_instructions.sh [calls per figure, default 2000]
 #
-# Needs redis-server, redis-cli, redis-benchmark and valgrind. Ten keys are used in turn (a busy
+# Needs redis-server, redis-cli, python3 and valgrind. Ten keys are used in turn (a busy
 # subject), one rule of 60 s and 10^9 (every call admitted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-2000}
-for bin in redis-server redis-cli redis-benchmark valgrind callgrind_control callgrind_annotate; do
+for bin in redis-server redis-cli python3 valgrind callgrind_control callgrind_annotate; do
   command -v "$bin" >/dev/null || { echo "missing: $bin" >&2; exit 1; }
 done
 dir=$(mktemp -d)
@@ -49,12 +49,41 @@ assemble decide_o1.lua "$dir/o1.lua"
 # The seed script, as benches/src/redis_load.rs holds it.
 sed -n '/^const SEED_SCRIPT: &str = r"$/,/^";$/p' benches/src/redis_load.rs | sed '1d;$d' >"$dir/seed.lua"
 
+# Sends `n` EVALSHA of `sha` with `args`, one at a time as redis-benchmark -c 1 -r 10 would:
+# `__rand_int__` becomes one of ten 12-digit numbers; an argument `pack:FMT:V1,V2,...` becomes
+# the bytes of struct.pack(FMT, V1, V2, ...) (decide_sw.lua's packed numbers).
+cat >"$dir/send.py" <<'PY'
+import random, socket, struct, sys
+port, sha, n, args = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+def arg(a, rnd):
+    if a.startswith("pack:"):
+        _, fmt, values = a.split(":", 2)
+        return struct.pack(fmt, *(float(v) for v in values.split(",")))
+    return a.replace("__rand_int__", "%012d" % rnd.randrange(10)).encode()
+sock = socket.create_connection(("127.0.0.1", port))
+replies = sock.makefile("rb")
+rnd = random.Random(1)
+for _ in range(n):
+    parts = [b"EVALSHA", sha.encode()] + [arg(a, rnd) for a in args]
+    sock.sendall(b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts))
+    line = replies.readline()
+    if line.startswith(b"-"):
+        sys.exit("error: " + line.decode().strip())
+    if line.startswith(b"$") and int(line[1:]) >= 0:
+        replies.read(int(line[1:]) + 2)
+    elif line.startswith(b"*"):
+        for _ in range(int(line[1:])):
+            sub = replies.readline()
+            if sub.startswith(b"$") and int(sub[1:]) >= 0:
+                replies.read(int(sub[1:]) + 2)
+PY
+
 measure() { # label script args...
   local label=$1 file=$2; shift 2
   local sha; sha=$(redis-cli -p "$port" script load "$(cat "$file")")
-  redis-benchmark -p "$port" -n 200 -c 1 -r 10 -q EVALSHA "$sha" "$@" >/dev/null 2>&1
+  python3 "$dir/send.py" "$port" "$sha" 200 "$@"
   callgrind_control -z "$vg" >/dev/null 2>&1
-  redis-benchmark -p "$port" -n "$N" -c 1 -r 10 -q EVALSHA "$sha" "$@" >/dev/null 2>&1
+  python3 "$dir/send.py" "$port" "$sha" "$N" "$@"
   rm -f "$dir"/cg."$vg".*
   callgrind_control -d "$vg" >/dev/null 2>&1
   sleep 0.5
@@ -64,7 +93,8 @@ measure() { # label script args...
 }
 
 measure "seed script (reference), 1 rule" "$dir/seed.lua" 1 'seed:{__rand_int__}' 1700000000000 member 60000 1000000000
-measure "sw: sliding script (decide_sw.lua)" "$dir/sliding.lua" 1 'k:{__rand_int__}:sw' 0 1 0123456789abcdef 1 60000000 1000000000
+# decide_sw.lua: the member, then now (0: TIME), cost, window and count packed as doubles.
+measure "sw: sliding script (decide_sw.lua)" "$dir/sliding.lua" 1 'k:{__rand_int__}:sw' 0123456789abcdef 'pack:<dddd:0,1,60000000,1000000000'
 measure "reference GCRA script" benches/src/gcra_reference.lua 1 'ref:{__rand_int__}' 1000000000 1000000000 60 1
 for alg in fw swc tb lb gcra; do
   measure "$alg: general script (decide.lua)" "$dir/general.lua" 1 "k:{__rand_int__}:$alg" 0 1 0123456789abcdef d 0 0 0 0 "$alg" 1 0 60000000 1000000000

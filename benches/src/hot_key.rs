@@ -30,7 +30,7 @@ pub struct Worker {
     pub admitted: Vec<u64>,
 }
 
-/// The body of a worker process: `--hot-key-worker <redis url> <exact|sync> <count> <ms> <tasks> <times>`.
+/// The body of a worker process: `--hot-key-worker <redis url> <exact|sync> <count> <ms> <tasks> <times|count> <threads>`.
 /// A tight limit (`times`) is a sliding window, whose exact admissions in any second are at
 /// most its count, so the bound is checked against the exact definition; the throughput figure
 /// uses a fixed window, the usual choice for a global limit (a sliding window stores one entry
@@ -44,7 +44,10 @@ pub fn run_child() {
     let run = Duration::from_millis(arg(4).parse().unwrap_or(1500));
     let tasks: usize = arg(5).parse().unwrap_or(TASKS);
     let times = arg(6) == "times";
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    // One runtime thread per process when four share the machine; two when one process runs
+    // alone (as the other Redis series of the sweep).
+    let threads: usize = arg(7).parse().unwrap_or(1);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().expect("runtime");
     rt.block_on(async move {
         let store: StoreHandle = Arc::new(RedisStore::open(&url, Duration::from_secs(2)).expect("redis"));
         let mut b = Limiter::builder(format!("bench::hot::{mode}::{count}")).limit_with(
@@ -111,6 +114,7 @@ pub fn workers(
             Command::new(&exe)
                 .args(["--hot-key-worker", &server.url(), mode, &count.to_string(), &run.as_millis().to_string()])
                 .args([tasks.to_string(), if times { "times" } else { "count" }.to_owned()])
+                .arg(if processes == 1 { "2" } else { "1" })
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("a worker process")

@@ -7,6 +7,7 @@
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --in-memory-only # sections 4–6 alone
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --throughput     # section 2 alone
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --hung           # section 10 alone
+//!     cargo run --release --manifest-path benches/Cargo.toml -- --sweep          # the plot alone
 //!
 //! It starts its own `redis-server` on a free loopback port. Each figure is the median of
 //! `ROUNDS` interleaved rounds, with the spread (min–max) beside it. The in-memory and macro
@@ -21,14 +22,16 @@ mod hot_key;
 mod hung;
 mod memory;
 mod metrics;
+mod plot;
 mod redis_load;
 mod report;
+mod sweep;
 
 use report::Report;
 
 const USAGE: &str = "\
 ratelimit benchmarks: every figure of BENCHMARKS.md, or one section
-  (no flag)          the whole harness (about five minutes)
+  (no flag)          the whole harness (about six minutes)
   --throughput       section 2 alone
   --gcra             our GCRA next to the reference script
   --in-memory-only   sections 4-6 alone
@@ -36,6 +39,7 @@ ratelimit benchmarks: every figure of BENCHMARKS.md, or one section
   --abuse            section 9 alone (the example server under wrk)
   --hung             section 10 alone (the example server with Redis stopped, its breaker open)
   --hot-key          section 11 alone (one hot key from four processes, exact vs sync)
+  --sweep            decisions/s against concurrent callers alone, drawn to benches/throughput.svg
   --profile-redis    1-rule throughput only, for a profiler";
 
 fn main() {
@@ -56,6 +60,17 @@ fn main() {
         let mut report = Report::default();
         hot_key::run(&server, &mut report);
         report.print_targets();
+        return;
+    }
+    if std::env::args().any(|a| a == "--sweep-child") {
+        sweep::run_child();
+        return;
+    }
+    if std::env::args().any(|a| a == "--sweep") {
+        // Only the sweep, and its plot.
+        let server = support::RedisServer::start();
+        let series = sweep::run(&server);
+        sweep::write(&series);
         return;
     }
     if std::env::args().any(|a| a == "--metrics-child") {
@@ -127,6 +142,8 @@ fn main() {
     metrics::run(&mut report);
     hung::run(&mut report);
     hot_key::run(&server, &mut report);
+    let series = sweep::run(&server);
+    sweep::write(&series);
 
     report.print_targets();
     println!("\nwhole harness: {:.0}s", started.elapsed().as_secs_f64());

@@ -132,7 +132,8 @@ pub fn run(server: &RedisServer, report: &mut Report) {
 }
 
 async fn context(server: &RedisServer) -> Arc<Ctx> {
-    ratelimit::init(Config::redis(server.url()).timeout(Duration::from_secs(2))).expect("init");
+    // Once per process: the sweep builds a context again after the sections (same server).
+    let _ = ratelimit::init(Config::redis(server.url()).timeout(Duration::from_secs(2)));
     let client = redis::Client::open(server.url()).expect("client");
     let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
     let seed_sha: String =
@@ -259,6 +260,41 @@ async fn throughput_section(ctx: &Arc<Ctx>, report: &mut Report) {
             at_most: false,
         });
     }
+}
+
+/// The sweep's Redis series (see sweep.rs): decisions/s of the decorated async fn and of the
+/// seed script, 1 rule, at each number of callers; each point the median of `rounds` runs of
+/// `run`, the two interleaved.
+pub fn sweep(server: &RedisServer, callers: &[u32], run: Duration, rounds: usize) -> Vec<crate::plot::Series> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let ctx = context(server).await;
+        let variants = [
+            (Variant::Decorated1, "#[rate_limiter] async fn on Redis (exact, 1 rule)"),
+            (Variant::Seed1, "seed-style script on Redis (1 rule)"),
+        ];
+        for (v, _) in variants {
+            for i in 0..2000 {
+                call(&ctx, v, i).await;
+            }
+        }
+        let mut figures = vec![vec![Vec::new(); callers.len()]; variants.len()];
+        for _ in 0..rounds {
+            for (k, &c) in callers.iter().enumerate() {
+                for (s, &(v, _)) in variants.iter().enumerate() {
+                    figures[s][k].push(throughput(&ctx, v, c as usize, run).await);
+                }
+            }
+        }
+        variants
+            .iter()
+            .zip(figures)
+            .map(|(&(_, name), mut per)| crate::plot::Series {
+                name: name.to_owned(),
+                points: callers.iter().zip(per.iter_mut()).map(|(&c, xs)| (c, crate::sweep::median(xs))).collect(),
+            })
+            .collect()
+    })
 }
 
 async fn throughput(ctx: &Arc<Ctx>, v: Variant, callers: usize, run: Duration) -> f64 {

@@ -32,6 +32,7 @@
 -- lease ends; with a pinned `now`, expiry follows the pinned clock. decide_sw.lua and
 -- decide_o1.lua decide calls without blocks and slots on the same keys with the same fragments.
 
+local now, cost, member = ARGV[1], ARGV[2], ARGV[3]
 --@preamble
 local release = ARGV[4] == 'r'
 local peek = ARGV[4] == 'p'
@@ -94,7 +95,11 @@ for g = 1, #KEYS do
           for i = 1, cost do redis.call('ZREM', key, member .. ':' .. i) end
         end
       else
-        --@sliding_check
+        for r = 1, n do
+          local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
+          pos = pos + 2
+          --@sliding_check
+        end
         writes[g] = true
       end
     end

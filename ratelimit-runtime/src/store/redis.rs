@@ -173,6 +173,9 @@ pub(crate) fn command(
         ScriptOp::Decide if all_o1 && !policy => &O1,
         _ => &GENERAL,
     };
+    if std::ptr::eq(script, &SLIDING) {
+        return (sliding_command(call, indices, member), script);
+    }
     let general = std::ptr::eq(script, &GENERAL);
     // Sized once: growing the command's buffers argument by argument cost more than building it.
     // Eight fixed arguments (EVALSHA, SHA, key count, now, cost, member, mode, admitted), ~80
@@ -192,15 +195,11 @@ pub(crate) fn command(
         cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
     }
     cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost);
-    // Every argument costs the server about 1 000 instructions to receive: decide_sw.lua takes
-    // neither the mode nor each limit's algorithm and burst (script_args[0] and [2]), and
-    // decide_o1.lua neither the member nor the mode; only decide.lua takes the admission time
-    // and each limit's block, concurrency and lease.
-    let sliding = std::ptr::eq(script, &SLIDING);
-    if !std::ptr::eq(script, &O1) {
-        cmd.arg(member);
-    }
+    // Every argument costs the server about 600 instructions to receive: decide_o1.lua takes
+    // neither the member nor the mode; only decide.lua takes the admission time and each
+    // limit's block, concurrency and lease.
     if general {
+        cmd.arg(member);
         match mode {
             ScriptOp::Decide => cmd.arg("d").arg(0),
             ScriptOp::Release(at) => cmd.arg("r").arg(at),
@@ -214,13 +213,63 @@ pub(crate) fn command(
                 cmd.arg(a.as_slice());
             }
         }
-        for (k, a) in limit.script_args.iter().enumerate() {
-            if !(sliding && (k == 0 || k == 2)) {
-                cmd.arg(a.as_slice());
-            }
+        for a in &limit.script_args {
+            cmd.arg(a.as_slice());
         }
     }
     (cmd, script)
+}
+
+/// decide_sw.lua's `EVALSHA`: the keys, the member, and every number packed in one argument (see
+/// the script): the server neither receives an argument per number nor converts its text.
+fn sliding_command(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone, member: &[u8]) -> Cmd {
+    let (mut keys, mut bytes) = (0, 90 + member.len());
+    for i in indices.clone() {
+        let limit = &call.limits[i];
+        keys += 1;
+        bytes += 24 + call.subjects[i].len() * 3 + limit.redis_key_len() + 8 + 16 * limit.rules.len();
+    }
+    let mut cmd = Cmd::with_capacity(5 + keys, bytes);
+    cmd.arg("EVALSHA").arg(SLIDING.sha()).arg(keys);
+    for i in indices.clone() {
+        cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
+    }
+    cmd.arg(member).arg(SlidingNumbers { call, indices, several: keys > 1 });
+    cmd
+}
+
+/// decide_sw.lua's numbers as one argument of little-endian doubles, written straight into the
+/// command's buffer: now (0: the server's TIME), cost, then per limit its rule count (only when
+/// there are several limits) and (window µs, count) per rule. Every value is below 2^53 but a
+/// cost or pinned time past it, which becomes the double its text would have (both round to
+/// nearest).
+struct SlidingNumbers<'a, 'c, I> {
+    call: &'a Call<'c>,
+    indices: I,
+    several: bool,
+}
+
+impl<I: Iterator<Item = usize> + Clone> redis::ToRedisArgs for SlidingNumbers<'_, '_, I> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write;
+        let mut w = out.writer_for_next_arg();
+        // Writing to the command's buffer cannot fail.
+        let mut put = |x: u64| {
+            let _ = w.write_all(&(x as f64).to_le_bytes());
+        };
+        put(self.call.now_us.unwrap_or(0));
+        put(self.call.cost);
+        for i in self.indices.clone() {
+            let rules = &self.call.limits[i].rules;
+            if self.several {
+                put(rules.len() as u64);
+            }
+            for rule in rules {
+                put(rule.window_us());
+                put(rule.count());
+            }
+        }
+    }
 }
 
 /// The `EVALSHA` that gives back what `release` names (see [`Store::release`]).
@@ -322,9 +371,11 @@ pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), S
 
 /// The bytes of a decision's reply: `struct.pack('<dddddd', allowed, limit, rule, remaining,
 /// reset_us, now)` from decide_sw.lua and decide_o1.lua, and one more double, `why`, from
-/// decide.lua.
+/// decide.lua; decide_sw.lua's admission by one limit of one rule: `struct.pack('<ddd',
+/// remaining, reset_us, now)`, the limit and rule being the first.
 const REPLY_LEN: usize = 48;
 const REPLY_WHY_LEN: usize = 56;
+const REPLY_ADMITTED_LEN: usize = 24;
 
 /// The decision script's reply as `Decision::from_script` takes it: {allowed, limit, rule,
 /// retry_after_us, remaining, reset_us, now, why}. The script packs its doubles into one bulk
@@ -334,15 +385,24 @@ const REPLY_WHY_LEN: usize = 56;
 /// toward zero.
 fn unpack_reply(answer: &redis::Value) -> Result<[i64; 8], StoreError> {
     let bytes = match answer {
-        redis::Value::BulkString(bytes) if bytes.len() == REPLY_LEN || bytes.len() == REPLY_WHY_LEN => bytes,
+        redis::Value::BulkString(bytes)
+            if bytes.len() == REPLY_LEN || bytes.len() == REPLY_WHY_LEN || bytes.len() == REPLY_ADMITTED_LEN =>
+        {
+            bytes
+        }
         other => return Err(StoreError::Protocol(format!("unexpected reply {other:?}"))),
     };
     let mut v = [0i64; 7];
-    for (slot, chunk) in v.iter_mut().zip(bytes.chunks_exact(8)) {
+    // The short admission carries the last three values of the long reply (and no `why`).
+    let (first, count) = if bytes.len() == REPLY_ADMITTED_LEN { (3, 3) } else { (0, 7) };
+    for (slot, chunk) in v[first..first + count].iter_mut().zip(bytes.chunks_exact(8)) {
         let mut double = [0u8; 8];
         double.copy_from_slice(chunk);
         // `as` truncates toward zero (and saturates), as Redis's conversion does.
         *slot = f64::from_le_bytes(double) as i64;
+    }
+    if bytes.len() == REPLY_ADMITTED_LEN {
+        (v[0], v[1], v[2]) = (1, 1, 1);
     }
     let [allowed, limit, rule, remaining, reset, now, why] = v;
     let retry = if allowed == 1 { 0 } else { reset };
@@ -530,6 +590,9 @@ mod tests {
         let refused = super::unpack_reply(&packed(&[0.0, 1.0, 3.0, 0.0, 1234.9, 8.0, 2.0])).unwrap();
         assert_eq!(refused, [0, 1, 3, 1234, 0, 1234, 8, 2]);
         assert!(super::unpack_reply(&redis::Value::Array(vec![redis::Value::Int(1)])).is_err());
+        // decide_sw.lua's admission by one limit of one rule: remaining, reset and now alone.
+        let short = super::unpack_reply(&packed(&[41.0, 60e6, 9.0])).unwrap();
+        assert_eq!(short, [1, 1, 1, 0, 41, 60_000_000, 9, 0]);
         assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 39])).is_err());
         assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 40])).is_err());
     }

@@ -1,34 +1,34 @@
--- One sliding-window limit's check (spliced where `--@sliding_check` stands). In scope: key, g,
--- n, pos (at the limit's first rule), now, cost, longest and the decision's locals; leaves pos
--- after the limit's rules. Rules come sorted by window, longest first.
-for r = 1, n do
-  local w = ARGV[pos] + 0
-  if r == 1 then longest[g] = w end
-  local count = ARGV[pos + 1] + 0
-  pos = pos + 2
-  local used
-  if r == 1 then
-    -- The longest window: drop what has left it, then count what is left (ZCARD is O(1);
-    -- measured cheaper under load than one ZCOUNT).
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w)
-    used = redis.call('ZCARD', key)
+-- One rule of a sliding-window limit (spliced where `--@sliding_check` stands, in the template's
+-- loop over the limit's rules, longest window first). In scope: key, g, r, w (µs), count, now,
+-- cost, longest1, longest, format and the decision's locals.
+local used
+if r == 1 then
+  -- The longest window: drop what has left it, then count what is left (ZCARD is O(1);
+  -- measured cheaper under load than one ZCOUNT).
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w))
+  used = redis.call('ZCARD', key)
+  if g == 1 then
+    longest1 = w
   else
-    used = redis.call('ZCOUNT', key, now - w + 1, '+inf')
+    if not longest then longest = {} end
+    longest[g] = w
   end
-  if used + cost > count then
-    -- The oldest `need` units in this window must leave before the call fits: it fits when
-    -- the need-th oldest leaves. (A cost above the count never fits: wait a whole window.)
-    local wait = w
-    if cost <= count then
-      local e = redis.call('ZRANGEBYSCORE', key, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', used + cost - count - 1, 1)
-      wait = tonumber(e[2]) + w - now
-    end
-    -- The denying rule with the longest wait is reported: waiting it is enough for every rule.
-    if allowed == 1 or wait > retry then
-      allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
-    end
-  elseif allowed == 1 and (remaining < 0 or count - used - cost < remaining) then
-    -- The tightest rule so far. Its quota is whole again when this call's units leave it.
-    at_g, at_r, remaining, reset = g, r, count - used - cost, w
+else
+  used = redis.call('ZCOUNT', key, format('%d', now - w + 1), '+inf')
+end
+if used + cost > count then
+  -- The oldest `need` units in this window must leave before the call fits: it fits when
+  -- the need-th oldest leaves. (A cost above the count never fits: wait a whole window.)
+  local wait = w
+  if cost <= count then
+    local e = redis.call('ZRANGEBYSCORE', key, format('%d', now - w + 1), '+inf', 'WITHSCORES', 'LIMIT', used + cost - count - 1, 1)
+    wait = tonumber(e[2]) + w - now
   end
+  -- The denying rule with the longest wait is reported: waiting it is enough for every rule.
+  if allowed == 1 or wait > retry then
+    allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
+  end
+elseif allowed == 1 and (remaining < 0 or count - used - cost < remaining) then
+  -- The tightest rule so far. Its quota is whole again when this call's units leave it.
+  at_g, at_r, remaining, reset = g, r, count - used - cost, w
 end
