@@ -341,6 +341,91 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
     assert!(calls("pexpireat") <= 20, "{} PEXPIREAT for 200 decisions", calls("pexpireat"));
 }
 
+/// A sliding-window key expires no sooner than its newest unit leaves the longest window, and
+/// at most two windows after it, through admissions (both scripts), refusals, refunds and gaps
+/// longer than a window; a key whose units stay in the window moves its expiry now and then,
+/// not on every call.
+#[tokio::test]
+async fn sliding_keys_expire_after_their_newest_unit_leaves() {
+    let server = RedisServer::start();
+    let mut con = server.client();
+    let (long, short) = (2_000_000u64, 500_000u64);
+    let rules = [rule(long / 1000, 12), rule(short / 1000, 5)];
+    let lean = limiter("ttl::sliding", redis_store(&server), Algorithm::SlidingWindow, &rules, None);
+    let general = Limiter::builder("ttl::sliding")
+        .limit_with(LimitType::Global, rules, Algorithm::SlidingWindow, ratelimit::store::DEFAULT_PREFIX)
+        .limit_with(LimitType::User, [rule(1000, 1_000_000)], Algorithm::Gcra, ratelimit::store::DEFAULT_PREFIX)
+        .store(redis_store(&server))
+        .refusal_cache(false)
+        .build()
+        .unwrap();
+    let key = format!("{}{{ttl::sliding|global|}}:sw:2sx12-500msx5", ratelimit::store::DEFAULT_PREFIX);
+    // Pinned times a little ahead of the server's clock, so that no key expires in real time
+    // while the test reads it.
+    let start =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64 + 1_000_000;
+    let mut at = start;
+    // The units that last moved the expiry refunded: the next admission past a window after them
+    // trims nothing and finds the log not empty, so the refund must have moved the expiry.
+    let refunded = limiter("ttl::sliding_refund", redis_store(&server), Algorithm::SlidingWindow, &rules, None);
+    let refunded_key = format!("{}{{ttl::sliding_refund|global|}}:sw:2sx12-500msx5", ratelimit::store::DEFAULT_PREFIX);
+    let g = [Subject::global()];
+    let first = refunded.check_at(&g, 1, support::at(start)).await.unwrap();
+    refunded.check_at(&g, 1, support::at(start + long * 9 / 10)).await.unwrap();
+    first.refund().await.unwrap();
+    let third = start + long * 3 / 2;
+    refunded.check_at(&g, 1, support::at(third)).await.unwrap();
+    let expires_ms: u64 = redis::cmd("PEXPIRETIME").arg(&refunded_key).query(&mut con).unwrap();
+    assert!(expires_ms * 1000 >= third + long, "expires at {expires_ms}ms, a unit counts until {}µs", third + long);
+
+    let mut rng = Rng(0x5eed);
+    let mut kept = Vec::new();
+    for i in 0..300 {
+        at += [1_000, 20_000, 150_000, 900_000, 2_600_000][rng.below(5) as usize];
+        let when = support::at(at);
+        let cost = [1, 1, 2][rng.below(3) as usize];
+        let permit = if i % 4 == 0 {
+            general.check_at(&[Subject::global(), Subject::bytes(&b"u"[..])], cost, when).await
+        } else {
+            lean.check_at(&[Subject::global()], cost, when).await
+        };
+        if let Ok(p) = permit {
+            kept.push(p);
+        }
+        if rng.below(6) == 0 && !kept.is_empty() {
+            let p = kept.swap_remove(rng.below(kept.len() as u64) as usize);
+            p.refund().await.unwrap();
+        }
+        let newest: Vec<(Vec<u8>, f64)> = con.zrange_withscores(&key, -1, -1).unwrap();
+        let Some((_, newest)) = newest.first() else { continue };
+        let newest = *newest as u64;
+        let expires_ms: i64 = redis::cmd("PEXPIRETIME").arg(&key).query(&mut con).unwrap();
+        assert!(expires_ms > 0, "call {i}: the key has no expiry ({expires_ms})");
+        let expires_us = expires_ms as u64 * 1000;
+        assert!(
+            expires_us >= newest + long,
+            "call {i}: expires at {expires_us}µs, newest unit counts until {}",
+            newest + long
+        );
+        assert!(
+            expires_us <= newest + 2 * long + 2_000,
+            "call {i}: expires at {expires_us}µs, newest unit at {newest}"
+        );
+    }
+    drop(kept);
+    // Units that stay in the window: the expiry moves about once per window, not per call.
+    let busy =
+        limiter("ttl::sliding_busy", redis_store(&server), Algorithm::SlidingWindow, &[rule(60_000, 1_000_000)], None);
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    for _ in 0..200 {
+        busy.check(&[Subject::global()], 1).await.unwrap();
+    }
+    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut con).unwrap();
+    let calls = |cmd: &str| support::command_stat(&info, cmd, "calls") as u64;
+    assert_eq!(calls("evalsha"), 200);
+    assert!(calls("pexpireat") <= 2, "{} PEXPIREAT for 200 decisions", calls("pexpireat"));
+}
+
 fn memory() -> StoreHandle {
     Arc::new(MemoryStore::new())
 }

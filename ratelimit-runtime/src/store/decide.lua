@@ -90,9 +90,21 @@ for g = 1, #KEYS do
         end
       elseif release then
         -- The call's entries, if they have not left the log (ZREM of a missing member is a no-op).
+        local l = ARGV[pos] + 0
         pos = pos + 2 * n
-        if cost == 1 then redis.call('ZREM', key, member) else
-          for i = 1, cost do redis.call('ZREM', key, member .. ':' .. i) end
+        local gone
+        if cost == 1 then gone = redis.call('ZREM', key, member) else
+          gone = 0
+          for i = 1, cost do gone = gone + redis.call('ZREM', key, member .. ':' .. i) end
+        end
+        -- The units that set the key's expiry may be these: it follows the newest unit left, two
+        -- windows after it, as an admission would have set it (see sliding_commit).
+        if gone > 0 then
+          local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+          if newest[2] then
+            local ms = newest[2] + 2 * l + 1999
+            redis.call('PEXPIREAT', key, string.format('%d', (ms - ms % 1000) / 1000))
+          end
         end
       else
         for r = 1, n do

@@ -2,19 +2,16 @@
 -- loop over the limit's rules, longest window first). In scope: key, g, r, w (µs), count, now,
 -- cost, longest1, longest, format and the decision's locals.
 local used
+-- What is in this window. The log is trimmed only when a call is admitted (sliding_commit): a
+-- refused call writes nothing.
+used = redis.call('ZCOUNT', key, format('%d', now - w + 1), '+inf')
 if r == 1 then
-  -- The longest window: drop what has left it, then count what is left (ZCARD is O(1);
-  -- measured cheaper under load than one ZCOUNT).
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w))
-  used = redis.call('ZCARD', key)
   if g == 1 then
-    longest1 = w
+    longest1, empty1 = w, used == 0
   else
-    if not longest then longest = {} end
-    longest[g] = w
+    if not longest then longest, empty = {}, {} end
+    longest[g], empty[g] = w, used == 0
   end
-else
-  used = redis.call('ZCOUNT', key, format('%d', now - w + 1), '+inf')
 end
 if used + cost > count then
   -- The oldest `need` units in this window must leave before the call fits: it fits when

@@ -1,14 +1,25 @@
--- One sliding-window limit's commit (spliced where `--@sliding_commit` stands): a unique member
--- per unit, and the key expires when the call's units leave the longest window. In scope: key,
--- g, now, now_text (now as text), cost, member, longest1, longest, format.
+-- One sliding-window limit's commit (spliced where `--@sliding_commit` stands): what left the
+-- longest window goes, a unique member per unit comes, and the key's expiry moves when needed.
+-- In scope: key, g, now, now_text (now as text), cost, member, longest1, longest, empty1, empty,
+-- format.
+local l, was_empty = longest1, empty1
+if g > 1 then l, was_empty = longest[g], empty[g] end
+local left = redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - l))
 if cost == 1 then
   redis.call('ZADD', key, now_text, member)
 else
   for i = 1, cost do redis.call('ZADD', key, now_text, member .. ':' .. i) end
 end
--- The ms after the last µs the units count in, and one more: ceil((now + L) / 1000) + 1 in
--- integers (math.ceil is a C call).
-local ms = longest1
-if g > 1 then ms = longest[g] end
-ms = now + ms + 1999
-redis.call('PEXPIREAT', key, format('%d', (ms - ms % 1000) / 1000))
+-- The expiry moves to two windows after now (in whole ms, rounded up, and one more), and only
+-- when units left the window here or the log was empty. Every unit still counts when its key
+-- expires: the admission that last moved the expiry, at r, set r + 2L; an admission at t needs
+-- t + L, so only one after r + L needs a move, and the first such finds r's units leaving the
+-- window (refused calls trim nothing, so no unit leaves unseen), or the log empty. A refund that
+-- removes r's units moves the expiry to two windows after the newest unit left, which then
+-- plays r's part. A busy key whose units leave on every call moves
+-- it on every call; one whose units stay in the window (a long window) moves it about once per
+-- window.
+if left > 0 or was_empty then
+  local ms = now + 2 * l + 1999
+  redis.call('PEXPIREAT', key, format('%d', (ms - ms % 1000) / 1000))
+end
