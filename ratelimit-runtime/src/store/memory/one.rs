@@ -41,7 +41,7 @@ impl MemoryStore {
         buf[..8].copy_from_slice(&hash.to_le_bytes());
         let key = &buf[..len];
 
-        let now = call.now_us.unwrap_or_else(|| self.clock.now_us());
+        let now = call.now_us.unwrap_or_else(|| self.now_us());
         let decision = {
             let mut shard = lock(&self.shards[super::shard_of(hash)]);
             let found = match buf.first_chunk::<{ KEY_BYTES }>() {
