@@ -347,7 +347,7 @@ impl SubjectKeys {
                 let Some(k) = key(i) else { return SubjectKeys::EMPTY };
                 match bytes.get_mut(at..at + k.len()) {
                     Some(slot) if fits => {
-                        slot.copy_from_slice(k);
+                        crate::key::copy_key(slot, k);
                         at += k.len();
                         *end = at as u8;
                     }
