@@ -24,7 +24,7 @@ use crate::limit_type::LimitType;
 use crate::limiter::epoch_us;
 use crate::limiter::Limiter;
 use crate::metrics::Outcome;
-use crate::permit::Permit;
+use crate::permit::{Admitted, Permit};
 use crate::policy::Policy;
 use crate::refusal_cache::{self, Refusal};
 use crate::reserve::Take;
@@ -82,8 +82,9 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     /// When the call left, on the refusal cache's clock, when the cache is on.
     cache_at: Option<u64>,
     phase: Phase,
-    /// The enforced limits' decision, once allowed.
-    allowed: Option<Decision>,
+    /// What the permit keeps of the enforced limits' decision, once allowed (taken from the
+    /// store's answer field by field: the whole decision is not moved again).
+    allowed: Option<Admitted>,
     outcome: Outcome,
     /// The refusal, if the call is refused (else the call is permitted with `allowed`).
     refused: Option<RateLimited>,
@@ -209,7 +210,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 ctx.record_quota(q);
             }
         }
-        self.allowed = Some(*d);
+        self.allowed = Some(Admitted::of(d));
         self.shadow()
     }
 
@@ -390,7 +391,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                         ctx.record_quota(q);
                     }
                 }
-                self.allowed = Some(self.in_enforced_set(d));
+                self.allowed = Some(Admitted::of(&self.in_enforced_set(d)));
                 self.shadow()
             }
             Ok(d) => {
