@@ -72,7 +72,7 @@ pub fn run_child() {
                         }
                         n += 1;
                         // Local decisions never yield by themselves: let the other callers run.
-                        if n % 64 == 0 {
+                        if n.is_multiple_of(64) {
                             tokio::task::yield_now().await;
                         }
                     }
