@@ -32,38 +32,62 @@ impl Clock for SystemClock {
 /// across cores; else [`SystemClock`]. A reading costs a few ns instead of a `clock_gettime`.
 /// Only the in-memory store uses it: its decisions and its refusal cache read one clock.
 pub(crate) fn fast_clock() -> Arc<dyn Clock> {
-    static COUNTER: OnceLock<Option<Arc<CounterClock>>> = OnceLock::new();
-    match COUNTER.get_or_init(CounterClock::new) {
-        Some(c) => c.clone(),
+    match counter_clock() {
+        Some(c) => Arc::new(*c),
         None => Arc::new(SystemClock),
     }
 }
 
+/// The counter behind [`fast_clock`], when the kernel trusts it: a memory store on the
+/// system clock reads it directly (no call through `dyn Clock`).
+pub(crate) fn counter_clock() -> Option<&'static CounterClock> {
+    static COUNTER: OnceLock<Option<CounterClock>> = OnceLock::new();
+    COUNTER.get_or_init(CounterClock::new).as_ref()
+}
+
 /// See [`fast_clock`].
-struct CounterClock {
-    clock: quanta::Clock,
+#[derive(Clone, Copy)]
+pub(crate) struct CounterClock {
+    clock: &'static quanta::Clock,
     origin: u64,
     wall_us: u64,
+    /// µs per counter tick, times 2^64 (a tick is well under a µs): a reading is one
+    /// multiplication whose high word is the µs, rather than quanta's scaling to ns and a
+    /// division by 1000.
+    us_per_tick: u64,
 }
 
 impl CounterClock {
-    fn new() -> Option<Arc<CounterClock>> {
+    fn new() -> Option<CounterClock> {
         // Linux picks `tsc` only once it found the counter invariant and synchronised.
         let source = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource");
         if source.ok()?.trim() != "tsc" {
             return None;
         }
-        let clock = quanta::Clock::new();
+        static CLOCK: OnceLock<quanta::Clock> = OnceLock::new();
+        let clock = CLOCK.get_or_init(quanta::Clock::new);
+        // quanta's calibration, read off 2^40 ticks (minutes at any real rate): ns for them,
+        // so µs per tick times 2^64 is ns · 2^24 / 1000.
+        const TICKS_LOG2: u32 = 40;
+        let ns = clock.delta_as_nanos(0, 1 << TICKS_LOG2);
+        let us_per_tick = u64::try_from((u128::from(ns) << (64 - TICKS_LOG2)) / 1000).ok().filter(|&m| m > 0)?;
         let wall_us = SystemClock.now_us();
-        Some(Arc::new(CounterClock { origin: clock.raw(), clock, wall_us }))
+        Some(CounterClock { origin: clock.raw(), clock, wall_us, us_per_tick })
+    }
+
+    #[inline]
+    pub(crate) fn read_us(&self) -> u64 {
+        // Never before the origin (a counter read on another core a hair behind counts as 0).
+        let ticks = self.clock.raw().saturating_sub(self.origin);
+        let us = (u128::from(ticks) * u128::from(self.us_per_tick)) >> 64;
+        self.wall_us.saturating_add(us as u64)
     }
 }
 
 impl Clock for CounterClock {
     #[inline]
     fn now_us(&self) -> u64 {
-        // `delta_as_nanos` answers 0 rather than step back before the origin.
-        self.wall_us.saturating_add(self.clock.delta_as_nanos(self.origin, self.clock.raw()) / 1000)
+        self.read_us()
     }
 }
 

@@ -411,6 +411,13 @@ pub(crate) fn global() -> &'static Global {
     })
 }
 
+/// Whether the global configuration is set (by [`init`] or from the environment): from then on
+/// it never changes.
+#[inline]
+pub(crate) fn is_set() -> bool {
+    GLOBAL.get().is_some()
+}
+
 /// The refusal cache's switch (`None`: by store) and size: from the global configuration once
 /// there is one, else from the environment, without configuring the global store (a limiter
 /// with a store of its own must not make one).

@@ -24,7 +24,7 @@ use crate::limit_type::LimitType;
 use crate::limiter::epoch_us;
 use crate::limiter::Limiter;
 use crate::metrics::Outcome;
-use crate::permit::Permit;
+use crate::permit::{Admitted, Permit};
 use crate::policy::Policy;
 use crate::refusal_cache::{self, Refusal};
 use crate::reserve::Take;
@@ -82,8 +82,9 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     /// When the call left, on the refusal cache's clock, when the cache is on.
     cache_at: Option<u64>,
     phase: Phase,
-    /// The enforced limits' decision, once allowed.
-    allowed: Option<Decision>,
+    /// What the permit keeps of the enforced limits' decision, once allowed (taken from the
+    /// store's answer field by field: the whole decision is not moved again).
+    allowed: Option<Admitted>,
     outcome: Outcome,
     /// The refusal, if the call is refused (else the call is permitted with `allowed`).
     refused: Option<RateLimited>,
@@ -172,10 +173,14 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         };
         // A cost above a rule's capacity would be refused by every store forever: say so at once,
         // without a store call and without a retry-after that could not be kept.
-        if let Some((g, r)) = set.limits.iter().enumerate().find_map(|(g, l)| Some((g, l.rule_too_small(self.cost)?))) {
-            let refused =
-                self.refusal(set.limit_type(g), set.policy_of(g, r), Duration::ZERO, Cause::CostTooHigh, None);
-            return self.done(Some(refused), Outcome::Denied);
+        if self.cost > set.min_capacity {
+            if let Some((g, r)) =
+                set.limits.iter().enumerate().find_map(|(g, l)| Some((g, l.rule_too_small(self.cost)?)))
+            {
+                let refused =
+                    self.refusal(set.limit_type(g), set.policy_of(g, r), Duration::ZERO, Cause::CostTooHigh, None);
+                return self.done(Some(refused), Outcome::Denied);
+            }
         }
         if set.hot.is_some() {
             self.hot.now_us = self.pinned.unwrap_or_else(|| store.now_us());
@@ -188,9 +193,25 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         }
         let call = Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned };
         match store.decide(&call) {
+            // The usual answer of an in-memory store, read where it lies: moving the whole
+            // decision again, fresh from the store, costs more than the rest of this step.
+            Pending::Ready(Ok(ref d)) if d.allowed => self.admit(d),
             Pending::Ready(answer) => self.answer(answer),
             Pending::Remote(fut) => Step::Store(fut),
         }
+    }
+
+    /// The enforced limits allowed the call with `d` (its limit an index of the enforced set).
+    #[inline(always)]
+    fn admit(&mut self, d: &Decision) -> Step {
+        // Only an HTTP request (a context) wants the quota for its headers.
+        if let Some(ctx) = context::current() {
+            if let Some(q) = self.set().quota(d) {
+                ctx.record_quota(q);
+            }
+        }
+        self.allowed = Some(Admitted::of(d));
+        self.shadow()
     }
 
     /// The `sync` limits from the `pos`-th on take the cost from their reserves (asking the
@@ -363,13 +384,14 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         let set = self.set();
         match answer {
             Ok(d) if d.allowed => {
-                // Only an HTTP request (a context) wants the quota for its headers.
+                // The quota names the limit among the decided set's; the permit, among the
+                // enforced set's.
                 if let Some(ctx) = context::current() {
                     if let Some(q) = set.quota(&d) {
                         ctx.record_quota(q);
                     }
                 }
-                self.allowed = Some(self.in_enforced_set(d));
+                self.allowed = Some(Admitted::of(&self.in_enforced_set(d)));
                 self.shadow()
             }
             Ok(d) => {

@@ -15,31 +15,36 @@ pub(crate) enum Why {
 }
 
 /// The answer of a store for one call, over every limit of the call.
+///
+/// Laid out in order and aligned to 16 bytes: a decision is moved a few times on its way from
+/// the store to the permit, in 16-byte pieces, and reads of its fields then each fall inside
+/// one earlier write (a read spanning two writes still in flight waits for both to land).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(16))]
 pub struct Decision {
     /// Whether every rule had room (and the call was recorded in all of them).
     pub allowed: bool,
+    /// Why it was refused (meaningless when allowed).
+    pub(crate) why: Why,
     /// Index of the limit (stacked attribute) that `rule` belongs to.
     pub limit: usize,
     /// Index of the rule within its limit (rules sorted by window, longest first): the rule that
     /// denied, or the tightest rule (least remaining) when allowed.
     pub rule: usize,
-    /// When denied: how long until the call would fit (exact for the sliding window).
-    pub retry_after: Duration,
     /// Units left in that rule after this call (0 when denied).
     pub remaining: u64,
+    /// When denied: how long until the call would fit (exact for the sliding window).
+    pub retry_after: Duration,
     /// When allowed: how long until that rule's quota is whole again if no other call comes
     /// (for the sliding window, its full window: this call's units leave last). When denied:
     /// the retry-after.
     pub reset: Duration,
-    /// When the store decided, in µs since the Unix epoch on the store's clock: a refund finds
-    /// the call's units by it (the window they were counted in).
-    pub(crate) at_us: u64,
     /// The call's unique id in the store (its sliding-window entries and concurrency slots),
     /// zero when the store keeps none.
     pub(crate) member: [u8; 16],
-    /// Why it was refused (meaningless when allowed).
-    pub(crate) why: Why,
+    /// When the store decided, in µs since the Unix epoch on the store's clock: a refund finds
+    /// the call's units by it (the window they were counted in).
+    pub(crate) at_us: u64,
 }
 
 impl Decision {

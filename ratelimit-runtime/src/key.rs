@@ -280,3 +280,36 @@ mod slot_tests {
         assert_eq!(cluster_slot(b"foo{{bar}}zap"), cluster_slot(b"{bar"));
     }
 }
+
+/// Copies `src` into `dst` (of the same length): inline for the short keys of the hot path (a
+/// few overlapping word moves, as `memcpy` would make, without calling it), else `memcpy`.
+#[inline(always)]
+pub(crate) fn copy_key(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if n != dst.len() {
+        return;
+    }
+    match n {
+        16..=32 => {
+            copy_chunk::<16>(dst, src, 0);
+            copy_chunk::<16>(dst, src, n - 16);
+        }
+        8..=15 => {
+            copy_chunk::<8>(dst, src, 0);
+            copy_chunk::<8>(dst, src, n - 8);
+        }
+        4..=7 => {
+            copy_chunk::<4>(dst, src, 0);
+            copy_chunk::<4>(dst, src, n - 4);
+        }
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+/// `N` bytes of `src` at `at` into `dst` at `at` (both long enough: the caller checked).
+#[inline(always)]
+fn copy_chunk<const N: usize>(dst: &mut [u8], src: &[u8], at: usize) {
+    if let (Some(d), Some(s)) = (dst.get_mut(at..at + N), src.get(at..at + N)) {
+        d.copy_from_slice(s);
+    }
+}

@@ -46,6 +46,9 @@ pub(crate) struct Limit {
     memory_id: u64,
     /// Holds the id while this limit lives.
     _memory_registration: Arc<MemoryId>,
+    /// The smallest capacity of any rule (`u64::MAX` without rules): a cost up to it fits every
+    /// rule, so the usual call checks one number rather than each rule.
+    min_capacity: u64,
 }
 
 impl Limit {
@@ -59,8 +62,18 @@ impl Limit {
     }
 
     /// The first rule whose capacity is below `cost`: a call of that cost can never pass.
+    #[inline]
     pub(crate) fn rule_too_small(&self, cost: u64) -> Option<usize> {
+        if cost <= self.min_capacity {
+            return None;
+        }
         (0..self.rules.len()).find(|&r| self.capacity(r) < cost)
+    }
+
+    /// The smallest capacity of any rule (see `min_capacity`).
+    #[inline]
+    pub(crate) fn min_capacity(&self) -> u64 {
+        self.min_capacity
     }
 
     /// Whether this limit needs more than its rules (a penalty, or in-flight slots): such calls
@@ -351,7 +364,7 @@ impl Limit {
         };
         let template = KeyTemplate::new(&spec.prefix, name, spec.limit_type, spec.algorithm, spec.burst, &rules);
         let registration = memory_id(&template);
-        Ok(Limit {
+        let mut limit = Limit {
             limit_type: spec.limit_type,
             algorithm: spec.algorithm,
             burst: spec.burst,
@@ -366,7 +379,10 @@ impl Limit {
             memory_id: registration.id,
             _memory_registration: registration,
             template,
-        })
+            min_capacity: u64::MAX,
+        };
+        limit.min_capacity = (0..limit.rules.len()).map(|r| limit.capacity(r)).min().unwrap_or(u64::MAX);
+        Ok(limit)
     }
 
     /// A concurrency limit: no rules, `n` slots held at most `lease` each.
@@ -399,6 +415,7 @@ impl Limit {
             memory_id: registration.id,
             _memory_registration: registration,
             template,
+            min_capacity: u64::MAX,
         })
     }
 

@@ -29,6 +29,9 @@ pub(crate) struct LimitSet {
     pub(crate) ever_refused: AtomicBool,
     /// The hot-key (`sync`) limits and the rest, when some limit has `sync`.
     pub(crate) hot: Option<Box<Hot>>,
+    /// The smallest capacity of any rule of any limit: a call costing at most this fits them
+    /// all, and no rule needs a look.
+    pub(crate) min_capacity: u64,
 }
 
 /// A set's `sync` limits, decided from local reserves, and the others, decided by the store
@@ -51,7 +54,9 @@ impl LimitSet {
             cache_id: refusal_cache::next_id(),
             ever_refused: AtomicBool::new(false),
             hot: None,
+            min_capacity: u64::MAX,
         };
+        set.min_capacity = set.limits.iter().map(Limit::min_capacity).min().unwrap_or(u64::MAX);
         if set.limits.iter().any(|l| l.sync_us > 0) {
             set.hot = Some(Box::new(set.split_hot()));
         }

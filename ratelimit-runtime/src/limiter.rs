@@ -15,6 +15,7 @@ use crate::snapshot::{CodeTier, Plan, Snapshot};
 use crate::store::{MemoryStore, StoreHandle};
 use crate::subject::Subject;
 use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -297,6 +298,7 @@ impl LimiterBuilder {
                 store: self.store,
                 plan,
                 refusal_cache: self.refusal_cache,
+                refusal_cache_resolved: AtomicU8::new(0),
                 _tier_limits: tier_limits,
                 local: OnceLock::new(),
             }),
@@ -338,6 +340,10 @@ struct Inner {
     plan: Plan,
     metrics: LimiterMetrics,
     refusal_cache: Option<bool>,
+    /// `refusal_cache` as resolved from the configuration when not set (see
+    /// [`Limiter::refusal_cache_on`]): 0 not yet, 1/2 off/on while there is no global
+    /// configuration yet (it may still say otherwise), 3/4 off/on for good.
+    refusal_cache_resolved: AtomicU8,
     /// The tiers given in code, compiled: held, as `own` is, so that the memory store finds a
     /// tier's counts again when a reload puts its rules back in force (as Redis does, by key).
     _tier_limits: Vec<Limit>,
@@ -438,10 +444,27 @@ impl Limiter {
     /// Whether the local refusal cache answers for this limiter on `store`.
     #[inline]
     pub(crate) fn refusal_cache_on(&self, store: &StoreHandle) -> bool {
-        match self.inner.refusal_cache {
-            Some(on) => on,
-            None => config::deny_cache_settings().0.unwrap_or_else(|| store.is_remote()),
+        if let Some(on) = self.inner.refusal_cache {
+            return on;
         }
+        // Resolved once: the answer changes only when the global configuration is first set
+        // (until then the environment's switch stands in for it), and a limiter's store never.
+        match self.inner.refusal_cache_resolved.load(Ordering::Relaxed) {
+            4 => true,
+            3 => false,
+            n @ (1 | 2) if !config::is_set() => n == 2,
+            _ => self.resolve_refusal_cache(store),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn resolve_refusal_cache(&self, store: &StoreHandle) -> bool {
+        // Read first: a configuration set after this look is seen on a later call.
+        let for_good = config::is_set();
+        let on = config::deny_cache_settings().0.unwrap_or_else(|| store.is_remote());
+        self.inner.refusal_cache_resolved.store(u8::from(on) + 1 + if for_good { 2 } else { 0 }, Ordering::Relaxed);
+        on
     }
 
     /// Forgets the cached refusals of these subjects (one per limit, as in

@@ -46,7 +46,7 @@ pub struct Permit<'a> {
 /// What of an allowed [`Decision`] a permit reads again: the tightest rule and its headroom (the
 /// quota), and what finds the call's units in the store (its time and member).
 #[derive(Clone, Copy)]
-struct Admitted {
+pub(crate) struct Admitted {
     limit: u32,
     rule: u32,
     remaining: u64,
@@ -60,7 +60,7 @@ impl Admitted {
     const NONE: Admitted = Admitted { limit: 0, rule: 0, remaining: 0, reset_ns: 0, at_us: 0, member: [0; 16] };
 
     #[inline]
-    fn of(d: &Decision) -> Admitted {
+    pub(crate) fn of(d: &Decision) -> Admitted {
         Admitted {
             // Beyond u32::MAX limits or rules an index names nothing (no quota, as out of range).
             limit: u32::try_from(d.limit).unwrap_or(u32::MAX),
@@ -103,7 +103,7 @@ impl<'a> Permit<'a> {
     #[inline]
     pub(crate) fn new(
         limiter: &'a Limiter,
-        decision: Option<&Decision>,
+        decision: Option<&Admitted>,
         snapshot: Option<Arc<Snapshot>>,
         cost: u64,
         subjects: &[Subject<'_>],
@@ -131,7 +131,7 @@ impl<'a> Permit<'a> {
                 held: true,
             })
         });
-        let admitted = Admitted::of(d);
+        let admitted = *d;
         Permit { limiter, snapshot, cost, admitted, keys, slots, decided: true, pinned, local }
     }
 
@@ -347,7 +347,7 @@ impl SubjectKeys {
                 let Some(k) = key(i) else { return SubjectKeys::EMPTY };
                 match bytes.get_mut(at..at + k.len()) {
                     Some(slot) if fits => {
-                        slot.copy_from_slice(k);
+                        crate::key::copy_key(slot, k);
                         at += k.len();
                         *end = at as u8;
                     }

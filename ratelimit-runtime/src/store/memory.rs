@@ -37,6 +37,9 @@ pub struct MemoryStore {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
     clock: Arc<dyn Clock>,
+    /// `clock` itself when it is the CPU's counter (`MemoryStore::new`), read without a call
+    /// through `dyn Clock`.
+    counter: Option<&'static crate::clock::CounterClock>,
 }
 
 /// Subjects are chosen by callers, so the hasher is seeded per process (foldhash: fast on
@@ -258,7 +261,19 @@ impl MemoryStore {
     /// A store on the system clock (read through the CPU's time-stamp counter where the
     /// kernel trusts it: see `clock::fast_clock`).
     pub fn new() -> MemoryStore {
-        MemoryStore::with_clock(crate::clock::fast_clock())
+        match crate::clock::counter_clock() {
+            Some(counter) => MemoryStore { counter: Some(counter), ..MemoryStore::with_clock(Arc::new(*counter)) },
+            None => MemoryStore::with_clock(crate::clock::fast_clock()),
+        }
+    }
+
+    /// Now on the store's clock, µs.
+    #[inline]
+    fn now_us(&self) -> u64 {
+        match self.counter {
+            Some(counter) => counter.read_us(),
+            None => self.clock.now_us(),
+        }
     }
 
     /// A store on the given clock (tests drive time by hand with [`ManualClock`](crate::clock::ManualClock)).
@@ -267,12 +282,13 @@ impl MemoryStore {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hasher: RandomState::default(),
             clock,
+            counter: None,
         }
     }
 
     /// How many subjects hold state now (after dropping the expired ones).
     pub fn len(&self) -> usize {
-        let now = self.clock.now_us();
+        let now = self.now_us();
         self.shards
             .iter()
             .map(|s| {
@@ -330,7 +346,7 @@ impl MemoryStore {
 
     /// Decides with every key of the call at `spans` of `buf` (start, end, shard).
     fn decide_keys(&self, call: &Call<'_>, buf: &[u8], spans: &[(usize, usize, usize)]) -> Decision {
-        let now = call.now_us.unwrap_or_else(|| self.clock.now_us());
+        let now = call.now_us.unwrap_or_else(|| self.now_us());
         let decision = self.decide_locked(call, buf, spans, now);
         self.maybe_sweep(now);
         decision
@@ -359,7 +375,7 @@ impl MemoryStore {
             // A call's pinned time may run ahead of the clock (a replay, a test): sweeping by
             // it would drop states that calls at other pinned times still read. Sweeping
             // never runs ahead of the store's own clock.
-            shard.sweep(now.min(self.clock.now_us()));
+            shard.sweep(now.min(self.now_us()));
         }
     }
 
@@ -515,7 +531,7 @@ impl MemoryStore {
 
     /// Gives back what an admitted call took (see [`Store::release`]).
     fn release_now(&self, release: &Release<'_>) {
-        let now = release.call.now_us.unwrap_or_else(|| self.clock.now_us());
+        let now = release.call.now_us.unwrap_or_else(|| self.now_us());
         let call = &release.call;
         for &i in release.indices {
             let (Some(limit), Some(subject)) = (call.limits.get(i), call.subjects.get(i)) else { continue };
@@ -586,7 +602,7 @@ impl MemoryStore {
     }
 
     fn peek_now(&self, targets: &Targets<'_>) -> Vec<RuleStatus> {
-        let now = targets.now_us.unwrap_or_else(|| self.clock.now_us());
+        let now = targets.now_us.unwrap_or_else(|| self.now_us());
         let mut out = Vec::new();
         for (index, limit, subject) in targets.present() {
             let (key, shard) = self.key_of(limit, subject);
@@ -798,6 +814,6 @@ impl Store for MemoryStore {
     }
 
     fn now_us(&self) -> u64 {
-        self.clock.now_us()
+        MemoryStore::now_us(self)
     }
 }

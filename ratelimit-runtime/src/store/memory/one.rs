@@ -36,12 +36,12 @@ impl MemoryStore {
         // The key as `decide_general` builds it: its seeded hash, the limit's id, the subject.
         let mut buf = [0u8; INLINE_KEY];
         buf[8..16].copy_from_slice(&limit.memory_id().to_le_bytes());
-        buf[16..len].copy_from_slice(subject);
+        crate::key::copy_key(&mut buf[16..len], subject);
         let hash = self.key_hash(limit, subject);
         buf[..8].copy_from_slice(&hash.to_le_bytes());
         let key = &buf[..len];
 
-        let now = call.now_us.unwrap_or_else(|| self.clock.now_us());
+        let now = call.now_us.unwrap_or_else(|| self.now_us());
         let decision = {
             let mut shard = lock(&self.shards[super::shard_of(hash)]);
             let found = match buf.first_chunk::<{ KEY_BYTES }>() {
