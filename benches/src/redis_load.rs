@@ -256,7 +256,7 @@ async fn throughput_section(ctx: &Arc<Ctx>, report: &mut Report) {
             measured: format!("{}/s", fmt(tput[ours].median)),
             reference: format!("{}/s", fmt(tput[theirs].median)),
             ratio: tput[ours].median / tput[theirs].median,
-            bound: if ours == 2 { 1.0 } else { 1.5 },
+            bound: if ours == 2 { 1.05 } else { 1.5 },
             at_most: false,
         });
     }
