@@ -4,7 +4,7 @@
 //! A batch is an ordinary decision of the store with the batch as its cost, so every algorithm
 //! counts it exactly as it counts a call; what is approximate is only *when* the units are
 //! spent: up to one interval after the store counted them. Each process holds at most one live
-//! reserve per key, of at most [`Reserves::cap`] units, and a reserve lives at most one interval.
+//! reserve per key, of at most `cap` units (what the tightest rule earns in one interval), and a reserve lives at most one interval.
 //! So over any span, admissions exceed what the exact algorithm allows by at most the units P
 //! processes can hold at its start: `P × cap` (see docs/design.md). Units a reserve did not hand
 //! out before it expired stay counted (they are not given back): the other error, refusing a
