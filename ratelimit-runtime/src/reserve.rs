@@ -18,6 +18,10 @@ use std::sync::Mutex;
 /// and a reserve that expired holds nothing worth keeping.
 const SWEEP_AT: usize = 4096;
 const SHARDS: usize = 8;
+/// How long a fill may be on its way before another call may start one (µs): a caller that
+/// dropped its future mid-fill never reports, and the key must not stay in exact mode for it.
+/// Longer than any store timeout worth having.
+const FILL_LIMIT_US: u64 = 2_000_000;
 
 /// One key's reserve.
 #[derive(Debug, Default)]
@@ -32,9 +36,9 @@ struct Reserve {
     batch: u64,
     /// Units handed out from the current reserve (the demand, to size the next batch).
     used: u64,
-    /// A batch is on its way: other calls meanwhile go to the store one by one, so that a
-    /// process never holds two batches of one key.
-    asking: bool,
+    /// Until when (µs) a batch is on its way: other calls meanwhile go to the store one by one,
+    /// so that a process never holds two batches of one key (0: none is).
+    asking_until_us: u64,
     /// The store's remaining quota after the last batch plus the batch, for headers, and the
     /// rule it was of (the tightest).
     remaining: u64,
@@ -80,7 +84,7 @@ impl Reserves {
     pub(crate) fn take(&self, key: &[u8], cost: u64, now_us: u64) -> Take {
         let mut map = lock(self.shard(key));
         if map.len() >= SWEEP_AT && !map.contains_key(key) {
-            map.retain(|_, r| r.asking || r.until_us > now_us || r.refused_until_us > now_us);
+            map.retain(|_, r| r.asking_until_us > now_us || r.until_us > now_us || r.refused_until_us > now_us);
         }
         // The key is copied only when it is new: a hot key's calls find it.
         if !map.contains_key(key) {
@@ -95,7 +99,7 @@ impl Reserves {
             r.used += cost;
             return Take::Taken { remaining: r.remaining.saturating_sub(r.used), rule: r.rule };
         }
-        if r.asking {
+        if r.asking_until_us > now_us {
             return Take::Exact;
         }
         // The next batch follows the demand: twice the last one when it ran out within its
@@ -108,7 +112,7 @@ impl Reserves {
             r.used
         };
         r.batch = r.batch.clamp(1, self.cap).max(cost);
-        r.asking = true;
+        r.asking_until_us = now_us.saturating_add(FILL_LIMIT_US);
         Take::Fill { batch: r.batch }
     }
 
@@ -118,7 +122,7 @@ impl Reserves {
     pub(crate) fn filled(&self, key: &[u8], batch: u64, cost: u64, remaining: u64, rule: usize, now_us: u64) {
         let mut map = lock(self.shard(key));
         let r = map.entry(key.to_vec()).or_default();
-        r.asking = false;
+        r.asking_until_us = 0;
         r.units = batch.saturating_sub(cost);
         r.used = cost;
         r.until_us = now_us.saturating_add(self.interval_us);
@@ -131,7 +135,7 @@ impl Reserves {
     pub(crate) fn refused(&self, key: &[u8], batch: u64, cost: u64, until: Option<(u64, usize)>) {
         let mut map = lock(self.shard(key));
         let r = map.entry(key.to_vec()).or_default();
-        r.asking = false;
+        r.asking_until_us = 0;
         r.units = 0;
         r.batch = cost.max(batch / 2);
         if let Some((until_us, rule)) = until {
@@ -152,7 +156,7 @@ impl Reserves {
     /// The store did not answer: nothing was reserved.
     pub(crate) fn failed(&self, key: &[u8]) {
         if let Some(r) = lock(self.shard(key)).get_mut(key) {
-            r.asking = false;
+            r.asking_until_us = 0;
         }
     }
 
@@ -199,6 +203,15 @@ mod tests {
         // A cost above the cap is asked as one batch of that cost.
         r.failed(b"k");
         assert_eq!(r.take(b"k", 20, 2_000), Take::Fill { batch: 20 });
+    }
+
+    #[test]
+    fn a_fill_that_never_reports_stops_holding_the_key_in_exact_mode() {
+        // The caller that asked dropped its future: no `filled`, `refused` or `failed` comes.
+        let r = Reserves::new(1_000, 8);
+        assert_eq!(r.take(b"k", 1, 0), Take::Fill { batch: 1 });
+        assert_eq!(r.take(b"k", 1, FILL_LIMIT_US - 1), Take::Exact);
+        assert_eq!(r.take(b"k", 1, FILL_LIMIT_US), Take::Fill { batch: 1 });
     }
 
     #[test]
