@@ -32,6 +32,7 @@ use report::Report;
 const USAGE: &str = "\
 ratelimit benchmarks: every figure of BENCHMARKS.md, or one section
   (no flag)          the whole harness (about six minutes)
+  --latency          section 1 alone
   --throughput       section 2 alone
   --gcra             our GCRA next to the reference script
   --in-memory-only   sections 4-6 alone
@@ -109,6 +110,13 @@ fn main() {
     if std::env::args().any(|a| a == "--gcra") {
         // Only our GCRA next to the reference script, and the O(1) scripts before/after.
         gcra_reference::run_alone();
+        return;
+    }
+    if std::env::args().any(|a| a == "--latency") {
+        let server = support::RedisServer::start();
+        let mut report = Report::default();
+        redis_load::run_latency(&server, &mut report);
+        report.print_targets();
         return;
     }
     if std::env::args().any(|a| a == "--throughput") {

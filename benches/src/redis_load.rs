@@ -150,12 +150,35 @@ async fn context(server: &RedisServer) -> Arc<Ctx> {
 
 async fn run_async(server: &RedisServer, report: &mut Report) {
     let ctx = context(server).await;
+    latency_section(&ctx, report).await;
+    throughput_section(&ctx, report).await;
+    server_cost_section(&ctx, report).await;
+
+    // 6. Memory per subject.
+    println!("\n== 6. Redis memory per subject (sliding window) ==");
+    memory_per_subject(server).await;
+
+    // 7. Growth.
+    println!("\n== 7. Decision cost as the window fills (one key) ==");
+    growth(server).await;
+}
+
+/// Section 1 alone (`--latency`).
+pub fn run_latency(server: &RedisServer, report: &mut Report) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let ctx = context(server).await;
+        latency_section(&ctx, report).await;
+    });
+}
+
+async fn latency_section(ctx: &Arc<Ctx>, report: &mut Report) {
     use Variant::*;
     let all = [Ping, Seed1, Seed3, Lib1, Decorated1, Decorated3, Stacked];
     // Warm up: connections, script caches, key populations.
     for v in all {
         for i in 0..2000 {
-            call(&ctx, v, i).await;
+            call(ctx, v, i).await;
         }
     }
 
@@ -168,7 +191,7 @@ async fn run_async(server: &RedisServer, report: &mut Report) {
             let mut samples = Vec::with_capacity(4000);
             for i in 0..4000 {
                 let t = Instant::now();
-                call(&ctx, v, i).await;
+                call(ctx, v, i).await;
                 samples.push(t.elapsed().as_secs_f64() * 1e6);
             }
             samples.sort_by(f64::total_cmp);
@@ -190,13 +213,14 @@ async fn run_async(server: &RedisServer, report: &mut Report) {
         bound: 1.1,
         at_most: true,
     });
+}
 
-    throughput_section(&ctx, report).await;
-
+async fn server_cost_section(ctx: &Arc<Ctx>, report: &mut Report) {
+    use Variant::*;
     // 3. Server cost.
     println!("\n== 3. Server cost per decision (INFO commandstats) ==");
     for v in [Seed1, Seed3, Decorated1, Decorated3, Stacked] {
-        let (usec, calls) = server_cost(&ctx, v, 3000).await;
+        let (usec, calls) = server_cost(ctx, v, 3000).await;
         println!("{:<40} {:>6.2} µs of Redis CPU, {:.2} EVALSHA per decision", v.label(), usec, calls);
         if v == Stacked {
             report.target(Target {
@@ -209,14 +233,6 @@ async fn run_async(server: &RedisServer, report: &mut Report) {
             });
         }
     }
-
-    // 6. Memory per subject.
-    println!("\n== 6. Redis memory per subject (sliding window) ==");
-    memory_per_subject(server).await;
-
-    // 7. Growth.
-    println!("\n== 7. Decision cost as the window fills (one key) ==");
-    growth(server).await;
 }
 
 /// Section 2 alone (`--throughput`): a warm-up, then the interleaved rounds and their targets.
