@@ -307,7 +307,11 @@ pub fn sweep(server: &RedisServer, callers: &[u32], run: Duration, rounds: usize
             .zip(figures)
             .map(|(&(_, name), mut per)| crate::plot::Series {
                 name: name.to_owned(),
-                points: callers.iter().zip(per.iter_mut()).map(|(&c, xs)| (c, crate::sweep::median(xs))).collect(),
+                points: callers
+                    .iter()
+                    .zip(per.iter_mut())
+                    .map(|(&c, xs)| (c, Figure::of(std::mem::take(xs)).median))
+                    .collect(),
             })
             .collect()
     })

@@ -11,7 +11,7 @@
 //! [`write`] draws it (e.g. a hot-key sync mode measured at [`CALLERS`]).
 
 use crate::plot::Series;
-use crate::report::fmt;
+use crate::report::{fmt, Figure};
 use crate::support::RedisServer;
 use governor::{Quota, RateLimiter};
 use ratelimit::{rate_limiter, RateLimited};
@@ -53,10 +53,8 @@ fn hot_key(server: &RedisServer) -> Series {
     let points = CALLERS
         .iter()
         .map(|&c| {
-            let mut runs: Vec<f64> =
-                (0..ROUNDS).map(|_| crate::hot_key::decisions_per_sec(server, "sync", 1, c as usize)).collect();
-            runs.sort_by(f64::total_cmp);
-            (c, runs[runs.len() / 2])
+            let runs = (0..ROUNDS).map(|_| crate::hot_key::decisions_per_sec(server, "sync", 1, c as usize)).collect();
+            (c, Figure::of(runs).median)
         })
         .collect();
     Series { name: "Redis, hot key in sync mode (FixedWindow, sync = 10ms)".to_owned(), points }
@@ -142,7 +140,7 @@ pub fn run_child() {
     }
     for (s, (name, _)) in cases.iter().enumerate() {
         for (k, &callers) in CALLERS.iter().enumerate() {
-            println!("SWEEP|{name}|{callers}|{}", median(&mut figures[s][k]));
+            println!("SWEEP|{name}|{callers}|{}", Figure::of(figures[s][k].clone()).median);
         }
     }
 }
@@ -172,9 +170,4 @@ fn per_second(threads: u32, f: &(dyn Fn(usize) + Sync)) -> f64 {
         stop.store(true, Ordering::Relaxed);
     });
     total.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
-}
-
-pub fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
 }
