@@ -183,8 +183,11 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             }
         }
         if set.hot.is_some() {
+            // Each reserve answers its key's refusals itself; the exact limits' refusals are
+            // not cached (a cached refusal would name the whole set's keys).
+            self.cache_at = None;
             self.hot.now_us = self.pinned.unwrap_or_else(|| store.now_us());
-            return self.hot_from(0);
+            return self.hot_from(0, keys.as_slice());
         }
         if let Some(now) = self.cache_at {
             if let Some(refused) = self.cached_refusal(&keys, now) {
@@ -204,34 +207,24 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     /// The enforced limits allowed the call with `d` (its limit an index of the enforced set).
     #[inline(always)]
     fn admit(&mut self, d: &Decision) -> Step {
-        // Only an HTTP request (a context) wants the quota for its headers.
-        if let Some(ctx) = context::current() {
-            if let Some(q) = self.set().quota(d) {
-                ctx.record_quota(q);
-            }
-        }
+        record_quota(self.set(), d);
         self.allowed = Some(Admitted::of(d));
         self.shadow()
     }
 
     /// The `sync` limits from the `pos`-th on take the cost from their reserves (asking the
     /// store where a reserve is empty), then the others are decided by the store.
-    fn hot_from(&mut self, pos: usize) -> Step {
+    /// `keys` are the enforced set's.
+    fn hot_from(&mut self, pos: usize, keys: &[&[u8]]) -> Step {
         let set = self.enforced_set();
-        let (Some(hot), Ok(keys)) = (set.hot.as_deref(), Keys::of(set, self.subjects)) else { return self.shadow() };
-        let keys = keys.as_slice();
+        let Some(hot) = set.hot.as_deref() else { return self.shadow() };
         let now_us = self.hot.now_us;
         for p in pos..hot.limits.len() {
             let Some(&(at, ref reserves)) = hot.limits.get(p) else { break };
             let key = keys.get(at).copied().unwrap_or_default();
             let (batch, fill) = match reserves.take(key, self.cost, now_us) {
                 Take::Taken { remaining, rule } => {
-                    if let Some(ctx) = context::current() {
-                        let d = Decision { limit: at, rule, remaining, ..Decision::admitted(now_us) };
-                        if let Some(q) = set.quota(&d) {
-                            ctx.record_quota(q);
-                        }
-                    }
+                    record_quota(set, &Decision { limit: at, rule, remaining, ..Decision::admitted(now_us) });
                     continue;
                 }
                 Take::Refused { until_us, rule } => {
@@ -246,7 +239,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 Take::Fill { batch } => (batch, true),
                 Take::Exact => (self.cost, false),
             };
-            let pending = self.ask_one(at, batch);
+            let pending = self.ask_one(at, batch, keys);
             self.hot = HotStep { pos: p, batch, fill, now_us };
             self.phase = Phase::Reserve;
             return self.pending(pending);
@@ -268,11 +261,11 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         self.pending(pending)
     }
 
-    /// Asks the store for `cost` units of the enforced set's limit `at` alone.
-    fn ask_one(&self, at: usize, cost: u64) -> Pending {
+    /// Asks the store for `cost` units of the enforced set's limit `at` alone (`keys`: the
+    /// enforced set's).
+    fn ask_one(&self, at: usize, cost: u64, keys: &[&[u8]]) -> Pending {
         let set = self.enforced_set();
-        let keys = Keys::of(set, self.subjects);
-        let subjects = keys.as_ref().map_or(&[][..], |k| k.as_slice().get(at..=at).unwrap_or_default());
+        let subjects = keys.get(at..=at).unwrap_or_default();
         let call = Call { limits: set.limits.get(at..=at).unwrap_or_default(), subjects, cost, now_us: self.pinned };
         self.limiter.store().decide(&call)
     }
@@ -295,23 +288,20 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         else {
             return self.shadow();
         };
-        let key = keys.as_slice().get(at).copied().unwrap_or_default();
+        let keys = keys.as_slice();
+        let key = keys.get(at).copied().unwrap_or_default();
         match answer {
             Ok(d) if d.allowed => {
                 if fill {
                     reserves.filled(key, batch, self.cost, d.remaining, d.rule, now_us);
                 }
-                if let Some(ctx) = context::current() {
-                    if let Some(q) = set.quota(&Decision { limit: at, ..d }) {
-                        ctx.record_quota(q);
-                    }
-                }
-                self.hot_from(pos + 1)
+                record_quota(set, &Decision { limit: at, ..d });
+                self.hot_from(pos + 1, keys)
             }
             Ok(_) if fill && batch > self.cost => {
                 // No room for a batch: perhaps for this call alone. Smaller batches follow.
                 reserves.refused(key, batch, self.cost, None);
-                let pending = self.ask_one(at, self.cost);
+                let pending = self.ask_one(at, self.cost, keys);
                 self.hot = HotStep { fill: false, batch: self.cost, ..self.hot };
                 self.pending(pending)
             }
@@ -386,11 +376,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             Ok(d) if d.allowed => {
                 // The quota names the limit among the decided set's; the permit, among the
                 // enforced set's.
-                if let Some(ctx) = context::current() {
-                    if let Some(q) = set.quota(&d) {
-                        ctx.record_quota(q);
-                    }
-                }
+                record_quota(set, &d);
                 self.allowed = Some(Admitted::of(&self.in_enforced_set(d)));
                 self.shadow()
             }
@@ -571,6 +557,17 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             cause,
             limit_type,
             source: source.map(Box::new),
+        }
+    }
+}
+
+/// Gives an HTTP request (a context) the quota `d` leaves in `set`, for its headers; nothing
+/// else wants it.
+#[inline]
+fn record_quota(set: &LimitSet, d: &Decision) {
+    if let Some(ctx) = context::current() {
+        if let Some(q) = set.quota(d) {
+            ctx.record_quota(q);
         }
     }
 }

@@ -87,14 +87,12 @@ impl Limit {
     /// earns in one interval (at least 1, at most its capacity). It bounds the error: admissions
     /// exceed the exact algorithm's by at most this many units per process.
     pub(crate) fn sync_cap(&self) -> u64 {
-        (0..self.rules.len())
-            .filter_map(|r| {
-                let rule = self.rules.get(r)?;
-                let earned = u128::from(rule.count()) * u128::from(self.sync_us) / u128::from(rule.window_us().max(1));
-                Some(u64::try_from(earned).unwrap_or(u64::MAX).max(1).min(self.capacity(r).max(1)))
-            })
-            .min()
-            .unwrap_or(1)
+        let earned = |rule: &Rule| {
+            let units = u128::from(rule.count()) * u128::from(self.sync_us) / u128::from(rule.window_us().max(1));
+            u64::try_from(units).unwrap_or(u64::MAX)
+        };
+        let caps = self.rules.iter().enumerate().map(|(r, rule)| earned(rule).min(self.capacity(r)).max(1));
+        caps.min().unwrap_or(1)
     }
 
     /// Whether this is a concurrency limit (slots, no rules).

@@ -12,6 +12,7 @@
 
 use crate::sync::lock;
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;
 
 /// Entries kept per shard before expired ones are swept: keys of many subjects come and go,
@@ -64,6 +65,8 @@ pub(crate) enum Take {
 #[derive(Debug)]
 pub(crate) struct Reserves {
     shards: [Mutex<HashMap<Vec<u8>, Reserve>>; SHARDS],
+    /// Picks a key's shard (keyed, as the maps inside are: subjects are chosen by clients).
+    spread: RandomState,
     interval_us: u64,
     cap: u64,
 }
@@ -71,13 +74,11 @@ pub(crate) struct Reserves {
 impl Reserves {
     /// Reserves lasting `interval_us`, of at most `cap` units each (at least 1).
     pub(crate) fn new(interval_us: u64, cap: u64) -> Reserves {
-        Reserves { shards: Default::default(), interval_us, cap: cap.max(1) }
+        Reserves { shards: Default::default(), spread: RandomState::new(), interval_us, cap: cap.max(1) }
     }
 
     fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Vec<u8>, Reserve>> {
-        // Any spread will do: the map inside hashes with its own (keyed) hasher.
-        let i = key.iter().fold(key.len(), |h, &b| h.wrapping_mul(31).wrapping_add(usize::from(b)));
-        &self.shards[i % SHARDS]
+        &self.shards[(self.spread.hash_one(key) % SHARDS as u64) as usize]
     }
 
     /// Takes `cost` units for `key` at `now_us`, or says what to do instead.
