@@ -641,3 +641,26 @@ async fn refunds_blocks_and_slots_through_sentinel() {
     // The block (120 s) outlasts the rule's own wait (60 s).
     assert_eq!(e.retry_after(), Duration::from_secs(120));
 }
+
+#[test]
+fn refunds_racing_on_one_memory_log_give_back_every_unit() {
+    // Threads read the clock in one order and take the key's lock in another: the log must
+    // still keep its times in order, or a refund looks for its units in the wrong place.
+    let store: StoreHandle = Arc::new(MemoryStore::new());
+    for alg in [Algorithm::SlidingWindow, Algorithm::FixedWindow, Algorithm::Gcra] {
+        let l = limiter(&store, alg, 3_600_000, 1_000, None);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..20_000 {
+                        if let Ok(p) = l.check_blocking(&[ip("198.51.100.10")], 1) {
+                            p.refund_blocking().unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        let left = l.peek_blocking(&[ip("198.51.100.10")]).unwrap()[0].remaining;
+        assert_eq!(left, 1_000, "{alg:?}: every refund gave its unit back");
+    }
+}

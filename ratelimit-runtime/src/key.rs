@@ -286,6 +286,9 @@ mod slot_tests {
 #[inline(always)]
 pub(crate) fn copy_key(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
+    // Every caller sizes `dst` from `src`; a mismatch is a bug here, caught in debug builds
+    // (in release the copy is skipped rather than panicking on the hot path).
+    debug_assert_eq!(n, dst.len(), "copy_key: lengths differ");
     if n != dst.len() {
         return;
     }

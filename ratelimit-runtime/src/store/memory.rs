@@ -346,8 +346,7 @@ impl MemoryStore {
 
     /// Decides with every key of the call at `spans` of `buf` (start, end, shard).
     fn decide_keys(&self, call: &Call<'_>, buf: &[u8], spans: &[(usize, usize, usize)]) -> Decision {
-        let now = call.now_us.unwrap_or_else(|| self.now_us());
-        let decision = self.decide_locked(call, buf, spans, now);
+        let (decision, now) = self.decide_locked(call, buf, spans);
         self.maybe_sweep(now);
         decision
     }
@@ -379,8 +378,11 @@ impl MemoryStore {
         }
     }
 
-    fn decide_locked(&self, call: &Call<'_>, buf: &[u8], spans: &[(usize, usize, usize)], now: u64) -> Decision {
+    /// Decides under the shards' locks; the decision and its time.
+    fn decide_locked(&self, call: &Call<'_>, buf: &[u8], spans: &[(usize, usize, usize)]) -> (Decision, u64) {
         let mut guards = Guards::lock(&self.shards, spans.iter().map(|s| s.2));
+        // Read under the locks (see `decide_one`): a log's times never go back.
+        let now = call.now_us.unwrap_or_else(|| self.now_us());
 
         let cost = call.cost;
         let mut d = Decision::admitted(now);
@@ -468,7 +470,7 @@ impl MemoryStore {
                 guards.get(shard).set(&block_key(&buf[start..end]), State::Block { until, rule });
                 deny_why(&mut d, g, rule, call.limits[g].block_us, Why::Blocked);
             }
-            return d;
+            return (d, now);
         }
         if call.limits.iter().any(Limit::is_concurrency) {
             d.member = super::redis::unique_member();
@@ -526,7 +528,7 @@ impl MemoryStore {
                 }
             }
         }
-        d
+        (d, now)
     }
 
     /// Gives back what an admitted call took (see [`Store::release`]).
