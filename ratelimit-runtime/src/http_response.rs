@@ -40,6 +40,20 @@ fn sf_int(n: u64) -> u64 {
     n.min(SF_INTEGER_MAX)
 }
 
+/// Writes `name` (any `Display`) as a structured-field string, formatted in place: names are
+/// almost always plain ASCII, which needs only the quotes.
+fn sf_display(out: &mut String, name: impl std::fmt::Display) {
+    let start = out.len();
+    let _ = write!(out, "{name}");
+    if out.as_bytes()[start..].iter().all(|&b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\') {
+        out.insert(start, '"');
+        out.push('"');
+    } else {
+        let text = out.split_off(start);
+        sf_string(out, &text);
+    }
+}
+
 /// Writes `s` as a structured-field string (`"…"`, with `"` and `\` escaped and anything outside
 /// printable ASCII replaced, so the result is always a valid header value).
 fn sf_string(out: &mut String, s: &str) {
@@ -96,7 +110,7 @@ fn policy_field(policies: &[Policy]) -> Option<HeaderValue> {
         if i > 0 {
             out.push_str(", ");
         }
-        sf_string(&mut out, &p.name());
+        sf_display(&mut out, p);
         let _ = write!(out, ";q={};w={}", sf_int(p.rule.count()), sf_int(secs_ceil(p.rule.window())));
     }
     if out.is_empty() {
@@ -107,10 +121,11 @@ fn policy_field(policies: &[Policy]) -> Option<HeaderValue> {
 
 /// `"ip-20s";r=0;t=4`.
 fn ratelimit_field(policy: &Policy, remaining: u64, reset: Duration) -> Option<HeaderValue> {
-    let mut out = String::new();
-    sf_string(&mut out, &policy.name());
+    let mut out = String::with_capacity(40);
+    sf_display(&mut out, policy);
     let _ = write!(out, ";r={};t={}", sf_int(remaining), sf_int(secs_ceil(reset)));
-    HeaderValue::from_str(&out).ok()
+    // The string becomes the value's buffer (no copy).
+    HeaderValue::try_from(out).ok()
 }
 
 impl RateLimited {
@@ -158,6 +173,13 @@ impl RateLimited {
     /// ```
     pub fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::with_capacity(3);
+        self.write_headers(&mut headers);
+        headers
+    }
+
+    /// Inserts [`headers`](Self::headers) into `headers` (a response's own map: no second map
+    /// to build and merge per refusal).
+    fn write_headers(&self, headers: &mut HeaderMap) {
         // A missing identity, an invalid limiter or a cost above the capacity: no time would make
         // a retry succeed.
         if !self.no_retry() {
@@ -169,7 +191,6 @@ impl RateLimited {
         if let Some(v) = self.policy.and_then(|p| ratelimit_field(&p, 0, self.retry_after)) {
             headers.insert(RATELIMIT, v);
         }
-        headers
     }
 
     /// The JSON body of the response: `{"error":"rate_limited","retry_after_ms":3200}`
@@ -216,8 +237,9 @@ impl IntoResponse for RateLimited {
         let mut response = Response::new(Body::from(self.json_body()));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
+        headers.reserve(4);
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.extend(self.headers());
+        self.write_headers(headers);
         response
     }
 }
@@ -251,5 +273,25 @@ impl Headroom {
             headers.insert(RATELIMIT, v);
         }
         headers
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_quoted_and_escaped_as_structured_field_strings() {
+        let cases: [(&str, &str); 4] = [
+            ("ip-20s", r#""ip-20s""#),
+            (r#"a"b\c"#, r#""a\"b\\c""#),
+            ("tab\there", r#""tab_here""#),
+            ("ü-1m", r#""_-1m""#),
+        ];
+        for (name, field) in cases {
+            let mut out = "x".to_owned();
+            sf_display(&mut out, name);
+            assert_eq!(out, format!("x{field}"), "{name:?}");
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::limit_type::LimitType;
 use crate::rule::Rule;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,14 @@ pub struct Policy {
 impl Policy {
     /// The policy's name in `RateLimit-Policy` / `RateLimit` headers: `<type>-<window>`.
     pub fn name(&self) -> String {
-        format!("{}-{}", self.limit_type, self.rule.window_label())
+        self.to_string()
+    }
+}
+
+/// The name, as [`Policy::name`] gives it.
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.limit_type, self.rule.window_display())
     }
 }
 

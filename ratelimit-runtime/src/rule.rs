@@ -103,24 +103,36 @@ impl Rule {
 
     /// A short name for the rule, used in headers: `20s`, `500ms`, `1h`.
     pub fn window_label(&self) -> String {
-        format_window(self.window_ms)
+        WindowLabel(self.window_ms).to_string()
+    }
+
+    /// [`window_label`](Self::window_label) written where it is needed, without a `String`
+    /// of its own (header values are built per response).
+    pub(crate) fn window_display(&self) -> impl fmt::Display {
+        WindowLabel(self.window_ms)
     }
 }
 
-/// `20000` → `20s`, `90000` → `90s`, `3600000` → `1h`, `1500` → `1500ms`.
-fn format_window(ms: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s")];
-    for (size, unit) in UNITS {
-        if ms.is_multiple_of(size) {
-            return format!("{}{unit}", ms / size);
+/// A window in ms as its label: `20000` → `20s`, `90000` → `90s`, `3600000` → `1h`, `1500` →
+/// `1500ms`.
+struct WindowLabel(u64);
+
+impl fmt::Display for WindowLabel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(u64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s")];
+        let ms = self.0;
+        for (size, unit) in UNITS {
+            if ms.is_multiple_of(size) {
+                return write!(f, "{}{unit}", ms / size);
+            }
         }
+        write!(f, "{ms}ms")
     }
-    format!("{ms}ms")
 }
 
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} per {}", self.count, format_window(self.window_ms))
+        write!(f, "{} per {}", self.count, WindowLabel(self.window_ms))
     }
 }
 
