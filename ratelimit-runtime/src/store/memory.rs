@@ -306,8 +306,8 @@ impl MemoryStore {
 
     fn decide_now(&self, call: &Call<'_>) -> Decision {
         // Most calls have one limit: one key on the stack, one lookup, one pass (one.rs).
-        if let Some(d) = self.decide_one(call) {
-            return d;
+        if let Some((limit, subject)) = Self::one_limit(call) {
+            return self.decide_one(call, limit, subject);
         }
         self.decide_general(call)
     }

@@ -22,17 +22,28 @@ const INLINE_KEY: usize = 80;
 const INLINE_RULES: usize = 4;
 
 impl MemoryStore {
-    /// Decides `call` when it has one limit (else `None`: the general path decides it).
-    #[inline]
-    pub(super) fn decide_one(&self, call: &Call<'_>) -> Option<Decision> {
+    /// The limit and subject of `call` when the one-limit path decides it (else `None`: the
+    /// general path does).
+    #[inline(always)]
+    pub(super) fn one_limit<'c>(call: &Call<'c>) -> Option<(&'c Limit, &'c [u8])> {
         let ([limit], [subject]) = (call.limits, call.subjects) else { return None };
         if limit.has_policy() {
             return None;
         }
-        let len = 16 + subject.len();
-        if len > INLINE_KEY || (limit.algorithm != Algorithm::SlidingWindow && limit.rules.len() > INLINE_RULES) {
+        if 16 + subject.len() > INLINE_KEY
+            || (limit.algorithm != Algorithm::SlidingWindow && limit.rules.len() > INLINE_RULES)
+        {
             return None;
         }
+        Some((limit, subject))
+    }
+
+    /// Decides `call` of one `limit` for `subject` (see [`one_limit`](Self::one_limit)).
+    /// Returns the decision itself, not an `Option` of it: wrapping it moved the whole decision
+    /// once more, piecewise around the niche, right before the caller read it back.
+    #[inline]
+    pub(super) fn decide_one(&self, call: &Call<'_>, limit: &Limit, subject: &[u8]) -> Decision {
+        let len = 16 + subject.len();
         // The key as `decide_general` builds it: its seeded hash, the limit's id, the subject.
         let mut buf = [0u8; INLINE_KEY];
         buf[8..16].copy_from_slice(&limit.memory_id().to_le_bytes());
@@ -57,7 +68,7 @@ impl MemoryStore {
             (decision, now)
         };
         self.maybe_sweep(now);
-        Some(decision)
+        decision
     }
 }
 
