@@ -80,6 +80,17 @@ impl<'a> Subject<'a> {
         }
     }
 
+    /// An IP subject's text, as the whole 32-byte start of its buffer (zero past the text) and
+    /// the text's length: copied as two whole words, where copying the text's own bytes writes
+    /// pieces that a copy right after must wait for. `None` for other subjects and longer text.
+    #[inline]
+    pub(crate) fn ip_words(&self) -> Option<(&[u8; 32], usize)> {
+        match &self.0 {
+            Inner::Ip(t) if usize::from(t.len) <= 32 => Some((t.bytes.first_chunk::<32>()?, usize::from(t.len))),
+            _ => None,
+        }
+    }
+
     /// Whether the identity was missing.
     pub fn is_missing(&self) -> bool {
         matches!(self.0, Inner::Missing)
