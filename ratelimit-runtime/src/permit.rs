@@ -110,10 +110,7 @@ impl<'a> Permit<'a> {
         pinned: bool,
         local: bool,
     ) -> Permit<'a> {
-        let Some(d) = decision else {
-            let (admitted, keys) = (Admitted::NONE, SubjectKeys::EMPTY);
-            return Permit { limiter, snapshot, cost, admitted, keys, slots: None, decided: false, pinned, local };
-        };
+        let Some(d) = decision else { return Permit::undecided(limiter, snapshot, cost, pinned, local) };
         let set = match &snapshot {
             Some(s) => &s.enforced,
             None => limiter.own(),
@@ -133,6 +130,22 @@ impl<'a> Permit<'a> {
         });
         let admitted = *d;
         Permit { limiter, snapshot, cost, admitted, keys, slots, decided: true, pinned, local }
+    }
+
+    /// The permit of a call let through without a decision: nothing to give back. Out of
+    /// line, so that an admitted call's permit is built where it is returned (a permit built
+    /// on either path was assembled on the stack first and copied).
+    #[cold]
+    #[inline(never)]
+    fn undecided(
+        limiter: &'a Limiter,
+        snapshot: Option<Arc<Snapshot>>,
+        cost: u64,
+        pinned: bool,
+        local: bool,
+    ) -> Permit<'a> {
+        let (admitted, keys) = (Admitted::NONE, SubjectKeys::EMPTY);
+        Permit { limiter, snapshot, cost, admitted, keys, slots: None, decided: false, pinned, local }
     }
 
     fn set(&self) -> &LimitSet {
