@@ -8,9 +8,13 @@
 //! only difference between them. An in-memory store answers at once, and the whole decision
 //! is then one call without a future.
 //!
-//! Under the overrides file a decision has up to two store steps: the enforced limits, then
-//! the shadow ones (which only log and count). Both are steps of the same machine, so deciding
-//! them in one store call later changes the store call, not this path.
+//! Under the overrides file (or with `mode = shadow`) the shadow limits, which only log and
+//! count, are decided in the same store call as the enforced ones: the store decides the
+//! enforced limits, and only if they admit the call, the shadow ones as a group, its answer
+//! carrying their refusal ([`Decision::shadow_refusal`]). A second store step for the shadow
+//! limits remains where they cannot ride along: a set with `sync` limits (whose reserves decide
+//! first), a call whose shadow subject is missing (logged, no store call), and the shadow
+//! limits of a call without enforced ones (then the only step).
 
 use crate::algorithm::Algorithm;
 use crate::config::{self, FailurePolicy};
@@ -91,6 +95,9 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     /// The store failed and the enforced limits are decided in process memory
     /// (`FailurePolicy::Local`).
     local: bool,
+    /// The shadow limits went to the store with the enforced ones: there is no shadow step
+    /// (after a store failure either, which they shared).
+    shadow_asked: bool,
     hot: HotStep,
 }
 
@@ -119,6 +126,7 @@ impl Limiter {
             outcome: Outcome::Allowed,
             refused: None,
             local: false,
+            shadow_asked: false,
             hot: HotStep::default(),
         }
     }
@@ -194,8 +202,25 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 return self.done(Some(refused), Outcome::Denied);
             }
         }
-        let call = Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned };
-        match store.decide(&call) {
+        // The shadow limits ride along when they have their subjects (else the shadow step
+        // logs the missing one).
+        let joined = self.snapshot.as_deref().and_then(|s| s.joined.as_ref());
+        let joined = joined.and_then(|j| Some((j, Keys::of(j, self.subjects).ok()?)));
+        let call = match &joined {
+            Some((j, both)) => Call {
+                limits: &j.limits,
+                subjects: both.as_slice(),
+                cost: self.cost,
+                now_us: self.pinned,
+                shadow: j.limits.len().saturating_sub(set.limits.len()),
+            },
+            None => {
+                Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned, shadow: 0 }
+            }
+        };
+        let pending = store.decide(&call);
+        self.shadow_asked = joined.is_some();
+        match pending {
             // The usual answer of an in-memory store, read where it lies: moving the whole
             // decision again, fresh from the store, costs more than the rest of this step.
             Pending::Ready(Ok(ref d)) if d.allowed => self.admit(d),
@@ -209,7 +234,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     fn admit(&mut self, d: &Decision) -> Step {
         record_quota(self.set(), d);
         self.allowed = Some(Admitted::of(d));
-        self.shadow()
+        self.shadow_after(d)
     }
 
     /// The `sync` limits from the `pos`-th on take the cost from their reserves (asking the
@@ -250,8 +275,13 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         }
         let pending = match Keys::of(&hot.exact, self.subjects) {
             Ok(keys) => {
-                let call =
-                    Call { limits: &hot.exact.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned };
+                let call = Call {
+                    limits: &hot.exact.limits,
+                    subjects: keys.as_slice(),
+                    cost: self.cost,
+                    now_us: self.pinned,
+                    shadow: 0,
+                };
                 self.limiter.store().decide(&call)
             }
             Err(_) => return self.shadow(),
@@ -266,7 +296,8 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     fn ask_one(&self, at: usize, cost: u64, keys: &[&[u8]]) -> Pending {
         let set = self.enforced_set();
         let subjects = keys.get(at..=at).unwrap_or_default();
-        let call = Call { limits: set.limits.get(at..=at).unwrap_or_default(), subjects, cost, now_us: self.pinned };
+        let limits = set.limits.get(at..=at).unwrap_or_default();
+        let call = Call { limits, subjects, cost, now_us: self.pinned, shadow: 0 };
         self.limiter.store().decide(&call)
     }
 
@@ -378,7 +409,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 // enforced set's.
                 record_quota(set, &d);
                 self.allowed = Some(Admitted::of(&self.in_enforced_set(d)));
-                self.shadow()
+                self.shadow_after(&d)
             }
             Ok(d) => {
                 // A full concurrency limit can free a slot any moment: such a refusal is never
@@ -442,7 +473,8 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         let set = self.set();
         // The keys were found before the store was called.
         let Ok(keys) = Keys::of(set, self.subjects) else { return self.shadow() };
-        let call = Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned };
+        let call =
+            Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned, shadow: 0 };
         let pending = self.limiter.local_store().decide(&call);
         match pending {
             Pending::Ready(answer) => self.enforced_answer(answer),
@@ -467,9 +499,27 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         set.ever_refused.store(true, Ordering::Relaxed);
     }
 
-    /// The shadow limits, if any: decided and counted, never refusing.
+    /// After the enforced limits admitted the call with `d`: the shadow limits' refusal, if they
+    /// were decided with them, else their own step.
+    #[inline(always)]
+    fn shadow_after(&mut self, d: &Decision) -> Step {
+        if !self.shadow_asked {
+            return self.shadow();
+        }
+        if let Some((limit, rule, wait)) = d.shadow_refusal() {
+            let policy = self.snapshot.as_deref().and_then(|s| s.shadow.policy_of(limit, rule));
+            shadow_refusal(self.limiter.metrics(), self.limiter.name(), policy, wait);
+        }
+        self.finish()
+    }
+
+    /// The shadow limits' own step, if they have any left: decided and counted, never refusing.
     #[inline(always)]
     fn shadow(&mut self) -> Step {
+        // Decided with the enforced limits already (or failed with them).
+        if self.shadow_asked {
+            return self.finish();
+        }
         let Some(snapshot) = self.snapshot.as_ref().filter(|s| !s.shadow.limits.is_empty()) else {
             return self.finish();
         };
@@ -478,7 +528,8 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             shadow_refusal(self.limiter.metrics(), self.limiter.name(), None, Duration::ZERO);
             return self.finish();
         };
-        let call = Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned };
+        let call =
+            Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned, shadow: 0 };
         let pending = self.limiter.store().decide(&call);
         self.phase = Phase::Shadow;
         match pending {

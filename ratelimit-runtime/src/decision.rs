@@ -26,6 +26,13 @@ pub struct Decision {
     pub allowed: bool,
     /// Why it was refused (meaningless when allowed).
     pub(crate) why: Why,
+    /// Whether the call's shadow limits, decided with it (see `Call::shadow`), would have
+    /// refused it: then nothing was recorded in them, and `shadow_limit` (among the shadow
+    /// limits), `shadow_rule` and `shadow_wait_us` name the refusal. Small fields in the padding
+    /// after `why` and at the end: a decision is no larger for them.
+    pub(crate) shadow_refused: bool,
+    pub(crate) shadow_rule: u16,
+    pub(crate) shadow_limit: u16,
     /// Index of the limit (stacked attribute) that `rule` belongs to.
     pub limit: usize,
     /// Index of the rule within its limit (rules sorted by window, longest first): the rule that
@@ -45,6 +52,8 @@ pub struct Decision {
     /// When the store decided, in µs since the Unix epoch on the store's clock: a refund finds
     /// the call's units by it (the window they were counted in).
     pub(crate) at_us: u64,
+    /// The shadow refusal's retry-after, µs (see `shadow_refused`).
+    pub(crate) shadow_wait_us: u64,
 }
 
 impl Decision {
@@ -60,6 +69,10 @@ impl Decision {
             at_us,
             member: [0; 16],
             why: Why::Exceeded,
+            shadow_refused: false,
+            shadow_rule: 0,
+            shadow_limit: 0,
+            shadow_wait_us: 0,
         }
     }
 
@@ -75,6 +88,10 @@ impl Decision {
             at_us,
             member: [0; 16],
             why,
+            shadow_refused: false,
+            shadow_rule: 0,
+            shadow_limit: 0,
+            shadow_wait_us: 0,
         }
     }
 
@@ -96,6 +113,40 @@ impl Decision {
                 2 => Why::Concurrency,
                 _ => Why::Exceeded,
             },
+            shadow_refused: false,
+            shadow_rule: 0,
+            shadow_limit: 0,
+            shadow_wait_us: 0,
         }
+    }
+
+    /// Notes that the shadow limits would have refused the call: by rule `rule` of their limit
+    /// `limit` (among the shadow limits), for `wait_us`. (Beyond `u16::MAX` limits or rules an
+    /// index names nothing: no rule in the log line.)
+    pub(crate) fn refused_in_shadow(&mut self, limit: usize, rule: usize, wait_us: u64) {
+        self.shadow_refused = true;
+        self.shadow_limit = u16::try_from(limit).unwrap_or(u16::MAX);
+        self.shadow_rule = u16::try_from(rule).unwrap_or(u16::MAX);
+        self.shadow_wait_us = wait_us;
+    }
+
+    /// The shadow limits' refusal, if they would have refused: their limit (among the shadow
+    /// limits), rule and retry-after.
+    #[inline]
+    pub(crate) fn shadow_refusal(&self) -> Option<(usize, usize, Duration)> {
+        self.shadow_refused.then(|| {
+            (usize::from(self.shadow_limit), usize::from(self.shadow_rule), Duration::from_micros(self.shadow_wait_us))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The shadow refusal's fields fill padding: a decision is no larger for them (96 bytes
+    /// before them, on 64-bit targets).
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_decision_stays_small() {
+        assert_eq!(std::mem::size_of::<super::Decision>(), 96);
     }
 }

@@ -63,6 +63,25 @@ impl LimitSet {
         set
     }
 
+    /// The limits of `enforced` then those of `shadow`, decided in one store call (see
+    /// `Call::shadow`); `None` when either is empty, or when `enforced` has `sync` limits (its
+    /// reserves decide first, and the shadow limits after them, on their own). Only its limits
+    /// and subjects' places are read: refusals are named and cached by the two sets.
+    pub(crate) fn joined(enforced: &LimitSet, shadow: &LimitSet) -> Option<LimitSet> {
+        if enforced.limits.is_empty() || shadow.limits.is_empty() || enforced.hot.is_some() {
+            return None;
+        }
+        let limits = enforced.limits.iter().chain(&shadow.limits).cloned().collect();
+        let index = (0..enforced.limits.len())
+            .map(|i| enforced.subject_of(i))
+            .chain((0..shadow.limits.len()).map(|i| shadow.subject_of(i)))
+            .collect();
+        let mut set = LimitSet::new(Vec::new(), Some(index), enforced.policies.clone());
+        // Set after `new`: the shadow limits' `sync` makes no reserves here.
+        set.limits = limits;
+        Some(set)
+    }
+
     /// Splits the `sync` limits from the others. The others keep their policies' places, so
     /// that their decisions name the same rules.
     fn split_hot(&self) -> Hot {

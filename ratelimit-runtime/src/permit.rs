@@ -244,6 +244,7 @@ impl<'a> Permit<'a> {
                 subjects: &subjects,
                 cost: self.cost,
                 now_us: self.pinned.then_some(d.at_us),
+                shadow: 0,
             },
             indices: &indices,
             at_us: d.at_us,
@@ -304,7 +305,13 @@ impl Drop for Slots {
         }
         let subjects = self.keys.slices();
         let release = Release {
-            call: Call { limits: &set.limits, subjects: &subjects, cost: 1, now_us: self.pinned.then_some(self.at_us) },
+            call: Call {
+                limits: &set.limits,
+                subjects: &subjects,
+                cost: 1,
+                now_us: self.pinned.then_some(self.at_us),
+                shadow: 0,
+            },
             indices: &indices,
             at_us: self.at_us,
             member: self.member,

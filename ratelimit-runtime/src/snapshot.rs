@@ -209,12 +209,14 @@ impl Plan {
                 Mode::Off => {}
             }
         }
+        let (enforced, shadow) = (self.compile(name, enforced), self.compile(name, shadow));
         Snapshot {
             generation,
             passthrough: false,
             types: self.specs.iter().map(|s| s.limit_type).collect(),
-            enforced: self.compile(name, enforced),
-            shadow: self.compile(name, shadow),
+            joined: LimitSet::joined(&enforced, &shadow),
+            enforced,
+            shadow,
             tiers,
             counted: LimitSet::new(Vec::new(), None, Arc::from(Vec::new())),
             exempt,
@@ -252,6 +254,9 @@ pub(crate) struct Snapshot {
     pub(crate) enforced: LimitSet,
     /// The limits that only watch: decided and counted, never refusing.
     pub(crate) shadow: LimitSet,
+    /// Both, enforced first, when a call decides them in one store call (see
+    /// [`LimitSet::joined`]).
+    pub(crate) joined: Option<LimitSet>,
     /// The snapshot of each tier named in code or in the table, by name (sorted).
     tiers: Box<[(Box<str>, Arc<Snapshot>)]>,
     /// Every enforced or shadow limit of every tier, once (empty in a tier's snapshot): what a

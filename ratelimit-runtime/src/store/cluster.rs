@@ -8,6 +8,13 @@
 //! the moment between an earlier slot's admission and its release, a concurrent call on that
 //! subject sees the unit and may be denied by it. A release that itself fails (the node died in
 //! between) leaves the unit counted until its window passes: an over-count, never an under-count.
+//!
+//! Shadow limits (the call's last `Call::shadow`): when every limit of the call lives in one
+//! slot, one script decides them with the others, as on one server. Otherwise they are decided
+//! once the others admitted the call, slot by slot in the same way (a slot that refuses, or
+//! fails, has the shadow slots before it give the call back): a second round of scripts, still
+//! within the one store call. Their refusal rides on the admission; their failure is logged and
+//! never refuses.
 
 use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Shapes, Targets};
@@ -144,28 +151,33 @@ impl Store for ClusterStore {
 
 impl ClusterStore {
     fn decide_call(&self, call: &Call<'_>) -> impl Future<Output = Result<Decision, StoreError>> + Send + 'static {
-        // Group the limits by slot, in the order they first appear.
-        let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
-        for (i, limit) in call.limits.iter().enumerate() {
-            let slot = cluster_slot(&limit.redis_key(call.subjects[i]));
-            match groups.iter_mut().find(|(s, _)| *s == slot) {
-                Some((_, v)) => v.push(i),
-                None => groups.push((slot, vec![i])),
-            }
-        }
         let member = unique_member();
-        let parts: Vec<SlotPart> = groups
-            .into_iter()
-            .map(|(_, limits)| SlotPart {
-                decide: command(call, limits.iter().copied(), &member, ScriptOp::Decide),
-                // Given back at once: the units are in the window of "now".
-                release: command(call, limits.iter().copied(), &member, ScriptOp::Release(0)),
-                limits,
-            })
-            .collect();
+        let enforced = call.enforced();
+        let all = slot_parts(call, 0..call.limits.len(), &member);
+        // Every limit in one slot (or no shadow limit): one round, the script deciding the
+        // shadow limits with the others.
+        let (parts, shadow) = if all.len() == 1 || enforced == call.limits.len() {
+            (all, Vec::new())
+        } else {
+            (slot_parts(call, 0..enforced, &member), slot_parts(call, enforced..call.limits.len(), &member))
+        };
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        async move { metrics::CLUSTER.timed(io::timeout(timeout, decide_by_slot(&mut conn, &parts, member))).await }
+        async move {
+            metrics::CLUSTER
+                .timed(io::timeout(timeout, async {
+                    let mut d = if parts.is_empty() {
+                        Decision::admitted(0)
+                    } else {
+                        decide_by_slot(&mut conn, &parts, member).await?
+                    };
+                    if d.allowed && !shadow.is_empty() {
+                        shadow_by_slot(&mut conn, &shadow, member, enforced, &mut d).await;
+                    }
+                    Ok(d)
+                }))
+                .await
+        }
     }
 
     fn release_call(&self, release: &Release<'_>) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
@@ -239,6 +251,66 @@ impl ClusterStore {
             })
             .await
         }
+    }
+}
+
+/// The limits `indices` of `call` grouped by the slot of their key, in the order the slots first
+/// appear, each group with its decide and release commands.
+fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &[u8]) -> Vec<SlotPart> {
+    let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+    for i in indices {
+        let slot = cluster_slot(&call.limits[i].redis_key(call.subjects[i]));
+        match groups.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, v)) => v.push(i),
+            None => groups.push((slot, vec![i])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, limits)| SlotPart {
+            decide: command(call, limits.iter().copied(), member, ScriptOp::Decide),
+            // Given back at once: the units are in the window of "now".
+            release: command(call, limits.iter().copied(), member, ScriptOp::Release(0)),
+            limits,
+        })
+        .collect()
+}
+
+/// The shadow limits of a call the others admitted (`d`), slot by slot: each slot's script
+/// decides its share as a shadow group (recording nothing if it would refuse). A slot that would
+/// refuse, or fails, has the slots before it give the call back; a refusal is noted on `d`
+/// (the limit among the call's shadow limits, which start at `enforced`), a failure logged.
+async fn shadow_by_slot(
+    conn: &mut ClusterConnection,
+    parts: &[SlotPart],
+    member: [u8; 16],
+    enforced: usize,
+    d: &mut Decision,
+) {
+    for (done, part) in parts.iter().enumerate() {
+        let refusal = match eval(conn, &part.decide, member).await {
+            Ok(answer) => match answer.shadow_refusal() {
+                None => continue,
+                Some((limit, rule, wait)) => {
+                    // The script's index counts within this slot's limits.
+                    let limit = part.limits.get(limit).map_or(0, |i| i - enforced);
+                    Some((limit, rule, u64::try_from(wait.as_micros()).unwrap_or(u64::MAX)))
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "ratelimit: could not decide the shadow limits on a cluster slot");
+                None
+            }
+        };
+        for earlier in &parts[..done] {
+            if let Err(e) = eval(conn, &earlier.release, member).await {
+                tracing::warn!(error = %e, "ratelimit: could not release a unit admitted on another cluster slot");
+            }
+        }
+        if let Some((limit, rule, wait)) = refusal {
+            d.refused_in_shadow(limit, rule, wait);
+        }
+        return;
     }
 }
 

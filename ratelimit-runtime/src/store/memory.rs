@@ -389,7 +389,18 @@ impl MemoryStore {
         let mut tightest: Option<u64> = None;
         // Limits with a penalty that refused the call as exceeded, with their refusing rule.
         let mut starts: Vec<(usize, usize)> = Vec::new();
+        // The shadow limits, if any, come last: decided as a group of their own once the others
+        // admitted the call (whose decision waits here meanwhile).
+        let enforced = call.enforced();
+        let mut kept: Option<Decision> = None;
         for (g, limit) in call.limits.iter().enumerate() {
+            if g == enforced {
+                if !d.allowed {
+                    break;
+                }
+                kept = Some(std::mem::replace(&mut d, Decision::admitted(now)));
+                tightest = None;
+            }
             let (start, end, shard) = spans[g];
             let key = &buf[start..end];
             if limit.is_concurrency() {
@@ -462,14 +473,23 @@ impl MemoryStore {
                 (d, tightest) = merge((outer, outer_tightest), (d, tightest));
             }
         }
-        if !d.allowed {
-            // Each penalty starts now, for its whole length: the retry-after is the longest wait.
-            for (g, rule) in starts {
-                let (start, end, shard) = spans[g];
-                let until = now + call.limits[g].block_us;
-                guards.get(shard).set(&block_key(&buf[start..end]), State::Block { until, rule });
-                deny_why(&mut d, g, rule, call.limits[g].block_us, Why::Blocked);
+        // Which limits record the call: all of them, or the enforced ones alone when the shadow
+        // limits would refuse it (their refusal then rides on the enforced limits' admission).
+        let mut commit = call.limits.len();
+        if let Some(admitted) = kept {
+            if !d.allowed {
+                start_blocks(&mut guards, call, buf, spans, starts.drain(..), now, &mut d);
+                let wait = u64::try_from(d.retry_after.as_micros()).unwrap_or(u64::MAX);
+                let (limit, rule) = (d.limit.saturating_sub(enforced), d.rule);
+                d = admitted;
+                d.refused_in_shadow(limit, rule, wait);
+                commit = enforced;
+            } else {
+                d = admitted;
             }
+        }
+        if !d.allowed {
+            start_blocks(&mut guards, call, buf, spans, starts.drain(..), now, &mut d);
             return (d, now);
         }
         if call.limits.iter().any(Limit::is_concurrency) {
@@ -477,7 +497,7 @@ impl MemoryStore {
         }
 
         // Commit: every limit records the call.
-        for (g, limit) in call.limits.iter().enumerate() {
+        for (g, limit) in call.limits.iter().enumerate().take(commit) {
             let (start, end, shard) = spans[g];
             let key = &buf[start..end];
             let state = guards.get(shard).get_or_insert(key, || State::Log(Log::default()));
@@ -561,6 +581,25 @@ impl MemoryStore {
                 State::Block { .. } => {}
             }
         }
+    }
+}
+
+/// Starts the penalties of a refused call, `starts` (limit, refusing rule): each for its whole
+/// length from now; the retry-after is the longest wait.
+fn start_blocks(
+    guards: &mut Guards<'_>,
+    call: &Call<'_>,
+    buf: &[u8],
+    spans: &[(usize, usize, usize)],
+    starts: impl Iterator<Item = (usize, usize)>,
+    now: u64,
+    d: &mut Decision,
+) {
+    for (g, rule) in starts {
+        let (start, end, shard) = spans[g];
+        let until = now + call.limits[g].block_us;
+        guards.get(shard).set(&block_key(&buf[start..end]), State::Block { until, rule });
+        deny_why(d, g, rule, call.limits[g].block_us, Why::Blocked);
     }
 }
 

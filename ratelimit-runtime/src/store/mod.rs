@@ -77,6 +77,20 @@ pub(crate) struct Call<'a> {
     pub(crate) cost: u64,
     /// Pinned time in µs since the Unix epoch (tests and platforms without `TIME`).
     pub(crate) now_us: Option<u64>,
+    /// How many of the limits, at the end, are shadow limits (0: none). The others decide the
+    /// call all or nothing; if they admit it, the shadow limits are decided as a group in the
+    /// same atomic step: recorded in all of them if all have room, else in none, the decision
+    /// (an admission) then carrying their refusal ([`Decision::shadow_refusal`]). If the others
+    /// refuse, the shadow limits are neither decided nor counted.
+    pub(crate) shadow: usize,
+}
+
+impl Call<'_> {
+    /// How many limits decide the call (the ones before the shadow limits).
+    #[inline]
+    pub(crate) fn enforced(&self) -> usize {
+        self.limits.len().saturating_sub(self.shadow)
+    }
 }
 
 /// What a call admitted and now gives back ([`Store::release`]): a refund of its units, and/or
@@ -186,5 +200,75 @@ impl Store for Unavailable {
     }
     fn label(&self) -> &'static str {
         "unavailable"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Call, MemoryStore, Pending, Store, Targets};
+    use crate::{LimitType, Limiter, Mode, Rule, Subject};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// The in-memory store, with its decisions counted.
+    struct Counted {
+        store: MemoryStore,
+        decides: AtomicUsize,
+    }
+
+    impl super::sealed::Sealed for Counted {}
+
+    impl Store for Counted {
+        fn decide(&self, call: &Call<'_>) -> Pending {
+            self.decides.fetch_add(1, Ordering::Relaxed);
+            self.store.decide(call)
+        }
+        fn peek(&self, targets: &Targets<'_>) -> super::Answer<Vec<crate::status::RuleStatus>> {
+            self.store.peek(targets)
+        }
+        fn describe(&self) -> String {
+            "counted memory".to_owned()
+        }
+    }
+
+    fn rule(count: u64) -> Rule {
+        Rule::new(Duration::from_secs(60), count).unwrap()
+    }
+
+    /// An enforced limit and a shadow one: one store call per decision; the shadow limit counts
+    /// what it admitted, records nothing when it would refuse (the call passes), and is not
+    /// decided when the enforced limit refuses.
+    #[test]
+    fn shadow_limits_ride_in_the_enforced_limits_call() {
+        let counted = Arc::new(Counted { store: MemoryStore::new(), decides: AtomicUsize::new(0) });
+        let limiter = Limiter::builder("store::shadow_in_one_call")
+            .limit(LimitType::Key, [rule(5)])
+            .limit(LimitType::Global, [rule(4)])
+            .mode(Mode::Shadow)
+            .store(counted.clone())
+            .build()
+            .unwrap();
+        let subjects = [Subject::bytes(&b"alice"[..]), Subject::global()];
+        let mut outcomes = Vec::new();
+        // Costs 1, 1 (shadow: 2 of 4), 3 (enforced: 5 of 5; shadow would hold 5: refuses and
+        // records nothing), 1 (enforced refuses: shadow untouched).
+        for (n, cost) in [1, 1, 3, 1].into_iter().enumerate() {
+            outcomes.push(limiter.check_blocking(&subjects, cost).is_ok());
+            assert_eq!(counted.decides.load(Ordering::Relaxed), n + 1, "one store call per decision");
+        }
+        assert_eq!(outcomes, [true, true, true, false]);
+        // The shadow limit's count, read by a limiter of the same identity that enforces it.
+        let twin = Limiter::builder("store::shadow_in_one_call")
+            .limit(LimitType::Global, [rule(4)])
+            .store(counted.clone())
+            .build()
+            .unwrap();
+        let status = twin.peek_blocking(&[Subject::global()]).unwrap();
+        assert_eq!(status.iter().map(|s| s.remaining).collect::<Vec<_>>(), [2], "2 of 4 counted");
+        // The enforced limit's quota is the permit's, not the shadow limit's.
+        let other = [Subject::bytes(&b"bob"[..]), Subject::global()];
+        let permit = limiter.check_blocking(&other, 1).unwrap();
+        assert_eq!(permit.quota().map(|q| q.remaining), Some(4));
     }
 }

@@ -166,8 +166,11 @@ pub(crate) fn command(
 ) -> (Cmd, &'static Script) {
     let all_sliding = indices.clone().all(|i| call.limits[i].algorithm == Algorithm::SlidingWindow);
     let all_o1 = indices.clone().all(|i| call.limits[i].algorithm != Algorithm::SlidingWindow);
-    // Blocks and concurrency limits are the general script's alone.
-    let policy = indices.clone().any(|i| call.limits[i].has_policy());
+    // Blocks, concurrency limits and shadow limits (the call's last `call.shadow`) are the
+    // general script's alone.
+    let enforced = call.enforced();
+    let shadow = indices.clone().filter(|&i| i >= enforced).count();
+    let policy = shadow > 0 || indices.clone().any(|i| call.limits[i].has_policy());
     let script = match mode {
         ScriptOp::Decide if all_sliding && !policy => &SLIDING,
         ScriptOp::Decide if all_o1 && !policy => &O1,
@@ -201,7 +204,7 @@ pub(crate) fn command(
     if general {
         cmd.arg(member);
         match mode {
-            ScriptOp::Decide => cmd.arg("d").arg(0),
+            ScriptOp::Decide => cmd.arg("d").arg(shadow),
             ScriptOp::Release(at) => cmd.arg("r").arg(at),
             ScriptOp::Peek => cmd.arg("p").arg(0),
         };
@@ -301,6 +304,9 @@ pub(crate) async fn eval(
 ) -> Result<Decision, StoreError> {
     let answer: redis::Value = query_script(conn, command).await?;
     let mut decision = Decision::from_script(unpack_reply(&answer)?);
+    if let Some((limit, rule, wait)) = shadow_refusal(&answer) {
+        decision.refused_in_shadow(limit, rule, wait);
+    }
     decision.member = member;
     Ok(decision)
 }
@@ -336,7 +342,7 @@ async fn query_script<T: redis::FromRedisValue>(
 /// the limits to read its answer with.
 pub(crate) fn peek_command(targets: &Targets<'_>, indices: &[usize]) -> (Cmd, &'static Script) {
     let subjects: Vec<&[u8]> = targets.subjects.iter().map(|s| s.unwrap_or(&[])).collect();
-    let call = Call { limits: targets.limits, subjects: &subjects, cost: 0, now_us: targets.now_us };
+    let call = Call { limits: targets.limits, subjects: &subjects, cost: 0, now_us: targets.now_us, shadow: 0 };
     command(&call, indices.iter().copied(), &[], ScriptOp::Peek)
 }
 
@@ -371,10 +377,12 @@ pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), S
 
 /// The bytes of a decision's reply: `struct.pack('<dddddd', allowed, limit, rule, remaining,
 /// reset_us, now)` from decide_sw.lua and decide_o1.lua, and one more double, `why`, from
-/// decide.lua; decide_sw.lua's admission by one limit of one rule: `struct.pack('<ddd',
+/// decide.lua (three more when the call's shadow limits would have refused it: their limit,
+/// rule and wait); decide_sw.lua's admission by one limit of one rule: `struct.pack('<ddd',
 /// remaining, reset_us, now)`, the limit and rule being the first.
 const REPLY_LEN: usize = 48;
 const REPLY_WHY_LEN: usize = 56;
+const REPLY_SHADOW_LEN: usize = 80;
 const REPLY_ADMITTED_LEN: usize = 24;
 
 /// The decision script's reply as `Decision::from_script` takes it: {allowed, limit, rule,
@@ -386,7 +394,10 @@ const REPLY_ADMITTED_LEN: usize = 24;
 fn unpack_reply(answer: &redis::Value) -> Result<[i64; 8], StoreError> {
     let bytes = match answer {
         redis::Value::BulkString(bytes)
-            if bytes.len() == REPLY_LEN || bytes.len() == REPLY_WHY_LEN || bytes.len() == REPLY_ADMITTED_LEN =>
+            if bytes.len() == REPLY_LEN
+                || bytes.len() == REPLY_WHY_LEN
+                || bytes.len() == REPLY_SHADOW_LEN
+                || bytes.len() == REPLY_ADMITTED_LEN =>
         {
             bytes
         }
@@ -407,6 +418,22 @@ fn unpack_reply(answer: &redis::Value) -> Result<[i64; 8], StoreError> {
     let [allowed, limit, rule, remaining, reset, now, why] = v;
     let retry = if allowed == 1 { 0 } else { reset };
     Ok([allowed, limit, rule, retry, remaining, reset, now, why])
+}
+
+/// The refusal of the call's shadow limits that decide.lua's longer reply carries after `why`:
+/// their limit and rule (0-based here), and the wait (µs).
+fn shadow_refusal(answer: &redis::Value) -> Option<(usize, usize, u64)> {
+    let redis::Value::BulkString(bytes) = answer else { return None };
+    let tail = bytes.get(REPLY_WHY_LEN..).filter(|t| t.len() == REPLY_SHADOW_LEN - REPLY_WHY_LEN)?;
+    let mut v = [0u64; 3];
+    for (slot, chunk) in v.iter_mut().zip(tail.chunks_exact(8)) {
+        let mut double = [0u8; 8];
+        double.copy_from_slice(chunk);
+        // Truncated toward zero (and saturated at 0), as `unpack_reply` reads its doubles.
+        *slot = f64::from_le_bytes(double) as u64;
+    }
+    let index = |x: u64| usize::try_from(x.saturating_sub(1)).unwrap_or(usize::MAX);
+    Some((index(v[0]), index(v[1]), v[2]))
 }
 
 /// A Redis error as what happened, classified by its kind and code (never its text), the error
@@ -595,6 +622,11 @@ mod tests {
         assert_eq!(short, [1, 1, 1, 0, 41, 60_000_000, 9, 0]);
         assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 39])).is_err());
         assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 40])).is_err());
+        // decide.lua's admission whose shadow limits would have refused: three more doubles.
+        let shadowed = packed(&[1.0, 1.0, 1.0, 4.0, 60e6, 7.0, 0.0, 2.0, 1.0, 1500.7]);
+        assert_eq!(super::unpack_reply(&shadowed).unwrap(), [1, 1, 1, 0, 4, 60_000_000, 7, 0]);
+        assert_eq!(super::shadow_refusal(&shadowed), Some((1, 0, 1500)));
+        assert_eq!(super::shadow_refusal(&packed(&[1.0, 2.0, 1.0, 4.0, 60e6, 7.0, 0.0])), None);
     }
 
     #[test]

@@ -27,7 +27,8 @@ impl MemoryStore {
     #[inline(always)]
     pub(super) fn one_limit<'c>(call: &Call<'c>) -> Option<(&'c Limit, &'c [u8])> {
         let ([limit], [subject]) = (call.limits, call.subjects) else { return None };
-        if limit.has_policy() {
+        // A shadow limit (decided only once the others admit) goes the general way.
+        if limit.has_policy() || call.shadow > 0 {
             return None;
         }
         if 16 + subject.len() > INLINE_KEY
@@ -266,7 +267,7 @@ mod tests {
                     for step in 0..3000 {
                         let subject = [subjects[rng.below(5) as usize]];
                         let cost = [0, 1, 1, 1, 2, 3, 9][rng.below(7) as usize];
-                        let call = Call { limits, subjects: &subject, cost, now_us: None };
+                        let call = Call { limits, subjects: &subject, cost, now_us: None, shadow: 0 };
                         let fast = a.decide_now(&call);
                         let general = b.decide_general(&call);
                         assert_eq!(fast, general, "{alg:?} rules {rules:?} burst {burst:?} call {step}");
