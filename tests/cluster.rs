@@ -207,3 +207,51 @@ async fn cluster_failover_keeps_answering_and_resumes_exact_limiting() {
     }
     assert_eq!(admitted, 10);
 }
+
+/// A shadow limit beside an enforced one: decided once the enforced limit admits the call, as a
+/// group that records nothing when it would refuse. In another slot than the enforced limit, in
+/// a second round of scripts; in the same slot, in the enforced limit's script (one `EVALSHA`
+/// per decision).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_shadow_limits_beside_enforced_ones() {
+    let cluster = RedisCluster::start(3, 0);
+    let store = cluster_store(&cluster, Duration::from_secs(2));
+    let limiter = Limiter::builder("cl::shadow")
+        .limit(LimitType::Ip, [rule(60_000, 5)])
+        .limit(LimitType::User, [rule(60_000, 4)])
+        .mode(ratelimit::Mode::Shadow)
+        .store(store)
+        .build()
+        .unwrap();
+    let evalsha = |slot: u16| -> u64 {
+        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut cluster.client_for_slot(slot)).unwrap();
+        support::command_stat(&info, "evalsha", "calls") as u64
+    };
+    for (address, same_slot) in [("198.51.100.20", false), ("198.51.100.21", true)] {
+        let ip_key = key_of("cl::shadow", "ip", address, "1mx5");
+        let ip_slot = cluster_slot(ip_key.as_bytes());
+        let user_key = |n: &str| key_of("cl::shadow", "user", n, "1mx4");
+        let name = (0..1_000_000)
+            .map(|i| format!("u{i}"))
+            .find(|n| (cluster_slot(user_key(n).as_bytes()) == ip_slot) == same_slot)
+            .expect("a user in the wanted slot");
+        let user_slot = cluster_slot(user_key(&name).as_bytes());
+        let subjects = [ip(address), user(&name)];
+        // Connected and loaded: the counts start with the decisions.
+        limiter.check(&[ip("192.0.2.99"), user("warm")], 1).await.unwrap();
+        let before = evalsha(ip_slot);
+        let mut outcomes = Vec::new();
+        // The shadow limit holds 1, 2, would hold 5 of 4 (records nothing), then is not
+        // decided (the enforced limit refuses).
+        for cost in [1, 1, 3, 1] {
+            outcomes.push(limiter.check(&subjects, cost).await.is_ok());
+        }
+        assert_eq!(outcomes, [true, true, true, false], "same slot: {same_slot}");
+        let count = |slot: u16, key: &str| -> usize { cluster.client_for_slot(slot).zcard(key).unwrap() };
+        assert_eq!(count(ip_slot, &ip_key), 5, "same slot: {same_slot}");
+        assert_eq!(count(user_slot, &user_key(&name)), 2, "same slot: {same_slot}: what the shadow limit admitted");
+        if same_slot {
+            assert_eq!(evalsha(ip_slot) - before, 4, "one script per decision");
+        }
+    }
+}

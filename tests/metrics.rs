@@ -104,6 +104,62 @@ fn memory_decisions_are_counted_exactly() {
     assert_nothing_leaks(&["198.51.100.77", "alice-the-user"]);
 }
 
+/// An enforced limit (5 per minute per key) and a shadow one (4 per minute, global), decided by
+/// `store`: the calls of costs 1, 1, 3, 1 pass, pass, pass with a shadow refusal (the shadow
+/// limit would hold 5 of 4: it records nothing), and are refused by the enforced limit (the
+/// shadow limit is not decided). `store_calls`, if given, counts the store's decisions so far:
+/// one per call. What the shadow limit counted is read by a limiter of the same identity that enforces
+/// it: 2 of 4.
+fn shadow_in_one_store_call(name: &str, store: StoreHandle, store_calls: Option<&dyn Fn() -> u64>) {
+    recorder();
+    let rule = |count| Rule::new(Duration::from_secs(60), count).expect("rule");
+    let limiter = Limiter::builder(name)
+        .limit(LimitType::Key, [rule(5)])
+        .limit(LimitType::Global, [rule(4)])
+        .mode(ratelimit::Mode::Shadow)
+        .store(store.clone())
+        .build()
+        .expect("limiter");
+    let subjects = [Subject::bytes(&b"alice"[..]), Subject::global()];
+    // Connected, the scripts loaded: the count starts with the decisions.
+    let warm = Limiter::builder(format!("{name}::warm")).limit(LimitType::Global, [rule(4)]);
+    warm.store(store.clone()).build().expect("limiter").check_blocking(&[Subject::global()], 1).expect("room");
+    let before = scrape();
+    let calls = store_calls.map(|count| count());
+    let mut outcomes = Vec::new();
+    for (n, cost) in [1, 1, 3, 1].into_iter().enumerate() {
+        outcomes.push(limiter.check_blocking(&subjects, cost).is_ok());
+        if let (Some(count), Some(calls)) = (store_calls, calls) {
+            assert_eq!(count() - calls, n as u64 + 1, "{name}: one store call per decision");
+        }
+    }
+    assert_eq!(outcomes, [true, true, true, false], "{name}");
+    let s = scrape();
+    let delta = |outcome| decisions(&s, name, outcome) - decisions(&before, name, outcome);
+    assert_eq!(delta("allowed"), 3.0, "{name}");
+    assert_eq!(delta("shadow_denied"), 1.0, "{name}: the shadow refusal is counted");
+    assert_eq!(delta("denied"), 1.0, "{name}");
+    let twin = Limiter::builder(name).limit(LimitType::Global, [rule(4)]).store(store).build().expect("twin");
+    let status = twin.peek_blocking(&[Subject::global()]).expect("peek");
+    let remaining: Vec<u64> = status.iter().map(|s| s.remaining).collect();
+    assert_eq!(remaining, [2], "{name}: the shadow limit counted the two calls it admitted, alone");
+}
+
+/// Shadow limits are decided in the enforced limits' store call, in memory. (The in-memory
+/// store keeps no count of its calls: the crate's unit test counts them.)
+#[test]
+fn shadow_limits_share_the_store_call_in_memory() {
+    shadow_in_one_store_call("metrics_test::shadow_memory", Arc::new(MemoryStore::new()), None);
+}
+
+/// Shadow limits are decided in the enforced limits' `EVALSHA`, on a real Redis.
+#[test]
+fn shadow_limits_share_the_evalsha_on_redis() {
+    let redis = RedisServer::start();
+    let store: StoreHandle = Arc::new(RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("store"));
+    shadow_in_one_store_call("metrics_test::shadow_redis", store, Some(&|| redis.calls("evalsha")));
+}
+
 #[tokio::test]
 async fn redis_decisions_latency_and_errors() {
     let mut redis = RedisServer::start();
