@@ -145,11 +145,38 @@ fn shadow_in_one_store_call(name: &str, store: StoreHandle, store_calls: Option<
     assert_eq!(remaining, [2], "{name}: the shadow limit counted the two calls it admitted, alone");
 }
 
+/// A shadow limit with a penalty, beside an enforced limit: its refusal starts its block, as
+/// it did in a call of its own. At t0 the shadow limit (2 per minute, blocking 10 minutes)
+/// admits two calls and would refuse the third; a minute later its window has room, but the
+/// block would still refuse: two shadow refusals, every call let through.
+fn shadow_block(name: &str, store: StoreHandle) {
+    recorder();
+    let rule = |count| Rule::new(Duration::from_secs(60), count).expect("rule");
+    let limiter = Limiter::builder(name)
+        .limit(LimitType::Key, [rule(100)])
+        .limit(LimitType::Global, [rule(2)])
+        .block(Duration::from_secs(600))
+        .mode(ratelimit::Mode::Shadow)
+        .store(store)
+        .build()
+        .expect("limiter");
+    let subjects = [Subject::bytes(&b"alice"[..]), Subject::global()];
+    let t0 = std::time::SystemTime::now();
+    let before = scrape();
+    for at in [t0, t0, t0, t0 + Duration::from_secs(61)] {
+        limiter.check_blocking_at(&subjects, 1, at).expect("shadow never refuses");
+    }
+    let s = scrape();
+    let shadow_denied = decisions(&s, name, "shadow_denied") - decisions(&before, name, "shadow_denied");
+    assert_eq!(shadow_denied, 2.0, "{name}: refused by the rule, then by the block it started");
+}
+
 /// Shadow limits are decided in the enforced limits' store call, in memory. (The in-memory
 /// store keeps no count of its calls: the crate's unit test counts them.)
 #[test]
 fn shadow_limits_share_the_store_call_in_memory() {
     shadow_in_one_store_call("metrics_test::shadow_memory", Arc::new(MemoryStore::new()), None);
+    shadow_block("metrics_test::shadow_block_memory", Arc::new(MemoryStore::new()));
 }
 
 /// Shadow limits are decided in the enforced limits' `EVALSHA`, on a real Redis.
@@ -157,7 +184,8 @@ fn shadow_limits_share_the_store_call_in_memory() {
 fn shadow_limits_share_the_evalsha_on_redis() {
     let redis = RedisServer::start();
     let store: StoreHandle = Arc::new(RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("store"));
-    shadow_in_one_store_call("metrics_test::shadow_redis", store, Some(&|| redis.calls("evalsha")));
+    shadow_in_one_store_call("metrics_test::shadow_redis", store.clone(), Some(&|| redis.calls("evalsha")));
+    shadow_block("metrics_test::shadow_block_redis", store);
 }
 
 #[tokio::test]
