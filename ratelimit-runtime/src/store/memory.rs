@@ -402,76 +402,7 @@ impl MemoryStore {
                 tightest = None;
             }
             let (start, end, shard) = spans[g];
-            let key = &buf[start..end];
-            if limit.is_concurrency() {
-                let state = guards.get(shard).get(key).filter(|st| !st.expired(now));
-                let held = match state {
-                    Some(State::Slots(slots)) => {
-                        slots.iter().filter(|&&(end, _)| end > now).map(|&(end, _)| end).collect()
-                    }
-                    _ => Vec::new(),
-                };
-                if held.len() as u64 >= limit.concurrency {
-                    let first = held.iter().min().map_or(0, |&end| end - now);
-                    deny_why(&mut d, g, 0, first.min(CONCURRENCY_RETRY_US), Why::Concurrency);
-                }
-                continue;
-            }
-            // A limit with a penalty is decided on its own, then merged, to know whether it
-            // refused the call itself.
-            let outer =
-                limit.has_policy().then(|| (std::mem::replace(&mut d, Decision::admitted(now)), tightest.take()));
-            let mut blocked = false;
-            if limit.block_us > 0 {
-                if let Some(&State::Block { until, rule }) = guards.get(shard).get(&block_key(key)) {
-                    if until > now {
-                        blocked = true;
-                        deny_why(&mut d, g, rule, until - now, Why::Blocked);
-                    }
-                }
-            }
-            let state = guards.get(shard).get_mut(key).filter(|st| !st.expired(now));
-            if limit.algorithm == Algorithm::SlidingWindow {
-                if let Some(State::Log(log)) = state {
-                    log.longest_us = limit.longest_us();
-                    log.trim(now);
-                    for (r, rule) in limit.rules.iter().enumerate() {
-                        let w = rule.window_us();
-                        // The longest window holds everything the trim left.
-                        let (start, before) = if r == 0 { (0, log.base) } else { log.window_start(now, w) };
-                        let used = log.total() - before;
-                        let nth_wait = |need: u64| {
-                            // The first entry whose cumulative units (from the window start) reach `need`.
-                            let i = start + partition(&log.entries, start, |cum| cum - before < need);
-                            log.entries.get(i).map_or(w, |&(t, _)| t + w - now)
-                        };
-                        sliding(&mut d, &mut tightest, g, r, rule.count(), used, cost, w, nth_wait);
-                    }
-                } else {
-                    // An empty log: every rule has `count` room.
-                    for (r, rule) in limit.rules.iter().enumerate() {
-                        sliding(&mut d, &mut tightest, g, r, rule.count(), 0, cost, rule.window_us(), |_| 0);
-                    }
-                }
-            } else {
-                let stored = match state {
-                    Some(State::Cells(c)) => Some(&c.values[..]),
-                    _ => None,
-                };
-                each_step(limit, stored, now, cost, |r, s| {
-                    if s.allowed {
-                        room(&mut d, &mut tightest, g, r, s.left, s.wait);
-                    } else {
-                        deny(&mut d, g, r, s.wait);
-                    }
-                });
-            }
-            if let Some((outer, outer_tightest)) = outer {
-                if !d.allowed && !blocked && limit.block_us > 0 {
-                    starts.push((g, d.rule));
-                }
-                (d, tightest) = merge((outer, outer_tightest), (d, tightest));
-            }
+            check_limit(guards.get(shard), &buf[start..end], g, limit, now, cost, &mut d, &mut tightest, &mut starts);
         }
         // Which limits record the call: all of them, or the enforced ones alone when the shadow
         // limits would refuse it (their refusal then rides on the enforced limits' admission).
@@ -499,54 +430,8 @@ impl MemoryStore {
         // Commit: every limit records the call.
         for (g, limit) in call.limits.iter().enumerate().take(commit) {
             let (start, end, shard) = spans[g];
-            let key = &buf[start..end];
-            let state = guards.get(shard).get_or_insert(key, || State::Log(Log::default()));
-            if limit.is_concurrency() {
-                if !matches!(state, State::Slots(_)) {
-                    *state = State::Slots(Vec::new());
-                }
-                if let State::Slots(slots) = state {
-                    slots.retain(|&(end, _)| end > now);
-                    slots.push((now + limit.lease_us, d.member));
-                }
-            } else if limit.algorithm == Algorithm::SlidingWindow {
-                if !matches!(state, State::Log(_)) || state.expired(now) {
-                    *state = State::Log(Log::default());
-                }
-                if let State::Log(log) = state {
-                    log.longest_us = limit.longest_us();
-                    if cost > 0 {
-                        let cum = log.total() + cost;
-                        log.push(now, cum);
-                    }
-                }
-            } else {
-                let k = limit.algorithm.cells();
-                let n = k * limit.rules.len();
-                // Expired cells are cleared in place: no allocation when the shape still fits.
-                match state {
-                    State::Cells(c) if c.values.len() == n => {
-                        if c.expires_at <= now {
-                            c.values.fill(None);
-                        }
-                    }
-                    _ => *state = State::Cells(Cells { values: Values::new(n), expires_at: 0 }),
-                }
-                if let State::Cells(cells) = state {
-                    // The same pure steps as above, now written in place.
-                    let mut new = [0u64; 3];
-                    let mut ttl: u64 = 0;
-                    for r in 0..limit.rules.len() {
-                        let s = step_rule(limit, r, Some(&cells.values), now, cost, false);
-                        new[..k].copy_from_slice(&s.state[..k]);
-                        for (j, v) in new[..k].iter().enumerate() {
-                            cells.values[r * k + j] = Some(*v);
-                        }
-                        ttl = ttl.max(s.ttl);
-                    }
-                    cells.expires_at = now + ttl;
-                }
-            }
+            let state = guards.get(shard).get_or_insert(&buf[start..end], || State::Log(Log::default()));
+            record(state, limit, now, cost, d.member);
         }
         (d, now)
     }
@@ -580,6 +465,153 @@ impl MemoryStore {
                 }
                 State::Block { .. } => {}
             }
+        }
+    }
+}
+
+/// Checks limit `g` (its key `key` in `shard`) against what is stored at `now`, folding its
+/// refusal or its room into `d` and `tightest`. A limit with a penalty that refused the call
+/// itself (not a block already running) joins `starts`, with its refusing rule.
+#[allow(clippy::too_many_arguments)]
+fn check_limit(
+    shard: &mut Shard,
+    key: &[u8],
+    g: usize,
+    limit: &Limit,
+    now: u64,
+    cost: u64,
+    d: &mut Decision,
+    tightest: &mut Option<u64>,
+    starts: &mut Vec<(usize, usize)>,
+) {
+    if limit.is_concurrency() {
+        let held: Vec<u64> = match shard.get(key).filter(|st| !st.expired(now)) {
+            Some(State::Slots(slots)) => slots.iter().filter(|&&(end, _)| end > now).map(|&(end, _)| end).collect(),
+            _ => Vec::new(),
+        };
+        if held.len() as u64 >= limit.concurrency {
+            let first = held.iter().min().map_or(0, |&end| end - now);
+            deny_why(d, g, 0, first.min(CONCURRENCY_RETRY_US), Why::Concurrency);
+        }
+        return;
+    }
+    if !limit.has_policy() {
+        check_rules(shard.get_mut(key), g, limit, now, cost, d, tightest);
+        return;
+    }
+    // A limit with a penalty is decided on its own, then merged, to know whether it refused
+    // the call itself.
+    let (mut own, mut own_tightest) = (Decision::admitted(now), None);
+    let mut blocked = false;
+    if limit.block_us > 0 {
+        if let Some(&State::Block { until, rule }) = shard.get(&block_key(key)) {
+            if until > now {
+                blocked = true;
+                deny_why(&mut own, g, rule, until - now, Why::Blocked);
+            }
+        }
+    }
+    check_rules(shard.get_mut(key), g, limit, now, cost, &mut own, &mut own_tightest);
+    if !own.allowed && !blocked && limit.block_us > 0 {
+        starts.push((g, own.rule));
+    }
+    (*d, *tightest) = merge((*d, *tightest), (own, own_tightest));
+}
+
+/// Checks the rules of limit `g` against its stored `state` (expired: nothing stored).
+fn check_rules(
+    state: Option<&mut State>,
+    g: usize,
+    limit: &Limit,
+    now: u64,
+    cost: u64,
+    d: &mut Decision,
+    tightest: &mut Option<u64>,
+) {
+    let state = state.filter(|st| !st.expired(now));
+    if limit.algorithm != Algorithm::SlidingWindow {
+        let stored = match state {
+            Some(State::Cells(c)) => Some(&c.values[..]),
+            _ => None,
+        };
+        each_step(limit, stored, now, cost, |r, s| {
+            if s.allowed {
+                room(d, tightest, g, r, s.left, s.wait);
+            } else {
+                deny(d, g, r, s.wait);
+            }
+        });
+        return;
+    }
+    let Some(State::Log(log)) = state else {
+        // An empty log: every rule has `count` room.
+        for (r, rule) in limit.rules.iter().enumerate() {
+            sliding(d, tightest, g, r, rule.count(), 0, cost, rule.window_us(), |_| 0);
+        }
+        return;
+    };
+    log.longest_us = limit.longest_us();
+    log.trim(now);
+    for (r, rule) in limit.rules.iter().enumerate() {
+        let w = rule.window_us();
+        // The longest window holds everything the trim left.
+        let (start, before) = if r == 0 { (0, log.base) } else { log.window_start(now, w) };
+        let used = log.total() - before;
+        let nth_wait = |need: u64| {
+            // The first entry whose cumulative units (from the window start) reach `need`.
+            let i = start + partition(&log.entries, start, |cum| cum - before < need);
+            log.entries.get(i).map_or(w, |&(t, _)| t + w - now)
+        };
+        sliding(d, tightest, g, r, rule.count(), used, cost, w, nth_wait);
+    }
+}
+
+/// Records an admitted call of `cost` units (its id `member`) in one limit's `state`.
+fn record(state: &mut State, limit: &Limit, now: u64, cost: u64, member: [u8; 16]) {
+    if limit.is_concurrency() {
+        if !matches!(state, State::Slots(_)) {
+            *state = State::Slots(Vec::new());
+        }
+        if let State::Slots(slots) = state {
+            slots.retain(|&(end, _)| end > now);
+            slots.push((now + limit.lease_us, member));
+        }
+    } else if limit.algorithm == Algorithm::SlidingWindow {
+        if !matches!(state, State::Log(_)) || state.expired(now) {
+            *state = State::Log(Log::default());
+        }
+        if let State::Log(log) = state {
+            log.longest_us = limit.longest_us();
+            if cost > 0 {
+                let cum = log.total() + cost;
+                log.push(now, cum);
+            }
+        }
+    } else {
+        let k = limit.algorithm.cells();
+        let n = k * limit.rules.len();
+        // Expired cells are cleared in place: no allocation when the shape still fits.
+        match state {
+            State::Cells(c) if c.values.len() == n => {
+                if c.expires_at <= now {
+                    c.values.fill(None);
+                }
+            }
+            _ => *state = State::Cells(Cells { values: Values::new(n), expires_at: 0 }),
+        }
+        if let State::Cells(cells) = state {
+            // The same pure steps as the check, now written in place.
+            let mut new = [0u64; 3];
+            let mut ttl: u64 = 0;
+            for r in 0..limit.rules.len() {
+                let s = step_rule(limit, r, Some(&cells.values), now, cost, false);
+                new[..k].copy_from_slice(&s.state[..k]);
+                for (j, v) in new[..k].iter().enumerate() {
+                    cells.values[r * k + j] = Some(*v);
+                }
+                ttl = ttl.max(s.ttl);
+            }
+            cells.expires_at = now + ttl;
         }
     }
 }
