@@ -5,6 +5,7 @@
 // implements its methods or has a `Call` to pass them.
 #![allow(private_interfaces)]
 
+pub(crate) mod batch;
 pub(crate) mod breaker;
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;

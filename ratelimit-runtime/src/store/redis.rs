@@ -1,5 +1,6 @@
 //! One Redis server: every decision is one `EVALSHA` of the decision script.
 
+use super::batch::{self, Batcher};
 use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Targets};
 use super::tls::TlsConfig;
@@ -26,8 +27,10 @@ pub(crate) struct Script {
 
 /// The fragments the scripts share: each `--@name` line of a template (or of a fragment) becomes
 /// lua/name.lua.
-const FRAGMENTS: [(&str, &str); 12] = [
+const FRAGMENTS: [(&str, &str); 14] = [
     ("--@preamble", include_str!("lua/preamble.lua")),
+    ("--@server_time", include_str!("lua/server_time.lua")),
+    ("--@decision", include_str!("lua/decision.lua")),
     ("--@exact", include_str!("lua/exact.lua")),
     ("--@sliding_check", include_str!("lua/sliding_check.lua")),
     ("--@sliding_commit", include_str!("lua/sliding_commit.lua")),
@@ -86,6 +89,9 @@ pub(crate) static GENERAL: Script = Script::new(include_str!("decide.lua"));
 pub(crate) static SLIDING: Script = Script::new(include_str!("decide_sw.lua"));
 /// The same decision when every limit is an O(1) algorithm (see `decide_o1.lua`).
 pub(crate) static O1: Script = Script::new(include_str!("decide_o1.lua"));
+/// Several calls' [`SLIDING`] decisions in one run, one after another (see `decide_sw_batch.lua`
+/// and store/batch.rs).
+pub(crate) static BATCH: Script = Script::new(include_str!("decide_sw_batch.lua"));
 
 /// A member no other call, in this process or any other, will use: a random per-process UUID
 /// with a per-call counter folded into its low half. 16 raw bytes keep the ZSET small.
@@ -103,6 +109,8 @@ pub struct RedisStore {
     timeout: Duration,
     url: String,
     breaker: Arc<Breaker>,
+    /// Concurrent sliding-window decisions, coalesced into one script run (store/batch.rs).
+    batcher: Arc<Batcher>,
 }
 
 impl RedisStore {
@@ -130,7 +138,8 @@ impl RedisStore {
         let _guard = io::handle()?.enter();
         let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(redis_error)?;
         let breaker = Breaker::new(format!("redis ({redacted})"), &metrics::REDIS, MAX_PAUSE);
-        let store = RedisStore { conn, timeout, url: redacted, breaker };
+        let batcher = Batcher::start(conn.clone(), timeout);
+        let store = RedisStore { conn, timeout, url: redacted, breaker, batcher };
         // Connect now, in the background, so the first call does not pay for it, and say how
         // it went.
         let mut probe = store.conn.clone();
@@ -143,6 +152,13 @@ impl RedisStore {
     /// The per-call timeout.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+}
+
+impl Drop for RedisStore {
+    fn drop(&mut self) {
+        // The batching task sends what is queued, then ends.
+        self.batcher.close();
     }
 }
 
@@ -318,7 +334,7 @@ pub(crate) async fn eval_raw(conn: &mut impl ConnectionLike, command: &(Cmd, &Sc
 
 /// The `EVALSHA`, and on `NOSCRIPT` a `SCRIPT LOAD` and the `EVALSHA` again. (Errors are counted
 /// by `StoreMetrics::timed`, from their variant.)
-async fn query_script<T: redis::FromRedisValue>(
+pub(crate) async fn query_script<T: redis::FromRedisValue>(
     conn: &mut impl ConnectionLike,
     (cmd, script): &(Cmd, &Script),
 ) -> Result<T, StoreError> {
@@ -361,10 +377,10 @@ pub(crate) fn del_command(targets: &Targets<'_>, indices: &[usize]) -> Cmd {
     cmd
 }
 
-/// Loads the three decision scripts: the first command also connects and authenticates. On a
-/// cluster the connection sends `SCRIPT LOAD` to every primary.
+/// Loads the decision scripts: the first command also connects and authenticates. On a cluster
+/// the connection sends `SCRIPT LOAD` to every primary.
 pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), StoreError> {
-    for script in [&GENERAL, &SLIDING, &O1] {
+    for script in [&GENERAL, &SLIDING, &O1, &BATCH] {
         redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(script.code())
@@ -380,10 +396,10 @@ pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), S
 /// decide.lua (three more when the call's shadow limits would have refused it: their limit,
 /// rule and wait); decide_sw.lua's admission by one limit of one rule: `struct.pack('<ddd',
 /// remaining, reset_us, now)`, the limit and rule being the first.
-const REPLY_LEN: usize = 48;
+pub(crate) const REPLY_LEN: usize = 48;
 const REPLY_WHY_LEN: usize = 56;
 const REPLY_SHADOW_LEN: usize = 80;
-const REPLY_ADMITTED_LEN: usize = 24;
+pub(crate) const REPLY_ADMITTED_LEN: usize = 24;
 
 /// The decision script's reply as `Decision::from_script` takes it: {allowed, limit, rule,
 /// retry_after_us, remaining, reset_us, now, why}. The script packs its doubles into one bulk
@@ -392,32 +408,45 @@ const REPLY_ADMITTED_LEN: usize = 24;
 /// Each double becomes an integer as Redis converts a Lua number in an integer reply: truncated
 /// toward zero.
 fn unpack_reply(answer: &redis::Value) -> Result<[i64; 8], StoreError> {
-    let bytes = match answer {
+    match answer {
         redis::Value::BulkString(bytes)
             if bytes.len() == REPLY_LEN
                 || bytes.len() == REPLY_WHY_LEN
                 || bytes.len() == REPLY_SHADOW_LEN
                 || bytes.len() == REPLY_ADMITTED_LEN =>
         {
-            bytes
+            Ok(unpack(bytes))
         }
-        other => return Err(StoreError::Protocol(format!("unexpected reply {other:?}"))),
-    };
+        other => Err(StoreError::Protocol(format!("unexpected reply {other:?}"))),
+    }
+}
+
+/// One packed reply of [`REPLY_LEN`], [`REPLY_WHY_LEN`] or [`REPLY_ADMITTED_LEN`] bytes (the
+/// caller checked the length), as [`unpack_reply`] answers it.
+pub(crate) fn unpack(bytes: &[u8]) -> [i64; 8] {
     let mut v = [0i64; 7];
     // The short admission carries the last three values of the long reply (and no `why`).
-    let (first, count) = if bytes.len() == REPLY_ADMITTED_LEN { (3, 3) } else { (0, 7) };
-    for (slot, chunk) in v[first..first + count].iter_mut().zip(bytes.chunks_exact(8)) {
-        let mut double = [0u8; 8];
-        double.copy_from_slice(chunk);
+    let short = bytes.len() == REPLY_ADMITTED_LEN;
+    let first = if short { 3 } else { 0 };
+    for (slot, chunk) in v[first..].iter_mut().zip(bytes.chunks_exact(8)) {
         // `as` truncates toward zero (and saturates), as Redis's conversion does.
-        *slot = f64::from_le_bytes(double) as i64;
+        *slot = double(chunk) as i64;
     }
-    if bytes.len() == REPLY_ADMITTED_LEN {
+    if short {
         (v[0], v[1], v[2]) = (1, 1, 1);
     }
     let [allowed, limit, rule, remaining, reset, now, why] = v;
     let retry = if allowed == 1 { 0 } else { reset };
-    Ok([allowed, limit, rule, retry, remaining, reset, now, why])
+    [allowed, limit, rule, retry, remaining, reset, now, why]
+}
+
+/// The little-endian double in the first 8 bytes of `chunk` (0 if it is shorter).
+pub(crate) fn double(chunk: &[u8]) -> f64 {
+    let mut bytes = [0u8; 8];
+    if let Some(first) = chunk.get(..8) {
+        bytes.copy_from_slice(first);
+    }
+    f64::from_le_bytes(bytes)
 }
 
 /// The refusal of the call's shadow limits that decide.lua's longer reply carries after `why`:
@@ -427,10 +456,8 @@ fn shadow_refusal(answer: &redis::Value) -> Option<(usize, usize, u64)> {
     let tail = bytes.get(REPLY_WHY_LEN..).filter(|t| t.len() == REPLY_SHADOW_LEN - REPLY_WHY_LEN)?;
     let mut v = [0u64; 3];
     for (slot, chunk) in v.iter_mut().zip(tail.chunks_exact(8)) {
-        let mut double = [0u8; 8];
-        double.copy_from_slice(chunk);
         // Truncated toward zero (and saturated at 0), as `unpack_reply` reads its doubles.
-        *slot = f64::from_le_bytes(double) as u64;
+        *slot = double(chunk) as u64;
     }
     let index = |x: u64| usize::try_from(x.saturating_sub(1)).unwrap_or(usize::MAX);
     Some((index(v[0]), index(v[1]), v[2]))
@@ -498,14 +525,44 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
+/// How a decision goes to the server.
+enum Route {
+    /// In the store's next batch.
+    Batched(Arc<Batcher>, batch::Encoded),
+    /// As an `EVALSHA` of its own (holding a batch slot when it could have been batched).
+    Direct(ConnectionManager, (Cmd, &'static Script), Option<batch::Slot>),
+}
+
 impl Store for RedisStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         self.breaker.call(|| {
             let member = unique_member();
-            let cmd = command(call, 0..call.limits.len(), &member, ScriptOp::Decide);
-            let mut conn = self.conn.clone();
+            // Sliding windows alone (decide_sw.lua's calls) are coalesced with the calls
+            // concurrent with them, but for a call that finds nothing to join; the others go
+            // as they are.
+            let batchable = batch::batchable(call);
+            let alone = if batchable { self.batcher.alone() } else { None };
+            let route = if batchable && alone.is_none() {
+                Route::Batched(self.batcher.clone(), batch::encode(call, &member))
+            } else {
+                let cmd = command(call, 0..call.limits.len(), &member, ScriptOp::Decide);
+                Route::Direct(self.conn.clone(), cmd, alone)
+            };
             let timeout = self.timeout;
-            async move { metrics::REDIS.timed(io::timeout(timeout, eval(&mut conn, &cmd, member))).await }
+            async move {
+                let decided = async move {
+                    match route {
+                        Route::Batched(batcher, call) => {
+                            let mut decision = Decision::from_script(batcher.decide(call).await?);
+                            decision.member = member;
+                            Ok(decision)
+                        }
+                        // The slot, if any, is given back when this future ends.
+                        Route::Direct(mut conn, cmd, _slot) => eval(&mut conn, &cmd, member).await,
+                    }
+                };
+                metrics::REDIS.timed(io::timeout(timeout, decided)).await
+            }
         })
     }
 
@@ -578,13 +635,15 @@ mod tests {
 
     #[test]
     fn scripts_are_assembled_whole() {
-        for script in [&super::GENERAL, &super::SLIDING] {
+        for script in [&super::GENERAL, &super::SLIDING, &super::BATCH] {
             let markers = script.code().lines().filter(|l| l.trim_start().starts_with("--@")).count();
             assert_eq!(markers, 0, "a fragment marker was left unreplaced");
             assert!(script.code().contains("redis.call('ZADD', key, now_text, member)"));
             assert_eq!(script.sha().len(), 40);
         }
         assert_ne!(super::GENERAL.sha(), super::SLIDING.sha());
+        assert_ne!(super::SLIDING.sha(), super::BATCH.sha());
+        assert_eq!(super::BATCH.code().matches("redis.call('TIME')").count(), 1);
         assert!(!super::O1.code().lines().any(|l| l.trim_start().starts_with("--@")), "a marker left in decide_o1");
         assert!(super::O1.code().contains("local function muldiv"));
         assert_ne!(super::O1.sha(), super::GENERAL.sha());

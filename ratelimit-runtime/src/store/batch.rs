@@ -1,0 +1,330 @@
+//! Concurrent sliding-window decisions on one [`RedisStore`](super::RedisStore), coalesced: the
+//! calls queue, and one task on the I/O runtime sends what is queued as one run of
+//! decide_sw_batch.lua, which decides them one after another.
+//!
+//! Under load Redis is the bottleneck (one core), so throughput is the server's work per
+//! decision; a run costs the server, whatever it decides, its dispatch and arguments, its reply
+//! and `TIME` (the time must be the server's): a batch pays them once for all its calls. The
+//! batching is natural: nothing waits for a batch to fill. While fewer than [`IN_FLIGHT`]
+//! batches are under way, everything queued (up to [`MAX_CALLS`]) goes at once. A call that
+//! finds nothing queued and nothing under way goes alone as before (decide_sw.lua, from the
+//! caller's own task: no hop through the sending task, so a lone caller's latency is unchanged);
+//! the others queue, and the busier the connection, the larger its batches.
+
+use super::redis::{double, query_script, unpack, BATCH, REPLY_ADMITTED_LEN, REPLY_LEN};
+use super::Call;
+use crate::algorithm::Algorithm;
+use crate::error::StoreError;
+use crate::io;
+use redis::aio::ConnectionManager;
+use redis::Cmd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{oneshot, Notify};
+
+/// Batches under way at once on one connection. One would leave Redis idle while a batch's reply
+/// travels back and the next is sent; two keep it busy; more only make each batch smaller (2
+/// and 4 cost the server the same per decision under callgrind, 42 400 and 42 900 instructions
+/// at 64 callers: BENCHMARKS.md, "Coalesced decisions").
+const IN_FLIGHT: usize = 2;
+
+/// The most calls one batch decides: Redis runs nothing else while a script runs, so a batch
+/// must stay short (64 one-rule decisions take the server about 1 ms).
+const MAX_CALLS: usize = 64;
+
+/// One call's reply: decide_sw.lua's answer as `Decision::from_script` takes it.
+type Reply = Result<[i64; 8], StoreError>;
+
+/// A call, encoded for decide_sw_batch.lua (it no longer borrows the caller's limits).
+pub(crate) struct Encoded {
+    /// The call's numbers as the script reads them (member, now, cost, key count, then per key
+    /// its rule count and rules), then its keys, each after its length (8 bytes, native order).
+    buf: Vec<u8>,
+    /// Where the numbers end and the keys start.
+    nums: usize,
+    keys: usize,
+}
+
+struct Entry {
+    call: Encoded,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// Whether decide_sw_batch.lua can decide `call`: what decide_sw.lua decides (every limit a
+/// sliding window, no block and no concurrency limit).
+pub(crate) fn batchable(call: &Call<'_>) -> bool {
+    call.limits.iter().all(|l| l.algorithm == Algorithm::SlidingWindow && !l.has_policy())
+}
+
+/// `call` with its member as a batch entry: little-endian doubles as decide_sw.lua's (every
+/// value below 2^53 but a cost or pinned time past it, which becomes the double its text would
+/// have).
+pub(crate) fn encode(call: &Call<'_>, member: &[u8; 16]) -> Encoded {
+    let mut nums = 16 + 3 * 8;
+    let mut bytes = 0;
+    for (limit, subject) in call.limits.iter().zip(call.subjects) {
+        nums += 8 + 16 * limit.rules.len();
+        bytes += 8 + limit.redis_key_len() + subject.len() * 3 + 24;
+    }
+    let mut buf = Vec::with_capacity(nums + bytes);
+    let put = |buf: &mut Vec<u8>, x: u64| buf.extend_from_slice(&(x as f64).to_le_bytes());
+    buf.extend_from_slice(member);
+    put(&mut buf, call.now_us.unwrap_or(0));
+    put(&mut buf, call.cost);
+    put(&mut buf, call.limits.len() as u64);
+    for limit in call.limits {
+        put(&mut buf, limit.rules.len() as u64);
+        for rule in &limit.rules {
+            put(&mut buf, rule.window_us());
+            put(&mut buf, rule.count());
+        }
+    }
+    let nums = buf.len();
+    for (limit, subject) in call.limits.iter().zip(call.subjects) {
+        let at = buf.len();
+        buf.extend_from_slice(&0usize.to_ne_bytes());
+        // Writing to a Vec cannot fail.
+        let _ = limit.write_redis_key(subject, &mut buf);
+        let len = buf.len() - at - 8;
+        buf[at..at + 8].copy_from_slice(&len.to_ne_bytes());
+    }
+    Encoded { buf, nums, keys: call.limits.len() }
+}
+
+impl Encoded {
+    fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        let mut rest = &self.buf[self.nums..];
+        (0..self.keys).map(move |_| {
+            let (len, tail) = rest.split_at(8);
+            let mut n = [0u8; 8];
+            n.copy_from_slice(len);
+            let (key, tail) = tail.split_at(usize::from_ne_bytes(n));
+            rest = tail;
+            key
+        })
+    }
+}
+
+/// The queue of one store's calls and the task that sends them.
+pub(crate) struct Batcher {
+    state: Mutex<State>,
+    /// Wakes the sending task: a call was queued, a batch slot freed with calls queued, or the
+    /// store was dropped.
+    ready: Notify,
+    /// Batches (or lone calls) under way at most: [`IN_FLIGHT`].
+    in_flight_max: usize,
+}
+
+struct State {
+    entries: Vec<Entry>,
+    /// Batches and lone calls under way.
+    in_flight: usize,
+    /// The store was dropped: the task sends what is queued and ends.
+    closed: bool,
+}
+
+/// A place among the batches in flight, given back when dropped (the call answered, failed, or
+/// its caller gave up).
+pub(crate) struct Slot(Arc<Batcher>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let wake = {
+            let mut state = crate::sync::lock(&self.0.state);
+            state.in_flight -= 1;
+            !state.entries.is_empty()
+        };
+        if wake {
+            self.0.ready.notify_one();
+        }
+    }
+}
+
+impl Batcher {
+    /// A batcher for `conn`, its sending task started on the I/O runtime (the caller has
+    /// entered it). `timeout` bounds a batch: by then each of its callers has given up.
+    pub(crate) fn start(conn: ConnectionManager, timeout: Duration) -> Arc<Batcher> {
+        let batcher = Arc::new(Batcher {
+            state: Mutex::new(State { entries: Vec::new(), in_flight: 0, closed: false }),
+            ready: Notify::new(),
+            in_flight_max: IN_FLIGHT,
+        });
+        tokio::spawn(send_batches(batcher.clone(), conn, timeout));
+        batcher
+    }
+
+    /// A slot for a call to go alone, as it is, when nothing is queued or under way: then
+    /// nothing would join it, and it saves the hop through the sending task (a lone caller's
+    /// calls all go this way, as fast as without batching). Only then: under load, the first
+    /// caller answered would otherwise take a free slot for itself alone each time a batch comes
+    /// back, and half the batches would be of one call.
+    pub(crate) fn alone(self: &Arc<Self>) -> Option<Slot> {
+        let mut state = crate::sync::lock(&self.state);
+        if state.in_flight == 0 && state.entries.is_empty() && !state.closed {
+            state.in_flight += 1;
+            return Some(Slot(self.clone()));
+        }
+        None
+    }
+
+    /// Decides `call` in the next batch. The caller's timeout is the caller's: dropping this
+    /// future only stops the waiting (the call may still be decided, as any call whose reply
+    /// never came).
+    pub(crate) async fn decide(&self, call: Encoded) -> Reply {
+        let (reply, answer) = oneshot::channel();
+        {
+            let mut state = crate::sync::lock(&self.state);
+            if state.closed {
+                return Err(StoreError::other("the Redis store was dropped"));
+            }
+            state.entries.push(Entry { call, reply });
+        }
+        self.ready.notify_one();
+        answer.await.map_err(|_| StoreError::other("the Redis store's batch task ended"))?
+    }
+
+    /// The store is dropped: the task sends what is queued, then ends.
+    pub(crate) fn close(&self) {
+        crate::sync::lock(&self.state).closed = true;
+        self.ready.notify_one();
+    }
+
+    /// The next batch and its slot: everything queued, up to [`MAX_CALLS`], as soon as there is
+    /// anything and a slot is free; `None` once the store is dropped and nothing is left.
+    async fn next(self: &Arc<Self>) -> Option<(Vec<Entry>, Slot)> {
+        loop {
+            {
+                let mut state = crate::sync::lock(&self.state);
+                let queued = state.entries.len();
+                if queued > 0 && state.in_flight < self.in_flight_max {
+                    let batch = if queued > MAX_CALLS {
+                        state.entries.drain(..MAX_CALLS).collect()
+                    } else {
+                        std::mem::take(&mut state.entries)
+                    };
+                    state.in_flight += 1;
+                    return Some((batch, Slot(self.clone())));
+                }
+                if queued == 0 && state.closed {
+                    return None;
+                }
+            }
+            // A call queued, or a slot freed, after the look above has stored a wake-up: none
+            // is lost.
+            self.ready.notified().await;
+        }
+    }
+}
+
+/// The sending task: a batch as soon as calls are queued and a slot is free ([`IN_FLIGHT`]).
+async fn send_batches(batcher: Arc<Batcher>, conn: ConnectionManager, timeout: Duration) {
+    while let Some((batch, slot)) = batcher.next().await {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            send(conn, batch, timeout).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Sends one batch and gives each call its reply; an error (the script's, the connection's, a
+/// timeout) is every call's: the calls before the failing one may have been recorded, as a call
+/// whose reply is lost may have been.
+async fn send(mut conn: ConnectionManager, batch: Vec<Entry>, timeout: Duration) {
+    let command = (command(&batch), &BATCH);
+    let answer = io::timeout(timeout, query_script::<redis::Value>(&mut conn, &command)).await;
+    match answer.and_then(|a| split(&a, batch.len())) {
+        Ok(replies) => {
+            for (entry, reply) in batch.into_iter().zip(replies) {
+                // A caller that gave up has dropped its end.
+                let _ = entry.reply.send(Ok(reply));
+            }
+        }
+        Err(e) => {
+            for entry in batch {
+                let _ = entry.reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+/// decide_sw_batch.lua's `EVALSHA` for `batch`: every call's keys, then one argument of every
+/// number (see the script).
+fn command(batch: &[Entry]) -> Cmd {
+    let keys: usize = batch.iter().map(|e| e.call.keys).sum();
+    let bytes: usize = batch.iter().map(|e| e.call.buf.len() + 16).sum();
+    let mut cmd = Cmd::with_capacity(4 + keys, 80 + bytes);
+    cmd.arg("EVALSHA").arg(BATCH.sha()).arg(keys);
+    for entry in batch {
+        for key in entry.call.keys() {
+            cmd.arg(key);
+        }
+    }
+    cmd.arg(Numbers(batch));
+    cmd
+}
+
+/// The batch's numbers: the call count, then each call's.
+struct Numbers<'a>(&'a [Entry]);
+
+impl redis::ToRedisArgs for Numbers<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write;
+        let mut w = out.writer_for_next_arg();
+        // Writing to the command's buffer cannot fail.
+        let _ = w.write_all(&(self.0.len() as f64).to_le_bytes());
+        for entry in self.0 {
+            let _ = w.write_all(&entry.call.buf[..entry.call.nums]);
+        }
+    }
+}
+
+/// The batch's reply, one packed reply per call in call order: 48 bytes, or 24 for an admission
+/// by one limit of one rule, whose first value is `-1 - remaining` (negative, where the long
+/// form's is `allowed`, 0 or 1).
+fn split(answer: &redis::Value, calls: usize) -> Result<Vec<[i64; 8]>, StoreError> {
+    let unexpected = || StoreError::Protocol(format!("unexpected batch reply for {calls} calls: {answer:?}"));
+    let redis::Value::BulkString(bytes) = answer else { return Err(unexpected()) };
+    let mut replies = Vec::with_capacity(calls);
+    let mut rest = &bytes[..];
+    while !rest.is_empty() {
+        let short = double(rest) < 0.0;
+        let len = if short { REPLY_ADMITTED_LEN } else { REPLY_LEN };
+        let Some(one) = rest.get(..len) else { return Err(unexpected()) };
+        let mut reply = unpack(one);
+        if short {
+            reply[4] = (-1i64).saturating_sub(reply[4]);
+        }
+        replies.push(reply);
+        rest = &rest[len..];
+    }
+    if replies.len() != calls {
+        return Err(unexpected());
+    }
+    Ok(replies)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn batch_replies_split_by_their_first_value() {
+        let packed = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let mut bytes = packed(&[-42.0, 60e6, 9.0]);
+        bytes.extend(packed(&[0.0, 1.0, 1.0, 0.0, 1234.0, 9.0]));
+        bytes.extend(packed(&[1.0, 2.0, 1.0, 5.0, 30e6, 9.0]));
+        bytes.extend(packed(&[-1.0, 10.0, 9.0]));
+        let answer = redis::Value::BulkString(bytes);
+        let replies = split(&answer, 4).unwrap();
+        assert_eq!(replies[0], [1, 1, 1, 0, 41, 60_000_000, 9, 0]);
+        assert_eq!(replies[1], [0, 1, 1, 1234, 0, 1234, 9, 0]);
+        assert_eq!(replies[2], [1, 2, 1, 0, 5, 30_000_000, 9, 0]);
+        assert_eq!(replies[3], [1, 1, 1, 0, 0, 10, 9, 0]);
+        assert!(split(&answer, 3).is_err(), "a count that does not match");
+        let redis::Value::BulkString(mut cut) = answer else { unreachable!() };
+        cut.truncate(cut.len() - 8);
+        assert!(split(&redis::Value::BulkString(cut), 4).is_err(), "a reply cut short");
+        assert!(split(&redis::Value::Int(1), 1).is_err());
+    }
+}

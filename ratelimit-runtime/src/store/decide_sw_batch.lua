@@ -1,0 +1,76 @@
+-- Several sliding-window decisions in one run (store/batch.rs: concurrent calls on one
+-- connection, coalesced): each call decided as decide_sw.lua decides it, one after another, so
+-- that each sees every earlier one of the batch, as if each had been a script run of its own.
+-- The batch pays once what a run costs whatever it decides: the EVALSHA's dispatch and
+-- arguments, the reply, and TIME (about 6 400 server instructions). Assembled by
+-- store/redis.rs: `--@name` lines become lua/name.lua.
+--
+-- KEYS     every call's keys, call after call.
+-- ARGV[1]  the numbers, packed as little-endian doubles (integers below 2^53: exact): the call
+--          count, then per call its member (16 raw bytes), now (µs; 0: the server's TIME, read
+--          once for the batch), cost, its key count m, and per key (its m keys follow the
+--          previous call's in KEYS) the rule count n and n x (window µs, count), longest window
+--          first. The member goes in the numbers: an argument of its own costs the server about
+--          600 instructions to receive.
+-- Returns per call, concatenated in call order: struct.pack('<dddddd', allowed, limit, rule,
+-- remaining, reset_us, now), or for an admission by one limit of one rule the 24 bytes
+-- struct.pack('<ddd', -1 - remaining, reset_us, now): the first value, negative there and 0 or
+-- 1 in the long form, tells the client which form follows.
+
+-- Globals are table lookups: locals are cheaper.
+local KEYS, ARGV, redis, string, struct = KEYS, ARGV, redis, string, struct
+local format, concat = string.format, table.concat
+local nums = ARGV[1]
+local calls, p = struct.unpack('<d', nums)
+-- The server's time, once read, for every call of the batch that asks for it.
+local server_now, server_text = false, false
+-- The replies of a batch of several calls (a table costs about 1 400 instructions: a batch of
+-- one answers without it).
+local replies = calls > 1 and {}
+local base = 0
+for c = 1, calls do
+  local member, now, cost, keys
+  member, now, cost, keys, p = struct.unpack('<c16ddd', nums, p)
+  local now_text
+  if now == 0 then
+    if not server_now then
+      --@server_time
+      server_now, server_text = now, now_text
+    end
+    now, now_text = server_now, server_text
+  else
+    now_text = format('%d', now)
+  end
+  --@decision
+  -- Whether the call has one limit of one rule (then an admission answers the short form).
+  local single = false
+  for g = 1, keys do
+    local key = KEYS[base + g]
+    local n
+    n, p = struct.unpack('<d', nums, p)
+    if keys == 1 then single = n == 1 end
+    for r = 1, n do
+      local w, count
+      w, count, p = struct.unpack('<dd', nums, p)
+      --@sliding_check
+    end
+  end
+
+  if allowed == 1 then
+    for g = 1, keys do
+      local key = KEYS[base + g]
+      --@sliding_commit
+    end
+  end
+  base = base + keys
+
+  local reply
+  if allowed == 1 and single then
+    reply = struct.pack('<ddd', -1 - remaining, reset, now)
+  else
+    reply = struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
+  end
+  if calls == 1 then return reply end
+  replies[c] = reply
+end
+return concat(replies)
