@@ -185,3 +185,47 @@ fn blocking_calls_one_at_a_time() {
     assert!(refused.retry_after() > Duration::from_secs(59), "{refused}");
     assert_eq!(evalsha_calls(&mut con), 4, "one script run per call");
 }
+
+/// Concurrent calls with a shadow limit beside the enforced one are never coalesced as if both
+/// were enforced: the shadow limit (50 per 10 min) fills up and every call still passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_with_a_shadow_limit_are_never_refused_by_it() {
+    let server = RedisServer::start();
+    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
+    let rule = |count| Rule::from_millis(600_000, count).unwrap();
+    let limiter = Arc::new(
+        Limiter::builder("batch::shadowed")
+            .limit(LimitType::Key, [rule(10_000)])
+            .limit(LimitType::Global, [rule(50)])
+            .mode(ratelimit::Mode::Shadow)
+            .store(store.clone())
+            .refusal_cache(false)
+            .build()
+            .unwrap(),
+    );
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let subjects = [Subject::bytes(&b"k"[..]), Subject::global()];
+                let mut refused = 0;
+                for _ in 0..10 {
+                    if limiter.check(&subjects, 1).await.is_err() {
+                        refused += 1;
+                    }
+                }
+                refused
+            })
+        })
+        .collect();
+    let mut refused = 0;
+    for t in tasks {
+        refused += t.await.unwrap();
+    }
+    assert_eq!(refused, 0, "a shadow limit refused calls");
+    // The shadow limit counted exactly what it admitted: its quota, no more.
+    let mut con = server.client();
+    let key = format!("{DEFAULT_PREFIX}{{batch::shadowed|global|}}:sw:10mx50");
+    let logged: u64 = redis::cmd("ZCARD").arg(&key).query(&mut con).unwrap();
+    assert_eq!(logged, 50, "{key}");
+}

@@ -53,7 +53,8 @@ struct Entry {
 /// Whether decide_sw_batch.lua can decide `call`: what decide_sw.lua decides (every limit a
 /// sliding window, no block and no concurrency limit).
 pub(crate) fn batchable(call: &Call<'_>) -> bool {
-    call.limits.iter().all(|l| l.algorithm == Algorithm::SlidingWindow && !l.has_policy())
+    // Shadow limits are decided as a group after the others: decide.lua's job.
+    call.shadow == 0 && call.limits.iter().all(|l| l.algorithm == Algorithm::SlidingWindow && !l.has_policy())
 }
 
 /// `call` with its member as a batch entry: little-endian doubles as decide_sw.lua's (every
