@@ -209,6 +209,11 @@ impl Log {
         (!self.entries.is_empty()).then_some(self.newest)
     }
 
+    /// The newest entry's time (0 when empty).
+    fn newest_time(&self) -> u64 {
+        self.back().map_or(0, |e| e.0)
+    }
+
     fn total(&self) -> u64 {
         self.back().map_or(self.base, |e| e.1)
     }

@@ -53,14 +53,20 @@ impl MemoryStore {
         buf[..8].copy_from_slice(&hash.to_le_bytes());
         let key = &buf[..len];
 
+        let now = call.now_us.unwrap_or_else(|| self.now_us());
         let (decision, now) = {
             let mut shard = lock(&self.shards[super::shard_of(hash)]);
-            // The clock is read under the lock, so one key's calls carry times in the order
-            // they held it: a log appends in time order, and a refund finds its units by time.
-            let now = call.now_us.unwrap_or_else(|| self.now_us());
             let found = match buf.first_chunk::<{ KEY_BYTES }>() {
                 Some(padded) if len <= KEY_BYTES => shard.get_mut_padded(padded, len),
                 _ => shard.get_mut(key),
+            };
+            // The clock was read before the lock (reading it under the lock costs every call
+            // more than this look): a call that read it earlier may take the lock later. A log
+            // appends in time order, and a refund finds its units by time, so its time never
+            // goes back. (A pinned time is the caller's.)
+            let now = match &found {
+                Some(State::Log(log)) if call.now_us.is_none() => now.max(log.newest_time()),
+                _ => now,
             };
             let decision = match found {
                 Some(state) => decide_in(limit, state, now, call.cost),
