@@ -482,7 +482,7 @@ pub use crate::key::DEFAULT_PREFIX;
 /// The general decision script as the library sends it, its fragments spliced in: the benchmark
 /// harness runs it beside the lean script, and must not assemble a copy that could drift.
 pub fn general_script() -> &'static str {
-    crate::store::redis::GENERAL.code()
+    crate::store::script::GENERAL.code()
 }
 
 #[cfg(test)]

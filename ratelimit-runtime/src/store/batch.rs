@@ -11,7 +11,7 @@
 //! caller's own task: no hop through the sending task, so a lone caller's latency is unchanged);
 //! the others queue, and the busier the connection, the larger its batches.
 
-use super::redis::{double, query_script, unpack, BATCH, REPLY_ADMITTED_LEN, REPLY_LEN};
+use super::script::{double, query_script, unpack, BATCH, REPLY_ADMITTED_LEN, REPLY_LEN};
 use super::Call;
 use crate::algorithm::Algorithm;
 use crate::error::StoreError;

@@ -18,9 +18,9 @@
 
 use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Shapes, Targets};
-use super::redis::{
-    command, del_command, eval, eval_raw, peek_command, redact, redis_error, unique_member, Script, ScriptOp,
-};
+use super::redis::{command, del_command, peek_command, redact, unique_member, ScriptOp};
+use super::redis_error::redis_error;
+use super::script::{eval, eval_raw, load_scripts, Script};
 use super::tls::{is_tls_url, TlsConfig};
 use super::Answer;
 use super::{Call, Pending, Release, Store};
@@ -85,7 +85,7 @@ impl ClusterStore {
         // failure the probe asks the first seed alone, for its own words (a certificate, AUTH).
         let first_seed = super::tls::client(&urls[0], tls, &redact(&urls[0])).ok();
         super::probe::spawn(store.describe(), super::probe::probe_timeout(timeout), async move {
-            match super::redis::load_scripts(&mut probe).await {
+            match load_scripts(&mut probe).await {
                 Ok(()) => Ok(()),
                 Err(e) => Err(match first_seed {
                     Some(seed) => super::probe::explain_with_seed(e, seed).await,

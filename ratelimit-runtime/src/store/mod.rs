@@ -13,6 +13,8 @@ pub(crate) mod memory;
 pub(crate) mod peek_reset;
 pub(crate) mod probe;
 pub(crate) mod redis;
+pub(crate) mod redis_error;
+pub(crate) mod script;
 pub(crate) mod sentinel;
 pub(crate) mod tls;
 

@@ -64,6 +64,6 @@ pub(crate) async fn explain_with_seed(error: StoreError, seed: redis::Client) ->
     match alone.await {
         Ok(()) => error,
         // The seed's own error says more precisely what is wrong (refused, unauthenticated).
-        Err(why) => super::redis::redis_error(why).within(&format!("{error}; the first seed node says")),
+        Err(why) => super::redis_error::redis_error(why).within(&format!("{error}; the first seed node says")),
     }
 }

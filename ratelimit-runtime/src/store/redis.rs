@@ -1,8 +1,11 @@
-//! One Redis server: every decision is one `EVALSHA` of the decision script.
+//! One Redis server: every decision is one `EVALSHA` of a decision script (concurrent
+//! sliding-window calls share one: store/batch.rs); the commands that build them.
 
 use super::batch::{self, Batcher};
 use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Targets};
+use super::redis_error::redis_error;
+use super::script::{eval, eval_raw, load_scripts, query_script, Script, GENERAL, O1, SLIDING};
 use super::tls::TlsConfig;
 use super::Answer;
 use super::{Call, Pending, Release, Store};
@@ -12,86 +15,11 @@ use crate::error::StoreError;
 use crate::io;
 use crate::metrics;
 use crate::status::RuleStatus;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, ErrorKind as ErrorKind_, ServerErrorKind};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::Cmd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-
-/// A Lua script, assembled once from its template and the shared fragments, and its SHA-1 as
-/// `EVALSHA` names it.
-pub(crate) struct Script {
-    template: &'static str,
-    assembled: OnceLock<(String, String)>,
-}
-
-/// The fragments the scripts share: each `--@name` line of a template (or of a fragment) becomes
-/// lua/name.lua.
-const FRAGMENTS: [(&str, &str); 14] = [
-    ("--@preamble", include_str!("lua/preamble.lua")),
-    ("--@server_time", include_str!("lua/server_time.lua")),
-    ("--@decision", include_str!("lua/decision.lua")),
-    ("--@exact", include_str!("lua/exact.lua")),
-    ("--@sliding_check", include_str!("lua/sliding_check.lua")),
-    ("--@sliding_commit", include_str!("lua/sliding_commit.lua")),
-    ("--@o1_limit", include_str!("lua/o1_limit.lua")),
-    ("--@bucket", include_str!("lua/bucket.lua")),
-    ("--@fixed_window", include_str!("lua/fixed_window.lua")),
-    ("--@window_counter", include_str!("lua/window_counter.lua")),
-    ("--@concurrency", include_str!("lua/concurrency.lua")),
-    ("--@block_check", include_str!("lua/block_check.lua")),
-    ("--@block_merge", include_str!("lua/block_merge.lua")),
-    ("--@block_start", include_str!("lua/block_start.lua")),
-];
-
-/// Appends `template` to `code` with its markers replaced, line by line: only a line that is
-/// exactly a marker is replaced (the comments that mention markers are left alone).
-fn splice(template: &str, code: &mut String) {
-    for line in template.lines() {
-        match FRAGMENTS.iter().find(|(marker, _)| line.trim() == *marker) {
-            Some((_, fragment)) => splice(fragment, code),
-            None => {
-                code.push_str(line);
-                code.push('\n');
-            }
-        }
-    }
-}
-
-impl Script {
-    const fn new(template: &'static str) -> Script {
-        Script { template, assembled: OnceLock::new() }
-    }
-
-    fn assembled(&self) -> &(String, String) {
-        self.assembled.get_or_init(|| {
-            let mut code = String::with_capacity(self.template.len() * 4);
-            splice(self.template, &mut code);
-            let sha = redis::Script::new(&code).get_hash().to_owned();
-            (code, sha)
-        })
-    }
-
-    /// The script's text.
-    pub(crate) fn code(&self) -> &str {
-        &self.assembled().0
-    }
-
-    pub(crate) fn sha(&self) -> &str {
-        &self.assembled().1
-    }
-}
-
-/// The decision script: every algorithm, blocks, concurrency limits, and release and peek
-/// modes (see `decide.lua`).
-pub(crate) static GENERAL: Script = Script::new(include_str!("decide.lua"));
-/// The same decision when every limit is a sliding window (see `decide_sw.lua`).
-pub(crate) static SLIDING: Script = Script::new(include_str!("decide_sw.lua"));
-/// The same decision when every limit is an O(1) algorithm (see `decide_o1.lua`).
-pub(crate) static O1: Script = Script::new(include_str!("decide_o1.lua"));
-/// Several calls' [`SLIDING`] decisions in one run, one after another (see `decide_sw_batch.lua`
-/// and store/batch.rs).
-pub(crate) static BATCH: Script = Script::new(include_str!("decide_sw_batch.lua"));
 
 /// A member no other call, in this process or any other, will use: a random per-process UUID
 /// with a per-call counter folded into its low half. 16 raw bytes keep the ZSET small.
@@ -310,50 +238,6 @@ impl redis::ToRedisArgs for KeyArg<'_> {
     }
 }
 
-/// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server), and
-/// reads its packed reply (see [`unpack_reply`]); `member` is the call's id, which the decision
-/// keeps for a refund.
-pub(crate) async fn eval(
-    conn: &mut impl ConnectionLike,
-    command: &(Cmd, &Script),
-    member: [u8; 16],
-) -> Result<Decision, StoreError> {
-    let answer: redis::Value = query_script(conn, command).await?;
-    let mut decision = Decision::from_script(unpack_reply(&answer)?);
-    if let Some((limit, rule, wait)) = shadow_refusal(&answer) {
-        decision.refused_in_shadow(limit, rule, wait);
-    }
-    decision.member = member;
-    Ok(decision)
-}
-
-/// As [`eval`], the script's integers as they come (a peek answers two per rule).
-pub(crate) async fn eval_raw(conn: &mut impl ConnectionLike, command: &(Cmd, &Script)) -> Result<Vec<i64>, StoreError> {
-    query_script(conn, command).await
-}
-
-/// The `EVALSHA`, and on `NOSCRIPT` a `SCRIPT LOAD` and the `EVALSHA` again. (Errors are counted
-/// by `StoreMetrics::timed`, from their variant.)
-pub(crate) async fn query_script<T: redis::FromRedisValue>(
-    conn: &mut impl ConnectionLike,
-    (cmd, script): &(Cmd, &Script),
-) -> Result<T, StoreError> {
-    match cmd.query_async::<T>(conn).await {
-        Err(e) if e.kind() == ErrorKind_::Server(ServerErrorKind::NoScript) => {
-            // On a cluster this reaches every primary (a promoted replica may never have seen it).
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(script.code())
-                .query_async::<redis::Value>(conn)
-                .await
-                .map_err(redis_error)?;
-            cmd.query_async::<T>(conn).await
-        }
-        other => other,
-    }
-    .map_err(redis_error)
-}
-
 /// The peek of the targets' limits `indices` (all in one slot on a cluster): the command, and
 /// the limits to read its answer with.
 pub(crate) fn peek_command(targets: &Targets<'_>, indices: &[usize]) -> (Cmd, &'static Script) {
@@ -375,146 +259,6 @@ pub(crate) fn del_command(targets: &Targets<'_>, indices: &[usize]) -> Cmd {
         }
     }
     cmd
-}
-
-/// Loads the decision scripts: the first command also connects and authenticates. On a cluster
-/// the connection sends `SCRIPT LOAD` to every primary.
-pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), StoreError> {
-    for script in [&GENERAL, &SLIDING, &O1, &BATCH] {
-        redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(script.code())
-            .query_async::<redis::Value>(conn)
-            .await
-            .map_err(redis_error)?;
-    }
-    Ok(())
-}
-
-/// The bytes of a decision's reply: `struct.pack('<dddddd', allowed, limit, rule, remaining,
-/// reset_us, now)` from decide_sw.lua and decide_o1.lua, and one more double, `why`, from
-/// decide.lua (three more when the call's shadow limits would have refused it: their limit,
-/// rule and wait); decide_sw.lua's admission by one limit of one rule: `struct.pack('<ddd',
-/// remaining, reset_us, now)`, the limit and rule being the first.
-pub(crate) const REPLY_LEN: usize = 48;
-const REPLY_WHY_LEN: usize = 56;
-const REPLY_SHADOW_LEN: usize = 80;
-pub(crate) const REPLY_ADMITTED_LEN: usize = 24;
-
-/// The decision script's reply as `Decision::from_script` takes it: {allowed, limit, rule,
-/// retry_after_us, remaining, reset_us, now, why}. The script packs its doubles into one bulk
-/// string, which redis-rs parses for a fraction of what an array of integers cost it (each
-/// element is a value of its own); a refusal's retry-after is its reset, an admission's is 0.
-/// Each double becomes an integer as Redis converts a Lua number in an integer reply: truncated
-/// toward zero.
-fn unpack_reply(answer: &redis::Value) -> Result<[i64; 8], StoreError> {
-    match answer {
-        redis::Value::BulkString(bytes)
-            if bytes.len() == REPLY_LEN
-                || bytes.len() == REPLY_WHY_LEN
-                || bytes.len() == REPLY_SHADOW_LEN
-                || bytes.len() == REPLY_ADMITTED_LEN =>
-        {
-            Ok(unpack(bytes))
-        }
-        other => Err(StoreError::Protocol(format!("unexpected reply {other:?}"))),
-    }
-}
-
-/// One packed reply of [`REPLY_LEN`], [`REPLY_WHY_LEN`] or [`REPLY_ADMITTED_LEN`] bytes (the
-/// caller checked the length), as [`unpack_reply`] answers it.
-pub(crate) fn unpack(bytes: &[u8]) -> [i64; 8] {
-    let mut v = [0i64; 7];
-    // The short admission carries the last three values of the long reply (and no `why`).
-    let short = bytes.len() == REPLY_ADMITTED_LEN;
-    let first = if short { 3 } else { 0 };
-    for (slot, chunk) in v[first..].iter_mut().zip(bytes.chunks_exact(8)) {
-        // `as` truncates toward zero (and saturates), as Redis's conversion does.
-        *slot = double(chunk) as i64;
-    }
-    if short {
-        (v[0], v[1], v[2]) = (1, 1, 1);
-    }
-    let [allowed, limit, rule, remaining, reset, now, why] = v;
-    let retry = if allowed == 1 { 0 } else { reset };
-    [allowed, limit, rule, retry, remaining, reset, now, why]
-}
-
-/// The little-endian double in the first 8 bytes of `chunk` (0 if it is shorter).
-pub(crate) fn double(chunk: &[u8]) -> f64 {
-    let mut bytes = [0u8; 8];
-    if let Some(first) = chunk.get(..8) {
-        bytes.copy_from_slice(first);
-    }
-    f64::from_le_bytes(bytes)
-}
-
-/// The refusal of the call's shadow limits that decide.lua's longer reply carries after `why`:
-/// their limit and rule (0-based here), and the wait (µs).
-fn shadow_refusal(answer: &redis::Value) -> Option<(usize, usize, u64)> {
-    let redis::Value::BulkString(bytes) = answer else { return None };
-    let tail = bytes.get(REPLY_WHY_LEN..).filter(|t| t.len() == REPLY_SHADOW_LEN - REPLY_WHY_LEN)?;
-    let mut v = [0u64; 3];
-    for (slot, chunk) in v.iter_mut().zip(tail.chunks_exact(8)) {
-        // Truncated toward zero (and saturated at 0), as `unpack_reply` reads its doubles.
-        *slot = double(chunk) as u64;
-    }
-    let index = |x: u64| usize::try_from(x.saturating_sub(1)).unwrap_or(usize::MAX);
-    Some((index(v[0]), index(v[1]), v[2]))
-}
-
-/// A Redis error as what happened, classified by its kind and code (never its text), the error
-/// itself as the source.
-pub(crate) fn redis_error(e: redis::RedisError) -> StoreError {
-    let kind = e.kind();
-    // Redis answers a client that skipped AUTH with `NOAUTH`, or, for a long command, with
-    // "Protocol error: unauthenticated multibulk length" before closing the connection.
-    let unauthenticated = kind == ErrorKind_::Server(ServerErrorKind::ResponseError)
-        && e.detail().is_some_and(|d| d.contains("unauthenticated"));
-    let auth = unauthenticated
-        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
-        || matches!(kind, ErrorKind_::AuthenticationFailed | ErrorKind_::Server(ServerErrorKind::NoPerm));
-    let timeout = e.is_timeout();
-    // A server error of a code the client does not know (`WRONGTYPE`, `OOM`, `BUSY`) is the
-    // server refusing to run the script.
-    let script = matches!(
-        kind,
-        ErrorKind_::Server(ServerErrorKind::NoScript | ServerErrorKind::ResponseError | ServerErrorKind::ExecAbort)
-            | ErrorKind_::Extension
-            | ErrorKind_::UnexpectedReturnType
-            | ErrorKind_::Parse
-    );
-    let connection = matches!(
-        kind,
-        ErrorKind_::Io
-            | ErrorKind_::ClusterConnectionNotFound
-            | ErrorKind_::MasterNameNotFoundBySentinel
-            | ErrorKind_::NoValidReplicasFoundBySentinel
-            | ErrorKind_::Server(
-                ServerErrorKind::ClusterDown
-                    | ServerErrorKind::MasterDown
-                    | ServerErrorKind::BusyLoading
-                    | ServerErrorKind::TryAgain
-                    | ServerErrorKind::ReadOnly,
-            )
-    ) || e.is_connection_refusal()
-        || e.is_connection_dropped()
-        || e.is_io_error();
-    let misconfigured = matches!(kind, ErrorKind_::InvalidClientConfig);
-    let (context, source) = (String::new(), Some(Arc::new(e) as crate::error::ErrorSource));
-    if timeout {
-        StoreError::Timeout { after: None, source }
-    } else if auth {
-        StoreError::Auth { context, source }
-    } else if script {
-        StoreError::Script { context, source }
-    } else if connection {
-        StoreError::Connection { context, source }
-    } else if misconfigured {
-        StoreError::Misconfigured { context, source }
-    } else {
-        StoreError::Other { context, source }
-    }
 }
 
 /// The URL without its password, for logs.
@@ -631,61 +375,6 @@ mod tests {
     fn redacts_passwords() {
         assert_eq!(super::redact("redis://user:secret@host:6379/0"), "redis://***@host:6379/0");
         assert_eq!(super::redact("redis://host:6379"), "redis://host:6379");
-    }
-
-    #[test]
-    fn scripts_are_assembled_whole() {
-        for script in [&super::GENERAL, &super::SLIDING, &super::BATCH] {
-            let markers = script.code().lines().filter(|l| l.trim_start().starts_with("--@")).count();
-            assert_eq!(markers, 0, "a fragment marker was left unreplaced");
-            assert!(script.code().contains("redis.call('ZADD', key, now_text, member)"));
-            assert_eq!(script.sha().len(), 40);
-        }
-        assert_ne!(super::GENERAL.sha(), super::SLIDING.sha());
-        assert_ne!(super::SLIDING.sha(), super::BATCH.sha());
-        assert_eq!(super::BATCH.code().matches("redis.call('TIME')").count(), 1);
-        assert!(!super::O1.code().lines().any(|l| l.trim_start().starts_with("--@")), "a marker left in decide_o1");
-        assert!(super::O1.code().contains("local function muldiv"));
-        assert_ne!(super::O1.sha(), super::GENERAL.sha());
-    }
-
-    #[test]
-    fn error_kinds_come_from_the_error_kind_not_its_text() {
-        use super::ErrorKind_;
-        use crate::metrics::ErrorKind;
-        use std::io;
-        let error_kind = |e: redis::RedisError| ErrorKind::of(&super::redis_error(e));
-        let io_err = |k: io::ErrorKind| redis::RedisError::from(io::Error::new(k, "secret-host:6379"));
-        assert_eq!(error_kind(io_err(io::ErrorKind::ConnectionRefused)), ErrorKind::Connection);
-        assert_eq!(error_kind(io_err(io::ErrorKind::ConnectionReset)), ErrorKind::Connection);
-        assert_eq!(error_kind(io_err(io::ErrorKind::TimedOut)), ErrorKind::Timeout);
-        let of = |k: ErrorKind_| error_kind(redis::RedisError::from((k, "timeout auth script")));
-        assert_eq!(of(ErrorKind_::AuthenticationFailed), ErrorKind::Auth);
-        assert_eq!(of(ErrorKind_::UnexpectedReturnType), ErrorKind::Script);
-        assert_eq!(of(ErrorKind_::ClusterConnectionNotFound), ErrorKind::Connection);
-        assert_eq!(of(ErrorKind_::InvalidClientConfig), ErrorKind::Other);
-    }
-
-    #[test]
-    fn replies_unpack_as_redis_converts_integers() {
-        let packed = |v: &[f64]| redis::Value::BulkString(v.iter().flat_map(|x| x.to_le_bytes()).collect());
-        // Admitted: the tightest rule's remaining and reset, no retry-after.
-        let admitted = super::unpack_reply(&packed(&[1.0, 2.0, 1.0, 9_007_199_254_740_991.0, 60e6, 7.0])).unwrap();
-        assert_eq!(admitted, [1, 2, 1, 0, 9_007_199_254_740_991, 60_000_000, 7, 0]);
-        // Refused: the retry-after is the reset; fractions truncate toward zero.
-        let refused = super::unpack_reply(&packed(&[0.0, 1.0, 3.0, 0.0, 1234.9, 8.0, 2.0])).unwrap();
-        assert_eq!(refused, [0, 1, 3, 1234, 0, 1234, 8, 2]);
-        assert!(super::unpack_reply(&redis::Value::Array(vec![redis::Value::Int(1)])).is_err());
-        // decide_sw.lua's admission by one limit of one rule: remaining, reset and now alone.
-        let short = super::unpack_reply(&packed(&[41.0, 60e6, 9.0])).unwrap();
-        assert_eq!(short, [1, 1, 1, 0, 41, 60_000_000, 9, 0]);
-        assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 39])).is_err());
-        assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 40])).is_err());
-        // decide.lua's admission whose shadow limits would have refused: three more doubles.
-        let shadowed = packed(&[1.0, 1.0, 1.0, 4.0, 60e6, 7.0, 0.0, 2.0, 1.0, 1500.7]);
-        assert_eq!(super::unpack_reply(&shadowed).unwrap(), [1, 1, 1, 0, 4, 60_000_000, 7, 0]);
-        assert_eq!(super::shadow_refusal(&shadowed), Some((1, 0, 1500)));
-        assert_eq!(super::shadow_refusal(&packed(&[1.0, 2.0, 1.0, 4.0, 60e6, 7.0, 0.0])), None);
     }
 
     #[test]

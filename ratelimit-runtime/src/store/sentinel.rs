@@ -19,10 +19,9 @@
 
 use super::breaker::Breaker;
 use super::peek_reset::{read_statuses, shapes, Targets};
-use super::redis::{
-    command, del_command, eval, eval_raw, load_scripts, peek_command, redact, redis_error, release_command,
-    unique_member, ScriptOp,
-};
+use super::redis::{command, del_command, peek_command, redact, release_command, unique_member, ScriptOp};
+use super::redis_error::redis_error;
+use super::script::{eval, eval_raw, load_scripts};
 use super::Answer;
 use super::{Call, Pending, Release, Store};
 use crate::error::StoreError;
