@@ -10,30 +10,18 @@
 mod prometheus;
 mod support;
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use prometheus::Scrape;
+use prometheus::{recorder, scrape, Scrape};
 use ratelimit::{
     store::MemoryStore, store::RedisStore, store::StoreError, store::StoreHandle, Cause, FailurePolicy, LimitType,
     Limiter, Rule, Subject,
 };
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use support::RedisServer;
 
 const DECISIONS: &str = "ratelimit_decisions_total";
 const ERRORS: &str = "ratelimit_store_errors_total";
 const DURATION_COUNT: &str = "ratelimit_store_duration_seconds_count";
-
-/// The recorder, installed before any limiter of this binary is built.
-fn recorder() -> &'static PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE.get_or_init(|| PrometheusBuilder::new().install_recorder().expect("install the Prometheus recorder"))
-}
-
-fn scrape() -> Scrape {
-    let text = recorder().render();
-    Scrape::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
-}
 
 fn decisions(s: &Scrape, limiter: &str, outcome: &str) -> f64 {
     s.count(DECISIONS, &[("limiter", limiter), ("outcome", outcome)])

@@ -10,23 +10,11 @@
 mod prometheus;
 mod support;
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use prometheus::Scrape;
+use prometheus::{recorder, scrape, Scrape};
 use ratelimit::{store::MemoryStore, store::RedisStore, store::StoreHandle, LimitType, Limiter, Rule, Subject};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use support::RedisServer;
-
-/// The recorder, installed before any limiter of this binary is built.
-fn recorder() -> &'static PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE.get_or_init(|| PrometheusBuilder::new().install_recorder().expect("install the Prometheus recorder"))
-}
-
-fn scrape() -> Scrape {
-    let text = recorder().render();
-    Scrape::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
-}
 
 fn decisions(s: &Scrape, limiter: &str, outcome: &str) -> f64 {
     s.count("ratelimit_decisions_total", &[("limiter", limiter), ("outcome", outcome)])

@@ -1,7 +1,22 @@
 //! A small parser of the Prometheus text exposition format (0.0.4): tests read the numbers back
 //! from what a scraper would get, not by searching the text.
 
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// This test binary's recorder, installed on first use: before any limiter it should count for
+/// is built (a limiter takes its counters when it is built).
+pub fn recorder() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| PrometheusBuilder::new().install_recorder().expect("install the Prometheus recorder"))
+}
+
+/// What a scrape of [`recorder`] reads now.
+pub fn scrape() -> Scrape {
+    let text = recorder().render();
+    Scrape::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
 
 /// One sample line: `name{label="value",...} value [timestamp]`.
 #[derive(Clone, Debug, PartialEq)]

@@ -555,6 +555,21 @@ fn check_rules(
         }
         return;
     };
+    check_log(log, g, limit, now, cost, d, tightest);
+}
+
+/// Checks the rules of sliding-window limit `g` against its `log` (trimmed to its longest
+/// window first).
+#[inline]
+fn check_log(
+    log: &mut Log,
+    g: usize,
+    limit: &Limit,
+    now: u64,
+    cost: u64,
+    d: &mut Decision,
+    tightest: &mut Option<u64>,
+) {
     log.longest_us = limit.longest_us();
     log.trim(now);
     for (r, rule) in limit.rules.iter().enumerate() {

@@ -115,12 +115,7 @@ pub(crate) async fn query_script<T: redis::FromRedisValue>(
     match cmd.query_async::<T>(conn).await {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // On a cluster this reaches every primary (a promoted replica may never have seen it).
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(script.code())
-                .query_async::<redis::Value>(conn)
-                .await
-                .map_err(redis_error)?;
+            load(conn, script).await?;
             cmd.query_async::<T>(conn).await
         }
         other => other,
@@ -132,13 +127,14 @@ pub(crate) async fn query_script<T: redis::FromRedisValue>(
 /// the connection sends `SCRIPT LOAD` to every primary.
 pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), StoreError> {
     for script in [&GENERAL, &SLIDING, &O1, &BATCH] {
-        redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(script.code())
-            .query_async::<redis::Value>(conn)
-            .await
-            .map_err(redis_error)?;
+        load(conn, script).await?;
     }
+    Ok(())
+}
+
+/// `SCRIPT LOAD` of `script`.
+async fn load(conn: &mut impl ConnectionLike, script: &Script) -> Result<(), StoreError> {
+    redis::cmd("SCRIPT").arg("LOAD").arg(script.code()).query_async::<redis::Value>(conn).await.map_err(redis_error)?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 //! below hold the two paths to the same decisions and the same stored state.
 
 use super::inline::KEY_BYTES;
-use super::{room, sliding, step_rule, Cells, Log, MemoryStore, State, Values};
+use super::{check_log, room, step_rule, Cells, Log, MemoryStore, State, Values};
 use crate::algorithm::Algorithm;
 use crate::algorithm::{step, Rate};
 use crate::decision::Decision;
@@ -103,18 +103,7 @@ fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision 
             *state = State::Log(Log::default());
         }
         let State::Log(log) = state else { return d };
-        log.longest_us = limit.longest_us();
-        log.trim(now);
-        for (r, rule) in limit.rules.iter().enumerate() {
-            let w = rule.window_us();
-            let (start, before) = if r == 0 { (0, log.base) } else { log.window_start(now, w) };
-            let used = log.total() - before;
-            let nth_wait = |need: u64| {
-                let i = start + super::partition(&log.entries, start, |cum| cum - before < need);
-                log.entries.get(i).map_or(w, |&(t, _)| t + w - now)
-            };
-            sliding(&mut d, &mut tightest, 0, r, rule.count(), used, cost, w, nth_wait);
-        }
+        check_log(log, 0, limit, now, cost, &mut d, &mut tightest);
         if d.allowed && cost > 0 {
             let cum = log.total() + cost;
             log.push(now, cum);
