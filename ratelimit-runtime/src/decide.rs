@@ -575,7 +575,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     pub(crate) fn decided(&mut self) -> Result<Permit<'l>, RateLimited> {
         match self.refused.take() {
             Some(refused) => Err(refused),
-            None => Ok(Permit::new(
+            None => Permit::new(
                 self.limiter,
                 self.allowed.as_ref(),
                 self.snapshot.take(),
@@ -583,7 +583,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 self.subjects,
                 self.pinned.is_some(),
                 self.local,
-            )),
+            ),
         }
     }
 

@@ -3,7 +3,7 @@
 //! slots it holds, also when the call panics or its future is dropped ([`Slots`]' `Drop`).
 
 use crate::decision::Decision;
-use crate::error::StoreError;
+use crate::error::{RateLimited, StoreError};
 use crate::io;
 use crate::limit_set::LimitSet;
 use crate::limiter::Limiter;
@@ -99,7 +99,9 @@ impl fmt::Debug for Permit<'_> {
 
 impl<'a> Permit<'a> {
     /// The permit of a call allowed by `decision` (`None`: let through without one, nothing
-    /// to give back) under `snapshot` (`None`: the limiter's own limits).
+    /// to give back) under `snapshot` (`None`: the limiter's own limits), as the call's result:
+    /// built where the caller returns it (a permit returned, then wrapped in `Ok`, was built
+    /// on the stack and copied, each 16 bytes read right after being written in pieces).
     #[inline]
     pub(crate) fn new(
         limiter: &'a Limiter,
@@ -109,27 +111,48 @@ impl<'a> Permit<'a> {
         subjects: &[Subject<'_>],
         pinned: bool,
         local: bool,
-    ) -> Permit<'a> {
+    ) -> Result<Permit<'a>, RateLimited> {
         let Some(d) = decision else { return Permit::undecided(limiter, snapshot, cost, pinned, local) };
         let set = match &snapshot {
             Some(s) => &s.enforced,
             None => limiter.own(),
         };
+        if set.limits.iter().any(|l| l.is_concurrency()) {
+            return Permit::holding_slots(limiter, d, snapshot, cost, subjects, pinned, local);
+        }
         let keys = SubjectKeys::of(set, subjects);
-        let slots = set.limits.iter().any(|l| l.is_concurrency()).then(|| {
-            Box::new(Slots {
-                limiter: limiter.clone(),
-                snapshot: snapshot.clone(),
-                keys: keys.clone(),
-                at_us: d.at_us,
-                member: d.member,
-                pinned,
-                local,
-                held: true,
-            })
-        });
-        let admitted = *d;
-        Permit { limiter, snapshot, cost, admitted, keys, slots, decided: true, pinned, local }
+        Ok(Permit { limiter, snapshot, cost, admitted: *d, keys, slots: None, decided: true, pinned, local })
+    }
+
+    /// The permit of a call that holds concurrency slots. Out of line (most limiters have
+    /// none), so that the usual permit is built where it is returned.
+    #[cold]
+    #[inline(never)]
+    fn holding_slots(
+        limiter: &'a Limiter,
+        d: &Admitted,
+        snapshot: Option<Arc<Snapshot>>,
+        cost: u64,
+        subjects: &[Subject<'_>],
+        pinned: bool,
+        local: bool,
+    ) -> Result<Permit<'a>, RateLimited> {
+        let set = match &snapshot {
+            Some(s) => &s.enforced,
+            None => limiter.own(),
+        };
+        let keys = SubjectKeys::of(set, subjects);
+        let slots = Some(Box::new(Slots {
+            limiter: limiter.clone(),
+            snapshot: snapshot.clone(),
+            keys: keys.clone(),
+            at_us: d.at_us,
+            member: d.member,
+            pinned,
+            local,
+            held: true,
+        }));
+        Ok(Permit { limiter, snapshot, cost, admitted: *d, keys, slots, decided: true, pinned, local })
     }
 
     /// The permit of a call let through without a decision: nothing to give back. Out of
@@ -143,9 +166,9 @@ impl<'a> Permit<'a> {
         cost: u64,
         pinned: bool,
         local: bool,
-    ) -> Permit<'a> {
+    ) -> Result<Permit<'a>, RateLimited> {
         let (admitted, keys) = (Admitted::NONE, SubjectKeys::EMPTY);
-        Permit { limiter, snapshot, cost, admitted, keys, slots: None, decided: false, pinned, local }
+        Ok(Permit { limiter, snapshot, cost, admitted, keys, slots: None, decided: false, pinned, local })
     }
 
     fn set(&self) -> &LimitSet {
@@ -416,7 +439,6 @@ impl SubjectKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::RateLimited;
 
     /// Every allowed call moves its permit out through a `Result` (and often further): a
     /// larger one costs a `memcpy` call per move.
