@@ -155,10 +155,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     /// The enforced limits, all of them.
     #[inline]
     fn enforced_set(&self) -> &LimitSet {
-        match &self.snapshot {
-            None => self.limiter.own(),
-            Some(s) => &s.enforced,
-        }
+        self.limiter.enforced(self.snapshot.as_deref())
     }
 
     /// The enforced limits: the refusal cache, then the store.

@@ -32,6 +32,8 @@ pub(crate) struct LimitSet {
     /// The smallest capacity of any rule of any limit: a call costing at most this fits them
     /// all, and no rule needs a look.
     pub(crate) min_capacity: u64,
+    /// Whether some limit is a concurrency limit (a permit then holds slots to free).
+    pub(crate) has_concurrency: bool,
 }
 
 /// A set's `sync` limits, decided from local reserves, and the others, decided by the store
@@ -55,8 +57,10 @@ impl LimitSet {
             ever_refused: AtomicBool::new(false),
             hot: None,
             min_capacity: u64::MAX,
+            has_concurrency: false,
         };
         set.min_capacity = set.limits.iter().map(Limit::min_capacity).min().unwrap_or(u64::MAX);
+        set.has_concurrency = set.limits.iter().any(Limit::is_concurrency);
         if set.limits.iter().any(|l| l.sync_us > 0) {
             set.hot = Some(Box::new(set.split_hot()));
         }

@@ -419,6 +419,13 @@ impl Limiter {
         &self.inner.own
     }
 
+    /// The enforced limits under `snapshot` (the overrides file's or a tier's), else the limits
+    /// as built.
+    #[inline]
+    pub(crate) fn enforced<'s>(&'s self, snapshot: Option<&'s Snapshot>) -> &'s LimitSet {
+        snapshot.map_or(self.own(), |s| &s.enforced)
+    }
+
     pub(crate) fn metrics(&self) -> &LimiterMetrics {
         &self.inner.metrics
     }

@@ -113,11 +113,8 @@ impl<'a> Permit<'a> {
         local: bool,
     ) -> Result<Permit<'a>, RateLimited> {
         let Some(d) = decision else { return Permit::undecided(limiter, snapshot, cost, pinned, local) };
-        let set = match &snapshot {
-            Some(s) => &s.enforced,
-            None => limiter.own(),
-        };
-        if set.limits.iter().any(|l| l.is_concurrency()) {
+        let set = limiter.enforced(snapshot.as_deref());
+        if set.has_concurrency {
             return Permit::holding_slots(limiter, d, snapshot, cost, subjects, pinned, local);
         }
         let keys = SubjectKeys::of(set, subjects);
@@ -137,10 +134,7 @@ impl<'a> Permit<'a> {
         pinned: bool,
         local: bool,
     ) -> Result<Permit<'a>, RateLimited> {
-        let set = match &snapshot {
-            Some(s) => &s.enforced,
-            None => limiter.own(),
-        };
+        let set = limiter.enforced(snapshot.as_deref());
         let keys = SubjectKeys::of(set, subjects);
         let slots = Some(Box::new(Slots {
             limiter: limiter.clone(),
@@ -172,10 +166,7 @@ impl<'a> Permit<'a> {
     }
 
     fn set(&self) -> &LimitSet {
-        match &self.snapshot {
-            Some(s) => &s.enforced,
-            None => self.limiter.own(),
-        }
+        self.limiter.enforced(self.snapshot.as_deref())
     }
 
     /// The quota left, or `None` when the store failed and the policy let the call through (or
@@ -318,10 +309,7 @@ impl Drop for Slots {
         if !self.held {
             return;
         }
-        let set = match &self.snapshot {
-            Some(s) => &s.enforced,
-            None => self.limiter.own(),
-        };
+        let set = self.limiter.enforced(self.snapshot.as_deref());
         let indices: Vec<usize> = (0..set.limits.len()).filter(|&i| set.limits[i].is_concurrency()).collect();
         if self.keys.len() != set.limits.len() {
             return;
