@@ -19,7 +19,6 @@
 use crate::error::StoreError;
 use crate::subject::Subject;
 use metrics::{Counter, Gauge, Histogram};
-use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -308,21 +307,12 @@ impl StoreMetrics {
         result
     }
 
-    /// Whether this in-memory call should be timed: one in [`MEMORY_SAMPLE`] per thread, from
-    /// the first (so that the series shows up at once).
-    #[inline]
-    pub(crate) fn sample() -> bool {
-        if cfg!(ratelimit_no_instrumentation) {
-            return false;
-        }
-        thread_local! {
-            static TICK: Cell<u32> = const { Cell::new(0) };
-        }
-        TICK.with(|t| {
-            let n = t.get().wrapping_add(1);
-            t.set(n);
-            n % MEMORY_SAMPLE == 1
-        })
+    /// Whether the in-memory call numbered `tick` (the store's per-thread call count) should be
+    /// timed: one in [`MEMORY_SAMPLE`], from the first (so that the series shows up at once).
+    /// The store counts its calls anyway (to sweep), so sampling adds only this test.
+    #[inline(always)]
+    pub(crate) fn sampled(tick: u32) -> bool {
+        !cfg!(ratelimit_no_instrumentation) && tick % MEMORY_SAMPLE == 1
     }
 }
 

@@ -309,16 +309,18 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn decide_now(&self, call: &Call<'_>) -> Decision {
+    /// Decides `call`, this thread's call number `tick` (see [`next_tick`]).
+    #[inline]
+    fn decide_now(&self, call: &Call<'_>, tick: u32) -> Decision {
         // Most calls have one limit: one key on the stack, one lookup, one pass (one.rs).
         if let Some((limit, subject)) = Self::one_limit(call) {
-            return self.decide_one(call, limit, subject);
+            return self.decide_one(call, limit, subject, tick);
         }
-        self.decide_general(call)
+        self.decide_general(call, tick)
     }
 
     /// Any call: every key in a reused buffer, the shards locked in order, checked then recorded.
-    fn decide_general(&self, call: &Call<'_>) -> Decision {
+    fn decide_general(&self, call: &Call<'_>, tick: u32) -> Decision {
         thread_local! {
             /// Every key of a call, back to back: reused, so deciding allocates nothing.
             static KEYS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -343,30 +345,23 @@ impl MemoryStore {
                 }
             }
             let spans = if fits { &inline[..call.limits.len()] } else { &spans[..] };
-            let decision = self.decide_keys(call, &buf, spans);
+            let decision = self.decide_keys(call, &buf, spans, tick);
             cell.replace(buf);
             decision
         })
     }
 
     /// Decides with every key of the call at `spans` of `buf` (start, end, shard).
-    fn decide_keys(&self, call: &Call<'_>, buf: &[u8], spans: &[(usize, usize, usize)]) -> Decision {
+    fn decide_keys(&self, call: &Call<'_>, buf: &[u8], spans: &[(usize, usize, usize)], tick: u32) -> Decision {
         let (decision, now) = self.decide_locked(call, buf, spans);
-        self.maybe_sweep(now);
+        self.maybe_sweep(now, tick);
         decision
     }
 
-    /// Sweeps one shard in turn every `SWEEP_EVERY` calls of this thread, unless it is busy.
+    /// Sweeps one shard in turn every `SWEEP_EVERY` calls of this thread (`tick` is this call's
+    /// number), unless it is busy.
     #[inline]
-    fn maybe_sweep(&self, now: u64) {
-        thread_local! {
-            static TICK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-        }
-        let tick = TICK.with(|t| {
-            let next = t.get().wrapping_add(1);
-            t.set(next);
-            next
-        });
+    fn maybe_sweep(&self, now: u64, tick: u32) {
         if tick.is_multiple_of(SWEEP_EVERY) {
             self.sweep_one((tick / SWEEP_EVERY) as usize % SHARDS, now);
         }
@@ -873,15 +868,41 @@ fn partition(entries: &VecDeque<(u64, u64)>, start: usize, pred: impl Fn(u64) ->
     lo - start
 }
 
+/// This thread's next store call number. One count serves both the sweep (every
+/// `SWEEP_EVERY` calls) and the timing sample (one call in `MEMORY_SAMPLE`): a second
+/// thread-local counter would cost every call its own load and store.
+#[inline(always)]
+fn next_tick() -> u32 {
+    thread_local! {
+        static TICK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    TICK.with(|t| {
+        let next = t.get().wrapping_add(1);
+        t.set(next);
+        next
+    })
+}
+
+impl MemoryStore {
+    /// [`decide_now`](Self::decide_now), timed for the store's duration histogram. Out of
+    /// line, so that the untimed call keeps the store's path inlined.
+    #[cold]
+    #[inline(never)]
+    fn decide_timed(&self, call: &Call<'_>, tick: u32) -> Decision {
+        let started = Instant::now();
+        let decision = self.decide_now(call, tick);
+        metrics::MEMORY.duration(started.elapsed());
+        decision
+    }
+}
+
 impl Store for MemoryStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        if !StoreMetrics::sample() {
-            return Pending::Ready(Ok(self.decide_now(call)));
+        let tick = next_tick();
+        if StoreMetrics::sampled(tick) {
+            return Pending::Ready(Ok(self.decide_timed(call, tick)));
         }
-        let started = Instant::now();
-        let decision = self.decide_now(call);
-        metrics::MEMORY.duration(started.elapsed());
-        Pending::Ready(Ok(decision))
+        Pending::Ready(Ok(self.decide_now(call, tick)))
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {

@@ -43,7 +43,7 @@ impl MemoryStore {
     /// Returns the decision itself, not an `Option` of it: wrapping it moved the whole decision
     /// once more, piecewise around the niche, right before the caller read it back.
     #[inline]
-    pub(super) fn decide_one(&self, call: &Call<'_>, limit: &Limit, subject: &[u8]) -> Decision {
+    pub(super) fn decide_one(&self, call: &Call<'_>, limit: &Limit, subject: &[u8], tick: u32) -> Decision {
         let len = 16 + subject.len();
         // The key as `decide_general` builds it: its seeded hash, the limit's id, the subject.
         let mut buf = [0u8; INLINE_KEY];
@@ -74,7 +74,7 @@ impl MemoryStore {
             };
             (decision, now)
         };
-        self.maybe_sweep(now);
+        self.maybe_sweep(now, tick);
         decision
     }
 }
@@ -263,8 +263,8 @@ mod tests {
                         let subject = [subjects[rng.below(5) as usize]];
                         let cost = [0, 1, 1, 1, 2, 3, 9][rng.below(7) as usize];
                         let call = Call { limits, subjects: &subject, cost, now_us: None, shadow: 0 };
-                        let fast = a.decide_now(&call);
-                        let general = b.decide_general(&call);
+                        let fast = a.decide_now(&call, 1);
+                        let general = b.decide_general(&call, 1);
                         assert_eq!(fast, general, "{alg:?} rules {rules:?} burst {burst:?} call {step}");
                         seen[usize::from(fast.allowed)] += 1;
                         let by =
