@@ -49,22 +49,26 @@ pub(crate) struct Hot {
 
 impl LimitSet {
     pub(crate) fn new(limits: Vec<Limit>, index: Option<Box<[usize]>>, policies: Arc<[Policy]>) -> LimitSet {
-        let mut set = LimitSet {
+        let mut set = LimitSet::decided_together(limits, index, policies);
+        if set.limits.iter().any(|l| l.sync_us > 0) {
+            set.hot = Some(Box::new(set.split_hot()));
+        }
+        set
+    }
+
+    /// A set whose limits the store decides together in one call, `sync` ones included (no
+    /// local reserves).
+    fn decided_together(limits: Vec<Limit>, index: Option<Box<[usize]>>, policies: Arc<[Policy]>) -> LimitSet {
+        LimitSet {
+            min_capacity: limits.iter().map(Limit::min_capacity).min().unwrap_or(u64::MAX),
+            has_concurrency: limits.iter().any(Limit::is_concurrency),
             limits,
             index,
             policies,
             cache_id: refusal_cache::next_id(),
             ever_refused: AtomicBool::new(false),
             hot: None,
-            min_capacity: u64::MAX,
-            has_concurrency: false,
-        };
-        set.min_capacity = set.limits.iter().map(Limit::min_capacity).min().unwrap_or(u64::MAX);
-        set.has_concurrency = set.limits.iter().any(Limit::is_concurrency);
-        if set.limits.iter().any(|l| l.sync_us > 0) {
-            set.hot = Some(Box::new(set.split_hot()));
         }
-        set
     }
 
     /// The limits of `enforced` then those of `shadow`, decided in one store call (see
@@ -80,10 +84,9 @@ impl LimitSet {
             .map(|i| enforced.subject_of(i))
             .chain((0..shadow.limits.len()).map(|i| shadow.subject_of(i)))
             .collect();
-        let mut set = LimitSet::new(Vec::new(), Some(index), enforced.policies.clone());
-        // Set after `new`: the shadow limits' `sync` makes no reserves here.
-        set.limits = limits;
-        Some(set)
+        // No reserves here: the enforced limits have no `sync` (see above), and a shadow
+        // limit's `sync` is decided exactly, in this one call.
+        Some(LimitSet::decided_together(limits, Some(index), enforced.policies.clone()))
     }
 
     /// Splits the `sync` limits from the others. The others keep their policies' places, so
