@@ -86,7 +86,7 @@ impl<'a> Subject<'a> {
     #[inline]
     pub(crate) fn ip_words(&self) -> Option<(&[u8; 32], usize)> {
         match &self.0 {
-            Inner::Ip(t) if usize::from(t.len) <= 32 => Some((t.bytes.first_chunk::<32>()?, usize::from(t.len))),
+            Inner::Ip(t) if t.len() <= 32 => Some((t.head()?, t.len())),
             _ => None,
         }
     }
@@ -166,14 +166,18 @@ fn write_ipv4(v4: Ipv4Addr, out: &mut impl fmt::Write) -> fmt::Result {
     out.write_str(std::str::from_utf8(text.as_bytes()).map_err(|_| fmt::Error)?)
 }
 
-/// Up to 47 bytes of text on the stack (only the first `len` bytes mean anything). Aligned, so
-/// that moving a subject copies whole 16-byte words.
+/// Up to 47 bytes of text on the stack, and their length in the last byte (only the first
+/// `len` bytes mean anything). Aligned, so that moving a subject copies whole 16-byte words. The
+/// length shares the last word with the text's end: an IPv4 subject is then written as three
+/// whole words (text, zeros, length), each of which a copy right after reads back at once (a
+/// separate length byte made the zeros before it a 15-byte store overlapping its neighbour, and
+/// the copy's read of that word waited for both to land).
 #[derive(Clone, Copy)]
 #[repr(C, align(16))]
-struct InlineText {
-    bytes: [u8; 47],
-    len: u8,
-}
+struct InlineText([u8; INLINE_TEXT + 1]);
+
+/// The most bytes of text a subject keeps inline.
+const INLINE_TEXT: usize = 47;
 
 impl PartialEq for InlineText {
     fn eq(&self, other: &Self) -> bool {
@@ -191,14 +195,25 @@ impl std::hash::Hash for InlineText {
 
 impl Default for InlineText {
     fn default() -> Self {
-        InlineText { bytes: [0; 47], len: 0 }
+        InlineText([0; INLINE_TEXT + 1])
     }
 }
 
 impl InlineText {
     #[inline]
+    fn len(&self) -> usize {
+        usize::from(self.0[INLINE_TEXT])
+    }
+
+    #[inline]
     fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
+        self.0.get(..self.len()).unwrap_or_default()
+    }
+
+    /// The first 32 bytes: the text and the zeros after it, when it is no longer.
+    #[inline]
+    fn head(&self) -> Option<&[u8; 32]> {
+        self.0.first_chunk::<32>()
     }
 
     /// Writes an IPv4 address in dotted decimal (at most 15 bytes) into the empty buffer. The
@@ -215,10 +230,13 @@ impl InlineText {
         }
         // The last octet's dot fell past the end (len ≤ 15): cleared, as the rest of the buffer.
         text &= (1u128 << (8 * len)) - 1;
-        if let Some(first) = self.bytes.first_chunk_mut::<16>() {
+        if let Some(first) = self.0.first_chunk_mut::<16>() {
             *first = text.to_le_bytes();
         }
-        self.len = len as u8;
+        // The last word whole: zeros, then the length.
+        if let Some(last) = self.0.last_chunk_mut::<16>() {
+            *last = (u128::from(len) << 120).to_le_bytes();
+        }
     }
 }
 
@@ -243,13 +261,13 @@ static OCTETS: [([u8; 4], u8); 256] = {
 
 impl fmt::Write for InlineText {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let at = usize::from(self.len);
+        let at = self.len();
         let end = at + s.len();
-        if end > self.bytes.len() {
+        if end > INLINE_TEXT {
             return Err(fmt::Error);
         }
-        self.bytes[at..end].copy_from_slice(s.as_bytes());
-        self.len = end as u8;
+        self.0[at..end].copy_from_slice(s.as_bytes());
+        self.0[INLINE_TEXT] = end as u8;
         Ok(())
     }
 }
