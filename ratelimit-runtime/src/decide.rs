@@ -28,7 +28,7 @@ use crate::limit_type::LimitType;
 use crate::limiter::epoch_us;
 use crate::limiter::Limiter;
 use crate::metrics::Outcome;
-use crate::permit::{Admitted, Permit};
+use crate::permit::Permit;
 use crate::policy::Policy;
 use crate::refusal_cache::{self, Refusal};
 use crate::reserve::Take;
@@ -86,9 +86,11 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     /// When the call left, on the refusal cache's clock, when the cache is on.
     cache_at: Option<u64>,
     phase: Phase,
-    /// What the permit keeps of the enforced limits' decision, once allowed (taken from the
-    /// store's answer field by field: the whole decision is not moved again).
-    allowed: Option<Admitted>,
+    /// The enforced limits' decision, once allowed. Kept whole (copied in whole 16-byte words
+    /// from the store's answer, long written by then); the permit takes what it keeps of it
+    /// field by field where it is built. What it keeps, written here in pieces, was read back
+    /// whole by the permit right after, and those reads stalled on the pieces.
+    allowed: Option<Decision>,
     outcome: Outcome,
     /// The refusal, if the call is refused (else the call is permitted with `allowed`).
     refused: Option<RateLimited>,
@@ -230,7 +232,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     #[inline(always)]
     fn admit(&mut self, d: &Decision) -> Step {
         record_quota(self.set(), d);
-        self.allowed = Some(Admitted::of(d));
+        self.allowed = Some(*d);
         self.shadow_after(d)
     }
 
@@ -405,7 +407,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 // The quota names the limit among the decided set's; the permit, among the
                 // enforced set's.
                 record_quota(set, &d);
-                self.allowed = Some(Admitted::of(&self.in_enforced_set(d)));
+                self.allowed = Some(self.in_enforced_set(d));
                 self.shadow_after(&d)
             }
             Ok(d) => {

@@ -46,7 +46,7 @@ pub struct Permit<'a> {
 /// What of an allowed [`Decision`] a permit reads again: the tightest rule and its headroom (the
 /// quota), and what finds the call's units in the store (its time and member).
 #[derive(Clone, Copy)]
-pub(crate) struct Admitted {
+struct Admitted {
     limit: u32,
     rule: u32,
     remaining: u64,
@@ -60,7 +60,7 @@ impl Admitted {
     const NONE: Admitted = Admitted { limit: 0, rule: 0, remaining: 0, reset_ns: 0, at_us: 0, member: [0; 16] };
 
     #[inline]
-    pub(crate) fn of(d: &Decision) -> Admitted {
+    fn of(d: &Decision) -> Admitted {
         Admitted {
             // Beyond u32::MAX limits or rules an index names nothing (no quota, as out of range).
             limit: u32::try_from(d.limit).unwrap_or(u32::MAX),
@@ -105,7 +105,7 @@ impl<'a> Permit<'a> {
     #[inline]
     pub(crate) fn new(
         limiter: &'a Limiter,
-        decision: Option<&Admitted>,
+        decision: Option<&Decision>,
         snapshot: Option<Arc<Snapshot>>,
         cost: u64,
         subjects: &[Subject<'_>],
@@ -118,7 +118,10 @@ impl<'a> Permit<'a> {
             return Permit::holding_slots(limiter, d, snapshot, cost, subjects, pinned, local);
         }
         let keys = SubjectKeys::of(set, subjects);
-        Ok(Permit { limiter, snapshot, cost, admitted: *d, keys, slots: None, decided: true, pinned, local })
+        // Taken from the decision here, and written straight into the permit (an `Admitted`
+        // built earlier in pieces was read back whole for the copy, stalling).
+        let admitted = Admitted::of(d);
+        Ok(Permit { limiter, snapshot, cost, admitted, keys, slots: None, decided: true, pinned, local })
     }
 
     /// The permit of a call that holds concurrency slots. Out of line (most limiters have
@@ -127,7 +130,7 @@ impl<'a> Permit<'a> {
     #[inline(never)]
     fn holding_slots(
         limiter: &'a Limiter,
-        d: &Admitted,
+        d: &Decision,
         snapshot: Option<Arc<Snapshot>>,
         cost: u64,
         subjects: &[Subject<'_>],
@@ -146,7 +149,7 @@ impl<'a> Permit<'a> {
             local,
             held: true,
         }));
-        Ok(Permit { limiter, snapshot, cost, admitted: *d, keys, slots, decided: true, pinned, local })
+        Ok(Permit { limiter, snapshot, cost, admitted: Admitted::of(d), keys, slots, decided: true, pinned, local })
     }
 
     /// The permit of a call let through without a decision: nothing to give back. Out of
