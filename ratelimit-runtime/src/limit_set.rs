@@ -171,40 +171,41 @@ impl LimitSet {
 }
 
 /// The key bytes of a call's subjects, one per limit: on the stack for up to four limits (most
-/// functions have one or two).
-pub(crate) struct Keys<'s> {
-    inline: [&'s [u8]; 4],
-    spilled: Vec<&'s [u8]>,
-    len: usize,
+/// functions have one or two). One key is its own case: built on every call, it writes only that
+/// key (the empty slots of four cost eight stores more, on a path that stores little else).
+pub(crate) enum Keys<'s> {
+    One([&'s [u8]; 1]),
+    /// The first `.1` of the four.
+    Few([&'s [u8]; 4], usize),
+    Many(Vec<&'s [u8]>),
 }
 
 impl<'s> Keys<'s> {
     /// The keys of `set`'s subjects, or the index of the first limit whose subject is missing.
     #[inline(always)]
     pub(crate) fn of(set: &LimitSet, subjects: &'s [Subject<'_>]) -> Result<Keys<'s>, usize> {
+        let key = |i: usize| subjects.get(set.subject_of(i)).and_then(Subject::key_bytes).ok_or(i);
         let len = set.limits.len();
         if len == 1 {
             // Most calls: one key, no loop.
-            let k = subjects.get(set.subject_of(0)).and_then(Subject::key_bytes).ok_or(0usize)?;
-            return Ok(Keys { inline: [k, &[], &[], &[]], spilled: Vec::new(), len });
+            return Ok(Keys::One([key(0)?]));
         }
-        let mut keys = Keys { inline: [&[]; 4], spilled: Vec::new(), len };
-        for i in 0..len {
-            let Some(k) = subjects.get(set.subject_of(i)).and_then(Subject::key_bytes) else { return Err(i) };
-            match keys.inline.get_mut(i) {
-                Some(slot) if len <= 4 => *slot = k,
-                _ => keys.spilled.push(k),
+        if len <= 4 {
+            let mut keys = [&[][..]; 4];
+            for (i, slot) in keys.iter_mut().enumerate().take(len) {
+                *slot = key(i)?;
             }
+            return Ok(Keys::Few(keys, len));
         }
-        Ok(keys)
+        (0..len).map(key).collect::<Result<Vec<_>, usize>>().map(Keys::Many)
     }
 
     #[inline]
     pub(crate) fn as_slice(&self) -> &[&'s [u8]] {
-        if self.len <= self.inline.len() {
-            &self.inline[..self.len]
-        } else {
-            &self.spilled
+        match self {
+            Keys::One(key) => key,
+            Keys::Few(keys, len) => keys.get(..*len).unwrap_or_default(),
+            Keys::Many(keys) => keys,
         }
     }
 }
