@@ -95,6 +95,19 @@ fn decide_new(shard: &mut super::Shard, key: &[u8], limit: &Limit, now: u64, cos
 /// nothing stored) and records the call in it if allowed.
 #[inline]
 fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision {
+    if let (false, [rule]) = (limit.algorithm == Algorithm::SlidingWindow, &limit.rules[..]) {
+        // One rule (most O(1) limits): each algorithm's step specialised, nothing in loops. First,
+        // before any decision is written: the paths below start from `Decision::admitted`,
+        // which the compiler writes out whole before it knows the path (then written again).
+        let rule = *rule;
+        return match limit.algorithm {
+            Algorithm::Gcra => one_rule(Algorithm::Gcra, limit, rule, state, now, cost),
+            Algorithm::TokenBucket => one_rule(Algorithm::TokenBucket, limit, rule, state, now, cost),
+            Algorithm::LeakyBucket => one_rule(Algorithm::LeakyBucket, limit, rule, state, now, cost),
+            Algorithm::FixedWindow => one_rule(Algorithm::FixedWindow, limit, rule, state, now, cost),
+            _ => one_rule(Algorithm::SlidingWindowCounter, limit, rule, state, now, cost),
+        };
+    }
     let mut d = Decision::admitted(now);
     let mut tightest: Option<u64> = None;
     if limit.algorithm == Algorithm::SlidingWindow {
@@ -111,16 +124,6 @@ fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision 
         return d;
     }
 
-    if let [rule] = limit.rules[..] {
-        // One rule (most O(1) limits): each algorithm's step specialised, nothing in loops.
-        return match limit.algorithm {
-            Algorithm::Gcra => one_rule(Algorithm::Gcra, limit, rule, state, now, cost),
-            Algorithm::TokenBucket => one_rule(Algorithm::TokenBucket, limit, rule, state, now, cost),
-            Algorithm::LeakyBucket => one_rule(Algorithm::LeakyBucket, limit, rule, state, now, cost),
-            Algorithm::FixedWindow => one_rule(Algorithm::FixedWindow, limit, rule, state, now, cost),
-            _ => one_rule(Algorithm::SlidingWindowCounter, limit, rule, state, now, cost),
-        };
-    }
     let k = limit.algorithm.cells();
     let n = k * limit.rules.len();
     let stored = match state {
