@@ -135,10 +135,18 @@ pub fn sync_scope<R>(ctx: impl Into<Arc<RequestContext>>, f: impl FnOnce() -> R)
 }
 
 /// The current request context: the task's, else the thread's.
+#[inline]
 pub fn current() -> Option<Arc<RequestContext>> {
+    // Inlined up to here: a decision outside HTTP (most of them) asks, and pays a call for
+    // nothing but this look.
     if !ENTERED.load(std::sync::atomic::Ordering::Relaxed) {
         return None;
     }
+    current_entered()
+}
+
+#[inline(never)]
+fn current_entered() -> Option<Arc<RequestContext>> {
     TASK.try_with(Arc::clone).ok().or_else(|| THREAD.with(|t| t.borrow().clone()))
 }
 

@@ -612,13 +612,18 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
 }
 
 /// Gives an HTTP request (a context) the quota `d` leaves in `set`, for its headers; nothing
-/// else wants it.
-#[inline]
+/// else wants it. Inlined: a decision outside a request pays one look, not a call.
+#[inline(always)]
 fn record_quota(set: &LimitSet, d: &Decision) {
     if let Some(ctx) = context::current() {
-        if let Some(q) = set.quota(d) {
-            ctx.record_quota(q);
-        }
+        record_quota_in(&ctx, set, d);
+    }
+}
+
+#[inline(never)]
+fn record_quota_in(ctx: &context::RequestContext, set: &LimitSet, d: &Decision) {
+    if let Some(q) = set.quota(d) {
+        ctx.record_quota(q);
     }
 }
 
