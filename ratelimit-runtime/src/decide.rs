@@ -145,7 +145,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     }
 
     /// The set the current phase decides.
-    #[inline]
+    #[inline(always)]
     fn set(&self) -> &LimitSet {
         match self.phase {
             Phase::Enforced | Phase::Reserve => self.enforced_set(),

@@ -441,10 +441,13 @@ impl Limiter {
         self.inner.local.get_or_init(MemoryStore::new)
     }
 
+    /// Inlined (every decision asks, several times): a call for a field read cost more than
+    /// the read.
+    #[inline]
     pub(crate) fn store(&self) -> &StoreHandle {
         match &self.inner.store {
             Some(s) => s,
-            None => &config::global().store,
+            None => global_store(),
         }
     }
 
@@ -539,4 +542,10 @@ impl LazyLimiter {
             Err((name, _)) => name.as_deref(),
         }
     }
+}
+
+/// The global store, for a limiter built without its own.
+#[inline(never)]
+fn global_store() -> &'static StoreHandle {
+    &config::global().store
 }
