@@ -1,5 +1,6 @@
-//! Concurrent sliding-window decisions on one `RedisStore` go to Redis coalesced (several calls
-//! per script run): each is still decided exactly as alone, on a real `redis-server`.
+//! Concurrent decisions on one `RedisStore` (sliding windows, and O(1) algorithms) go to Redis
+//! coalesced (several calls per script run): each is still decided exactly as alone, on a real
+//! `redis-server`.
 
 mod support;
 
@@ -110,20 +111,21 @@ fn limiters(store: &StoreHandle) -> [Limiter; 3] {
     ]
 }
 
-/// One task's calls, at pinned times (µs): which limiter, its cost, its time.
-fn schedule(task: u64) -> Vec<(usize, u64, u64)> {
+/// One task's calls among `limiters` limiters, at pinned times (µs): which limiter, its cost,
+/// its time.
+fn schedule(task: u64, limiters: u64) -> Vec<(usize, u64, u64)> {
     let t0 = 1_900_000_000_000_000 + task * 7;
-    (0..40u64).map(|i| ((i % 3) as usize, 1 + (i * task) % 3, t0 + i * 150_000 + (i % 4) * 1_000)).collect()
+    (0..40u64).map(|i| ((i % limiters) as usize, 1 + (i * task) % 3, t0 + i * 150_000 + (i % 4) * 1_000)).collect()
 }
 
 /// Each task's own subjects (no other task's calls touch them): its answers must be the
 /// memory store's for the same calls in the same order, though Redis decided them in batches
-/// with other tasks' calls.
-async fn run_task(limiters: &[Limiter; 3], task: u64) -> Vec<Answer> {
+/// with other tasks' calls. The second limiter takes an IP and a key, the others a key.
+async fn run_task(limiters: &[Limiter], task: u64) -> Vec<Answer> {
     let ip = std::net::IpAddr::from([10, 1, (task / 256) as u8, (task % 256) as u8]);
     let key = format!("task-{task}");
     let mut out = Vec::new();
-    for (which, cost, at) in schedule(task) {
+    for (which, cost, at) in schedule(task, limiters.len() as u64) {
         let l = &limiters[which];
         let r = match which {
             1 => l.check_at(&[Subject::ip(ip), Subject::bytes(key.as_bytes())], cost, support::at(at)).await,
@@ -136,19 +138,27 @@ async fn run_task(limiters: &[Limiter; 3], task: u64) -> Vec<Answer> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_mixed_calls_decides_each_as_alone() {
-    const TASKS: u64 = 48;
     let server = RedisServer::start();
     let redis: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
     let memory: StoreHandle = Arc::new(MemoryStore::new());
-    let on_redis = Arc::new(limiters(&redis));
-    let in_memory = limiters(&memory);
+    compare_with_memory(&server, Arc::new(limiters(&redis)), limiters(&memory)).await;
+}
+
+/// 48 tasks run their schedules on `on_redis`, concurrently; each task's answers must be the
+/// memory store's (`in_memory`, the same limiters) for the same calls, and the calls coalesced.
+async fn compare_with_memory<const N: usize>(
+    server: &RedisServer,
+    on_redis: Arc<[Limiter; N]>,
+    in_memory: [Limiter; N],
+) {
+    const TASKS: u64 = 48;
     let mut con = server.client();
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
 
     let tasks: Vec<_> = (0..TASKS)
         .map(|task| {
             let on_redis = on_redis.clone();
-            tokio::spawn(async move { run_task(&on_redis, task).await })
+            tokio::spawn(async move { run_task(&on_redis[..], task).await })
         })
         .collect();
     let mut refused = 0;
@@ -228,4 +238,95 @@ async fn concurrent_calls_with_a_shadow_limit_are_never_refused_by_it() {
     let key = format!("{DEFAULT_PREFIX}{{batch::shadowed|global|}}:sw:10mx50");
     let logged: u64 = redis::cmd("ZCARD").arg(&key).query(&mut con).unwrap();
     assert_eq!(logged, 50, "{key}");
+}
+
+/// 64 tasks calling at once on one key of an O(1) algorithm, limit 500 (a bucket's refill, one
+/// unit per 7.2 s, does not come during the test; the fixed window's calls are pinned inside one
+/// window): exactly 500 admitted, each with its own remaining, and fewer script runs than calls.
+/// The scripts are flushed first: the batches load them again (`NOSCRIPT`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_o1_callers_on_one_key_admit_exactly_the_limit() {
+    const LIMIT: u64 = 500;
+    const TASKS: usize = 64;
+    const CALLS: usize = 20;
+    let server = RedisServer::start();
+    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
+    let mut con = server.client();
+    for alg in [Algorithm::Gcra, Algorithm::TokenBucket, Algorithm::FixedWindow] {
+        let name = format!("batch::o1::{alg:?}");
+        let rule = Rule::from_millis(3_600_000, LIMIT).unwrap();
+        let limiter = Arc::new(
+            Limiter::builder(&name)
+                .limit_with(LimitType::Global, [rule], alg, DEFAULT_PREFIX)
+                .store(store.clone())
+                .refusal_cache(false)
+                .build()
+                .unwrap(),
+        );
+        // The server's time, but for the fixed window: pinned within one window.
+        let pinned = (alg == Algorithm::FixedWindow).then(|| support::at(1_900_000_000_000_000 + 1_000_000_000));
+        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move {
+                    let mut remaining = Vec::new();
+                    for _ in 0..CALLS {
+                        let decided = match pinned {
+                            Some(at) => limiter.check_at(&[Subject::global()], 1, at).await,
+                            None => limiter.check(&[Subject::global()], 1).await,
+                        };
+                        match decided {
+                            Ok(permit) => remaining.push(permit.quota().expect("a quota").remaining),
+                            Err(e) => {
+                                assert!(e.cause() == Cause::Exceeded && e.retry_after() > Duration::ZERO, "{e}")
+                            }
+                        }
+                    }
+                    remaining
+                })
+            })
+            .collect();
+        let mut remaining = Vec::new();
+        for t in tasks {
+            remaining.extend(t.await.unwrap());
+        }
+        remaining.sort_unstable();
+        assert_eq!(remaining, (0..LIMIT).collect::<Vec<_>>(), "{alg:?}: each admitted call has its own remaining");
+        let calls = (TASKS * CALLS) as u64;
+        let runs = evalsha_calls(&mut con);
+        assert!(runs < calls / 2, "{alg:?}: {runs} script runs for {calls} concurrent calls: not coalesced");
+    }
+}
+
+/// The limiters of one store, every algorithm: a GCRA rule on a `Key`; an `Ip` token bucket of
+/// two rules stacked with a `Key` fixed window; a sliding window counter whose calls cost
+/// several units; a leaky bucket with a burst; and a sliding window, whose calls go in batches of
+/// their own between the O(1) ones.
+fn o1_limiters(store: &StoreHandle) -> [Limiter; 5] {
+    let r = |w: u64, n: u64| Rule::from_millis(w, n).unwrap();
+    let build = |b: ratelimit::LimiterBuilder| b.store(store.clone()).refusal_cache(false).build().unwrap();
+    let key = |name: &str, rules: &[Rule], alg: Algorithm| {
+        Limiter::builder(name).limit_with(LimitType::Key, rules.iter().copied(), alg, DEFAULT_PREFIX)
+    };
+    [
+        build(key("batch::gcra", &[r(1_000, 5)], Algorithm::Gcra)),
+        build(
+            Limiter::builder("batch::o1_stacked")
+                .limit_with(LimitType::Ip, [r(10_000, 8), r(1_000, 3)], Algorithm::TokenBucket, DEFAULT_PREFIX)
+                .limit_with(LimitType::Key, [r(2_000, 4)], Algorithm::FixedWindow, DEFAULT_PREFIX),
+        ),
+        build(key("batch::swc", &[r(5_000, 10)], Algorithm::SlidingWindowCounter)),
+        build(key("batch::leaky", &[r(1_000, 5)], Algorithm::LeakyBucket).burst(3)),
+        build(key("batch::sw", &[r(1_000, 5)], Algorithm::SlidingWindow)),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_mixed_o1_calls_decides_each_as_alone() {
+    let server = RedisServer::start();
+    let redis: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
+    let memory: StoreHandle = Arc::new(MemoryStore::new());
+    compare_with_memory(&server, Arc::new(o1_limiters(&redis)), o1_limiters(&memory)).await;
 }

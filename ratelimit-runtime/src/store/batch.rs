@@ -1,17 +1,20 @@
-//! Concurrent sliding-window decisions on one [`RedisStore`](super::RedisStore), coalesced: the
-//! calls queue, and one task on the I/O runtime sends what is queued as one run of
-//! decide_sw_batch.lua, which decides them one after another.
+//! Concurrent decisions on one [`RedisStore`](super::RedisStore), coalesced: the calls queue,
+//! and one task on the I/O runtime sends what is queued as one run of a batch script, which
+//! decides them one after another: decide_sw_batch.lua for sliding windows, decide_o1_batch.lua
+//! for O(1) algorithms (a batch holds calls of one kind).
 //!
 //! Under load Redis is the bottleneck (one core), so throughput is the server's work per
 //! decision; a run costs the server, whatever it decides, its dispatch and arguments, its reply
 //! and `TIME` (the time must be the server's): a batch pays them once for all its calls. The
 //! batching is natural: nothing waits for a batch to fill. While fewer than [`IN_FLIGHT`]
 //! batches are under way, everything queued (up to [`MAX_CALLS`]) goes at once. A call that
-//! finds nothing queued and nothing under way goes alone as before (decide_sw.lua, from the
-//! caller's own task: no hop through the sending task, so a lone caller's latency is unchanged);
-//! the others queue, and the busier the connection, the larger its batches.
+//! finds nothing queued and nothing under way goes alone as before (decide_sw.lua or
+//! decide_o1.lua, from the caller's own task: no hop through the sending task, so a lone
+//! caller's latency is unchanged); the others queue, and the busier the connection, the larger
+//! its batches. Calls of the other kind queued between two runs of one kind split a batch: it
+//! takes the longest run of one kind at the head of the queue, which keeps the calls' order.
 
-use super::script::{double, query_script, unpack, BATCH, REPLY_ADMITTED_LEN, REPLY_LEN};
+use super::script::{double, query_script, unpack, Script, BATCH, O1_BATCH, REPLY_ADMITTED_LEN, REPLY_LEN};
 use super::Call;
 use crate::algorithm::Algorithm;
 use crate::error::StoreError;
@@ -32,16 +35,40 @@ const IN_FLIGHT: usize = 2;
 /// must stay short (64 one-rule decisions take the server about 1 ms).
 const MAX_CALLS: usize = 64;
 
-/// One call's reply: decide_sw.lua's answer as `Decision::from_script` takes it.
+/// One call's reply: decide_sw.lua's or decide_o1.lua's answer as `Decision::from_script` takes
+/// it.
 type Reply = Result<[i64; 8], StoreError>;
 
-/// A call, encoded for decide_sw_batch.lua (it no longer borrows the caller's limits).
+/// Which batch script decides a call.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    /// Every limit a sliding window: decide_sw_batch.lua.
+    Sliding,
+    /// Every limit an O(1) algorithm: decide_o1_batch.lua.
+    O1,
+}
+
+impl Kind {
+    fn script(self) -> &'static Script {
+        match self {
+            Kind::Sliding => &BATCH,
+            Kind::O1 => &O1_BATCH,
+        }
+    }
+}
+
+/// A call, encoded for its batch script (it no longer borrows the caller's limits).
 pub(crate) struct Encoded {
-    /// The call's numbers as the script reads them (member, now, cost, key count, then per key
-    /// its rule count and rules), then its keys, each after its length (8 bytes, native order).
+    kind: Kind,
+    /// The call's arguments, then its keys, each key after its length (8 bytes, native order).
+    /// [`Kind::Sliding`]: the numbers as decide_sw_batch.lua reads them, packed (member, now,
+    /// cost, key count, then per key its rule count and rules). [`Kind::O1`]: `args` arguments
+    /// of decide_o1_batch.lua, each after its length as the keys are.
     buf: Vec<u8>,
-    /// Where the numbers end and the keys start.
+    /// Where the arguments end and the keys start.
     nums: usize,
+    /// [`Kind::O1`]: how many arguments.
+    args: usize,
     keys: usize,
 }
 
@@ -50,17 +77,35 @@ struct Entry {
     reply: oneshot::Sender<Reply>,
 }
 
-/// Whether decide_sw_batch.lua can decide `call`: what decide_sw.lua decides (every limit a
-/// sliding window, no block and no concurrency limit).
-pub(crate) fn batchable(call: &Call<'_>) -> bool {
+/// Which batch script can decide `call`, if one can: what decide_sw.lua decides (every limit a
+/// sliding window) or what decide_o1.lua decides (none a sliding window), with no block and no
+/// concurrency limit.
+pub(crate) fn batchable(call: &Call<'_>) -> Option<Kind> {
     // Shadow limits are decided as a group after the others: decide.lua's job.
-    call.shadow == 0 && call.limits.iter().all(|l| l.algorithm == Algorithm::SlidingWindow && !l.has_policy())
+    if call.shadow > 0 || call.limits.iter().any(|l| l.has_policy()) {
+        return None;
+    }
+    let sliding = |l: &crate::limit::Limit| l.algorithm == Algorithm::SlidingWindow;
+    if call.limits.iter().all(sliding) {
+        Some(Kind::Sliding)
+    } else if !call.limits.iter().any(sliding) {
+        Some(Kind::O1)
+    } else {
+        None
+    }
 }
 
-/// `call` with its member as a batch entry: little-endian doubles as decide_sw.lua's (every
-/// value below 2^53 but a cost or pinned time past it, which becomes the double its text would
-/// have).
-pub(crate) fn encode(call: &Call<'_>, member: &[u8; 16]) -> Encoded {
+/// `call` with its member as an entry of a `kind` batch.
+pub(crate) fn encode(call: &Call<'_>, member: &[u8; 16], kind: Kind) -> Encoded {
+    match kind {
+        Kind::Sliding => encode_sliding(call, member),
+        Kind::O1 => encode_o1(call),
+    }
+}
+
+/// A sliding-window call: little-endian doubles as decide_sw.lua's (every value below 2^53 but
+/// a cost or pinned time past it, which becomes the double its text would have).
+fn encode_sliding(call: &Call<'_>, member: &[u8; 16]) -> Encoded {
     let mut nums = 16 + 3 * 8;
     let mut bytes = 0;
     for (limit, subject) in call.limits.iter().zip(call.subjects) {
@@ -81,28 +126,99 @@ pub(crate) fn encode(call: &Call<'_>, member: &[u8; 16]) -> Encoded {
         }
     }
     let nums = buf.len();
+    put_keys(call, &mut buf);
+    Encoded { kind: Kind::Sliding, buf, nums, args: 0, keys: call.limits.len() }
+}
+
+/// An O(1) call: decide_o1.lua's arguments as text, as its own `EVALSHA` sends them (now, cost),
+/// with its key count between them and its limits' (the member is not the script's: nothing
+/// is logged by member).
+fn encode_o1(call: &Call<'_>) -> Encoded {
+    let mut bytes = 3 * 28;
+    let mut args = 3;
+    for (limit, subject) in call.limits.iter().zip(call.subjects) {
+        args += limit.script_args.len();
+        bytes += limit.script_args.iter().map(|a| 8 + a.len()).sum::<usize>();
+        bytes += 8 + limit.redis_key_len() + subject.len() * 3 + 24;
+    }
+    let mut buf = Vec::with_capacity(bytes);
+    let put = |buf: &mut Vec<u8>, arg: &[u8]| {
+        buf.extend_from_slice(&arg.len().to_ne_bytes());
+        buf.extend_from_slice(arg);
+    };
+    put(&mut buf, decimal(call.now_us.unwrap_or(0)).as_ref());
+    put(&mut buf, decimal(call.cost).as_ref());
+    put(&mut buf, decimal(call.limits.len() as u64).as_ref());
+    for limit in call.limits {
+        for a in &limit.script_args {
+            put(&mut buf, a);
+        }
+    }
+    let nums = buf.len();
+    put_keys(call, &mut buf);
+    Encoded { kind: Kind::O1, buf, nums, args, keys: call.limits.len() }
+}
+
+/// `x` in decimal, as redis-rs writes an integer argument.
+fn decimal(mut x: u64) -> Decimal {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (x % 10) as u8;
+        x /= 10;
+        if x == 0 {
+            break;
+        }
+    }
+    Decimal { digits, at }
+}
+
+struct Decimal {
+    digits: [u8; 20],
+    at: usize,
+}
+
+impl AsRef<[u8]> for Decimal {
+    fn as_ref(&self) -> &[u8] {
+        &self.digits[self.at..]
+    }
+}
+
+/// The call's keys, each after its length.
+fn put_keys(call: &Call<'_>, buf: &mut Vec<u8>) {
     for (limit, subject) in call.limits.iter().zip(call.subjects) {
         let at = buf.len();
         buf.extend_from_slice(&0usize.to_ne_bytes());
         // Writing to a Vec cannot fail.
-        let _ = limit.write_redis_key(subject, &mut buf);
+        let _ = limit.write_redis_key(subject, &mut *buf);
         let len = buf.len() - at - 8;
         buf[at..at + 8].copy_from_slice(&len.to_ne_bytes());
     }
-    Encoded { buf, nums, keys: call.limits.len() }
+}
+
+/// The `count` byte strings at the start of `bytes`, each after its length (8 bytes, native
+/// order).
+fn items(bytes: &[u8], count: usize) -> impl Iterator<Item = &[u8]> {
+    let mut rest = bytes;
+    (0..count).map(move |_| {
+        let (len, tail) = rest.split_at(8);
+        let mut n = [0u8; 8];
+        n.copy_from_slice(len);
+        let (item, tail) = tail.split_at(usize::from_ne_bytes(n));
+        rest = tail;
+        item
+    })
 }
 
 impl Encoded {
     fn keys(&self) -> impl Iterator<Item = &[u8]> {
-        let mut rest = &self.buf[self.nums..];
-        (0..self.keys).map(move |_| {
-            let (len, tail) = rest.split_at(8);
-            let mut n = [0u8; 8];
-            n.copy_from_slice(len);
-            let (key, tail) = tail.split_at(usize::from_ne_bytes(n));
-            rest = tail;
-            key
-        })
+        items(&self.buf[self.nums..], self.keys)
+    }
+
+    /// [`Kind::O1`]: the arguments.
+    fn args(&self) -> impl Iterator<Item = &[u8]> {
+        items(&self.buf[..self.nums], self.args)
     }
 }
 
@@ -190,7 +306,8 @@ impl Batcher {
         self.ready.notify_one();
     }
 
-    /// The next batch and its slot: everything queued, up to [`MAX_CALLS`], as soon as there is
+    /// The next batch and its slot: the calls queued first, up to [`MAX_CALLS`] and as long as
+    /// they are of the first one's kind (one script decides a batch), as soon as there is
     /// anything and a slot is free; `None` once the store is dropped and nothing is left.
     async fn next(self: &Arc<Self>) -> Option<(Vec<Entry>, Slot)> {
         loop {
@@ -198,10 +315,12 @@ impl Batcher {
                 let mut state = crate::sync::lock(&self.state);
                 let queued = state.entries.len();
                 if queued > 0 && state.in_flight < self.in_flight_max {
-                    let batch = if queued > MAX_CALLS {
-                        state.entries.drain(..MAX_CALLS).collect()
-                    } else {
+                    let kind = state.entries[0].call.kind;
+                    let run = state.entries.iter().take(MAX_CALLS).take_while(|e| e.call.kind == kind).count();
+                    let batch = if run == queued {
                         std::mem::take(&mut state.entries)
+                    } else {
+                        state.entries.drain(..run).collect()
                     };
                     state.in_flight += 1;
                     return Some((batch, Slot(self.clone())));
@@ -232,7 +351,9 @@ async fn send_batches(batcher: Arc<Batcher>, conn: ConnectionManager, timeout: D
 /// timeout) is every call's: the calls before the failing one may have been recorded, as a call
 /// whose reply is lost may have been.
 async fn send(mut conn: ConnectionManager, batch: Vec<Entry>, timeout: Duration) {
-    let command = (command(&batch), &BATCH);
+    let Some(first) = batch.first() else { return };
+    let kind = first.call.kind;
+    let command = (command(&batch, kind), kind.script());
     let answer = io::timeout(timeout, query_script::<redis::Value>(&mut conn, &command)).await;
     match answer.and_then(|a| split(&a, batch.len())) {
         Ok(replies) => {
@@ -249,19 +370,32 @@ async fn send(mut conn: ConnectionManager, batch: Vec<Entry>, timeout: Duration)
     }
 }
 
-/// decide_sw_batch.lua's `EVALSHA` for `batch`: every call's keys, then one argument of every
-/// number (see the script).
-fn command(batch: &[Entry]) -> Cmd {
+/// The batch script's `EVALSHA` for `batch` (calls of one kind): every call's keys, then
+/// decide_sw_batch.lua's one argument of every number, or decide_o1_batch.lua's arguments of
+/// every call (see the scripts).
+fn command(batch: &[Entry], kind: Kind) -> Cmd {
     let keys: usize = batch.iter().map(|e| e.call.keys).sum();
+    let args: usize = batch.iter().map(|e| e.call.args).sum();
     let bytes: usize = batch.iter().map(|e| e.call.buf.len() + 16).sum();
-    let mut cmd = Cmd::with_capacity(4 + keys, 80 + bytes);
-    cmd.arg("EVALSHA").arg(BATCH.sha()).arg(keys);
+    let mut cmd = Cmd::with_capacity(4 + keys + args.max(1), 80 + bytes);
+    cmd.arg("EVALSHA").arg(kind.script().sha()).arg(keys);
     for entry in batch {
         for key in entry.call.keys() {
             cmd.arg(key);
         }
     }
-    cmd.arg(Numbers(batch));
+    match kind {
+        Kind::Sliding => {
+            cmd.arg(Numbers(batch));
+        }
+        Kind::O1 => {
+            for entry in batch {
+                for arg in entry.call.args() {
+                    cmd.arg(arg);
+                }
+            }
+        }
+    }
     cmd
 }
 
@@ -280,9 +414,10 @@ impl redis::ToRedisArgs for Numbers<'_> {
     }
 }
 
-/// The batch's reply, one packed reply per call in call order: 48 bytes, or 24 for an admission
-/// by one limit of one rule, whose first value is `-1 - remaining` (negative, where the long
-/// form's is `allowed`, 0 or 1).
+/// The batch's reply, one packed reply per call in call order: 48 bytes, or (decide_sw_batch.lua
+/// only) 24 for an admission by one limit of one rule, whose first value is `-1 - remaining`
+/// (negative, where the long form's is `allowed`, 0 or 1: decide_o1_batch.lua's replies are all
+/// of the long form).
 fn split(answer: &redis::Value, calls: usize) -> Result<Vec<[i64; 8]>, StoreError> {
     let unexpected = || StoreError::Protocol(format!("unexpected batch reply for {calls} calls: {answer:?}"));
     let redis::Value::BulkString(bytes) = answer else { return Err(unexpected()) };
@@ -307,7 +442,14 @@ fn split(answer: &redis::Value, calls: usize) -> Result<Vec<[i64; 8]>, StoreErro
 
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use super::{decimal, split};
+
+    #[test]
+    fn decimals_are_written_as_integer_arguments_are() {
+        for x in [0, 1, 9, 10, 12_345, 1_900_000_000_000_000, u64::MAX] {
+            assert_eq!(decimal(x).as_ref(), x.to_string().as_bytes());
+        }
+    }
 
     #[test]
     fn batch_replies_split_by_their_first_value() {

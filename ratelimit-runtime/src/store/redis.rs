@@ -1,5 +1,5 @@
 //! One Redis server: every decision is one `EVALSHA` of a decision script (concurrent
-//! sliding-window calls share one: store/batch.rs); the commands that build them.
+//! sliding-window or O(1) calls share one: store/batch.rs); the commands that build them.
 
 use super::batch::{self, Batcher};
 use super::breaker::{Breaker, MAX_PAUSE};
@@ -37,7 +37,8 @@ pub struct RedisStore {
     timeout: Duration,
     url: String,
     breaker: Arc<Breaker>,
-    /// Concurrent sliding-window decisions, coalesced into one script run (store/batch.rs).
+    /// Concurrent sliding-window or O(1) decisions, coalesced into one script run
+    /// (store/batch.rs).
     batcher: Arc<Batcher>,
 }
 
@@ -281,16 +282,18 @@ impl Store for RedisStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         self.breaker.call(|| {
             let member = unique_member();
-            // Sliding windows alone (decide_sw.lua's calls) are coalesced with the calls
-            // concurrent with them, but for a call that finds nothing to join; the others go
-            // as they are.
+            // decide_sw.lua's and decide_o1.lua's calls are coalesced with the calls concurrent
+            // with them, but for a call that finds nothing to join; the others go as they are.
             let batchable = batch::batchable(call);
-            let alone = if batchable { self.batcher.alone() } else { None };
-            let route = if batchable && alone.is_none() {
-                Route::Batched(self.batcher.clone(), batch::encode(call, &member))
-            } else {
-                let cmd = command(call, 0..call.limits.len(), &member, ScriptOp::Decide);
-                Route::Direct(self.conn.clone(), cmd, alone)
+            let alone = if batchable.is_some() { self.batcher.alone() } else { None };
+            let route = match batchable {
+                Some(kind) if alone.is_none() => {
+                    Route::Batched(self.batcher.clone(), batch::encode(call, &member, kind))
+                }
+                _ => {
+                    let cmd = command(call, 0..call.limits.len(), &member, ScriptOp::Decide);
+                    Route::Direct(self.conn.clone(), cmd, alone)
+                }
             };
             let timeout = self.timeout;
             async move {

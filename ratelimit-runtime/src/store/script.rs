@@ -83,6 +83,9 @@ pub(crate) static O1: Script = Script::new(include_str!("decide_o1.lua"));
 /// Several calls' [`SLIDING`] decisions in one run, one after another (see `decide_sw_batch.lua`
 /// and store/batch.rs).
 pub(crate) static BATCH: Script = Script::new(include_str!("decide_sw_batch.lua"));
+/// Several calls' [`O1`] decisions in one run, one after another (see `decide_o1_batch.lua` and
+/// store/batch.rs).
+pub(crate) static O1_BATCH: Script = Script::new(include_str!("decide_o1_batch.lua"));
 
 /// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server), and
 /// reads its packed reply (see [`unpack_reply`]); `member` is the call's id, which the decision
@@ -126,7 +129,7 @@ pub(crate) async fn query_script<T: redis::FromRedisValue>(
 /// Loads the decision scripts: the first command also connects and authenticates. On a cluster
 /// the connection sends `SCRIPT LOAD` to every primary.
 pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), StoreError> {
-    for script in [&GENERAL, &SLIDING, &O1, &BATCH] {
+    for script in [&GENERAL, &SLIDING, &O1, &BATCH, &O1_BATCH] {
         load(conn, script).await?;
     }
     Ok(())
@@ -226,6 +229,11 @@ mod tests {
         assert!(!super::O1.code().lines().any(|l| l.trim_start().starts_with("--@")), "a marker left in decide_o1");
         assert!(super::O1.code().contains("local function muldiv"));
         assert_ne!(super::O1.sha(), super::GENERAL.sha());
+        let o1_batch = super::O1_BATCH.code();
+        assert!(!o1_batch.lines().any(|l| l.trim_start().starts_with("--@")), "a marker left in decide_o1_batch");
+        assert!(o1_batch.contains("local function muldiv") && o1_batch.contains("redis.call('HMGET', key"));
+        assert_eq!(o1_batch.matches("redis.call('TIME')").count(), 1, "the batch reads the time once");
+        assert_ne!(super::O1_BATCH.sha(), super::O1.sha());
     }
 
     #[test]
