@@ -8,7 +8,11 @@ use ratelimit::store::DEFAULT_PREFIX;
 use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
 use ratelimit::{Algorithm, Cause, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+/// Concurrent tasks, and calls per task, of the tests on one key.
+const TASKS: usize = 64;
+const CALLS: usize = 20;
 use support::{command_stat, RedisServer};
 
 /// `EVALSHA` runs since the last `CONFIG RESETSTAT`, but those refused with `NOSCRIPT` (the
@@ -24,8 +28,6 @@ fn evalsha_calls(con: &mut redis::Connection) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_callers_on_one_key_admit_exactly_the_limit() {
     const LIMIT: u64 = 500;
-    const TASKS: usize = 64;
-    const CALLS: usize = 20;
     let server = RedisServer::start();
     let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
     let limiter = Arc::new(
@@ -47,13 +49,32 @@ async fn concurrent_callers_on_one_key_admit_exactly_the_limit() {
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
 
+    let remaining = remaining_of_concurrent_calls(&limiter, None).await;
+    assert_eq!(remaining, (0..LIMIT).collect::<Vec<_>>(), "each admitted call has its own place in the window");
+
+    let calls = (TASKS * CALLS) as u64;
+    let runs = evalsha_calls(&mut con);
+    assert!(runs < calls / 2, "{runs} script runs for {calls} concurrent calls: not coalesced");
+    let key = "rate_limit:{batch::one_key|global|}:sw:10mx500";
+    let logged: u64 = redis::cmd("ZCARD").arg(key).query(&mut con).unwrap();
+    assert_eq!(logged, LIMIT);
+}
+
+/// `TASKS` tasks making `CALLS` calls each at once on `limiter`'s one global key (at `pinned`, or
+/// the server's time): the remaining of every admitted call, sorted. A refusal must be for the
+/// limit, with a wait.
+async fn remaining_of_concurrent_calls(limiter: &Arc<Limiter>, pinned: Option<SystemTime>) -> Vec<u64> {
     let tasks: Vec<_> = (0..TASKS)
         .map(|_| {
             let limiter = limiter.clone();
             tokio::spawn(async move {
                 let mut remaining = Vec::new();
                 for _ in 0..CALLS {
-                    match limiter.check(&[Subject::global()], 1).await {
+                    let decided = match pinned {
+                        Some(at) => limiter.check_at(&[Subject::global()], 1, at).await,
+                        None => limiter.check(&[Subject::global()], 1).await,
+                    };
+                    match decided {
                         Ok(permit) => remaining.push(permit.quota().expect("a quota").remaining),
                         Err(e) => assert!(e.cause() == Cause::Exceeded && e.retry_after() > Duration::ZERO, "{e}"),
                     }
@@ -67,14 +88,7 @@ async fn concurrent_callers_on_one_key_admit_exactly_the_limit() {
         remaining.extend(t.await.unwrap());
     }
     remaining.sort_unstable();
-    assert_eq!(remaining, (0..LIMIT).collect::<Vec<_>>(), "each admitted call has its own place in the window");
-
-    let calls = (TASKS * CALLS) as u64;
-    let runs = evalsha_calls(&mut con);
-    assert!(runs < calls / 2, "{runs} script runs for {calls} concurrent calls: not coalesced");
-    let key = "rate_limit:{batch::one_key|global|}:sw:10mx500";
-    let logged: u64 = redis::cmd("ZCARD").arg(key).query(&mut con).unwrap();
-    assert_eq!(logged, LIMIT);
+    remaining
 }
 
 /// What a call answered, comparable between stores.
@@ -247,8 +261,6 @@ async fn concurrent_calls_with_a_shadow_limit_are_never_refused_by_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_o1_callers_on_one_key_admit_exactly_the_limit() {
     const LIMIT: u64 = 500;
-    const TASKS: usize = 64;
-    const CALLS: usize = 20;
     let server = RedisServer::start();
     let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
     let mut con = server.client();
@@ -267,32 +279,7 @@ async fn concurrent_o1_callers_on_one_key_admit_exactly_the_limit() {
         let pinned = (alg == Algorithm::FixedWindow).then(|| support::at(1_900_000_000_000_000 + 1_000_000_000));
         let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
         let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|_| {
-                let limiter = limiter.clone();
-                tokio::spawn(async move {
-                    let mut remaining = Vec::new();
-                    for _ in 0..CALLS {
-                        let decided = match pinned {
-                            Some(at) => limiter.check_at(&[Subject::global()], 1, at).await,
-                            None => limiter.check(&[Subject::global()], 1).await,
-                        };
-                        match decided {
-                            Ok(permit) => remaining.push(permit.quota().expect("a quota").remaining),
-                            Err(e) => {
-                                assert!(e.cause() == Cause::Exceeded && e.retry_after() > Duration::ZERO, "{e}")
-                            }
-                        }
-                    }
-                    remaining
-                })
-            })
-            .collect();
-        let mut remaining = Vec::new();
-        for t in tasks {
-            remaining.extend(t.await.unwrap());
-        }
-        remaining.sort_unstable();
+        let remaining = remaining_of_concurrent_calls(&limiter, pinned).await;
         assert_eq!(remaining, (0..LIMIT).collect::<Vec<_>>(), "{alg:?}: each admitted call has its own remaining");
         let calls = (TASKS * CALLS) as u64;
         let runs = evalsha_calls(&mut con);

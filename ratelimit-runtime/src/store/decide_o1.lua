@@ -24,29 +24,7 @@ if ARGV[2] ~= '1' then cost = ARGV[2] + 0 end
 local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
 local release, peek, statuses, at = false, false, nil, now
 --@exact
--- Per limit: its HSET arguments (key first) and its new expiry in ms (false: unchanged). The
--- first limit's in locals, the others' in tables.
-local set1, exp1, sets, exps
-
-local pos = 3
-for g = 1, #KEYS do
-  local key = KEYS[g]
-  --@o1_limit
-  if g == 1 then
-    set1, exp1 = set, expiry
-  else
-    if not sets then sets, exps = {}, {} end
-    sets[g], exps[g] = set, expiry
-  end
-end
-
-if allowed == 1 then
-  redis.call('HSET', unpack(set1))
-  if exp1 then redis.call('PEXPIREAT', KEYS[1], exp1) end
-  for g = 2, #KEYS do
-    redis.call('HSET', unpack(sets[g]))
-    if exps[g] then redis.call('PEXPIREAT', KEYS[g], exps[g]) end
-  end
-end
+local pos, base, m = 3, 0, #KEYS
+--@o1_call
 
 return struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)

@@ -38,28 +38,7 @@ while pos <= last do
   pos = pos + 3
   local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
   local at = now
-  -- Per limit: its HSET arguments (key first) and its new expiry in ms (false: unchanged). The
-  -- first limit's in locals, the others' in tables.
-  local set1, exp1, sets, exps
-  for g = 1, m do
-    local key = KEYS[base + g]
-    --@o1_limit
-    if g == 1 then
-      set1, exp1 = set, expiry
-    else
-      if not sets then sets, exps = {}, {} end
-      sets[g], exps[g] = set, expiry
-    end
-  end
-
-  if allowed == 1 then
-    redis.call('HSET', unpack(set1))
-    if exp1 then redis.call('PEXPIREAT', KEYS[base + 1], exp1) end
-    for g = 2, m do
-      redis.call('HSET', unpack(sets[g]))
-      if exps[g] then redis.call('PEXPIREAT', KEYS[base + g], exps[g]) end
-    end
-  end
+  --@o1_call
   base = base + m
 
   calls = calls + 1

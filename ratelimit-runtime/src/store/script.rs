@@ -18,13 +18,14 @@ pub(crate) struct Script {
 
 /// The fragments the scripts share: each `--@name` line of a template (or of a fragment) becomes
 /// lua/name.lua.
-const FRAGMENTS: [(&str, &str); 14] = [
+const FRAGMENTS: [(&str, &str); 15] = [
     ("--@preamble", include_str!("lua/preamble.lua")),
     ("--@server_time", include_str!("lua/server_time.lua")),
     ("--@decision", include_str!("lua/decision.lua")),
     ("--@exact", include_str!("lua/exact.lua")),
     ("--@sliding_check", include_str!("lua/sliding_check.lua")),
     ("--@sliding_commit", include_str!("lua/sliding_commit.lua")),
+    ("--@o1_call", include_str!("lua/o1_call.lua")),
     ("--@o1_limit", include_str!("lua/o1_limit.lua")),
     ("--@bucket", include_str!("lua/bucket.lua")),
     ("--@fixed_window", include_str!("lua/fixed_window.lua")),
