@@ -397,6 +397,11 @@ async fn sliding_keys_expire_after_their_newest_unit_leaves() {
         };
         if let Ok(p) = permit {
             kept.push(p);
+            // An admission trims what left the longest window (a refusal writes nothing).
+            let oldest: Vec<(Vec<u8>, f64)> = con.zrange_withscores(&key, 0, 0).unwrap();
+            if let Some((_, oldest)) = oldest.first() {
+                assert!(*oldest as u64 > at - long, "call {i}: a unit of {oldest}µs is left in the log at {at}µs");
+            }
         }
         if rng.below(6) == 0 && !kept.is_empty() {
             let p = kept.swap_remove(rng.below(kept.len() as u64) as usize);

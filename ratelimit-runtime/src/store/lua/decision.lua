@@ -5,6 +5,8 @@ local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
 -- first limit's in a local, the others' in a table made only for them (a table costs the
 -- server about 1 400 instructions per call).
 local longest1, longest = 0, false
--- Per limit: whether its log held no unit of its longest window (then its key's expiry must be
--- set), kept as the windows are.
-local empty1, empty = false, false
+-- Per limit: what its commit trims and whether it moves the key's expiry (see sliding_check),
+-- kept as the windows are.
+local leaving1, leaving = 0, false
+-- The units in the log of the limit being checked (counted at its first rule).
+local card = 0

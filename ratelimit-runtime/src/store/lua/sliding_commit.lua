@@ -1,10 +1,13 @@
 -- One sliding-window limit's commit (spliced where `--@sliding_commit` stands): what left the
 -- longest window goes, a unique member per unit comes, and the key's expiry moves when needed.
--- In scope: key, g, now, now_text (now as text), cost, member, longest1, longest, empty1, empty,
--- format.
-local l, was_empty = longest1, empty1
-if g > 1 then l, was_empty = longest[g], empty[g] end
-local left = redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - l))
+-- In scope: key, g, now, now_text (now as text), cost, member, longest1, longest, leaving1,
+-- leaving (see sliding_check), format.
+local l, leave = longest1, leaving1
+if g > 1 then l, leave = longest[g], leaving[g] end
+-- The units before the window were counted by sliding_check, in this same run: none, no trim.
+local left = leave
+if leave < 0 then left = -1 - leave end
+if left > 0 then redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - l)) end
 if cost == 1 then
   redis.call('ZADD', key, now_text, member)
 else
@@ -19,7 +22,7 @@ end
 -- plays r's part. A busy key whose units leave on every call moves
 -- it on every call; one whose units stay in the window (a long window) moves it about once per
 -- window.
-if left > 0 or was_empty then
+if leave ~= 0 then
   local ms = now + 2 * l + 1999
   redis.call('PEXPIREAT', key, format('%d', (ms - ms % 1000) / 1000))
 end
