@@ -22,6 +22,18 @@ struct Node {
     child: Option<Child>,
 }
 
+/// A free port for a cluster node whose bus port (10 000 above it, which Redis also binds) is
+/// free too: a bus port taken by another test's connection kept the node from starting.
+fn free_node_port() -> u16 {
+    loop {
+        let port = free_port();
+        let bus = port.checked_add(10_000).and_then(|p| std::net::TcpListener::bind(("127.0.0.1", p)).ok());
+        if bus.is_some() {
+            return port;
+        }
+    }
+}
+
 fn cli(port: u16, args: &[&str]) -> String {
     let out = Command::new("redis-cli")
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
@@ -55,7 +67,7 @@ impl RedisCluster {
         let pki = tls.then(|| super::tls::Pki::make(&dir.join("pki")));
         let mut cluster = RedisCluster { nodes: Vec::new(), dir, pki };
         for _ in 0..masters * (1 + replicas) {
-            let port = free_port();
+            let port = free_node_port();
             let mut node = Node { port, tls_port: tls.then(free_port), child: None };
             cluster.spawn(&mut node);
             cluster.nodes.push(node);
