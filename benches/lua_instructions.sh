@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Instructions redis-server spends per EVALSHA (callgrind, inclusive cost of evalShaCommand) for
 # the decision scripts of one-rule limits: the seed script (the harness's reference for the
-# sliding window) and ours for the sliding window (decide_sw.lua); for the O(1) algorithms the
-# general script (decide.lua), the lean one (decide_o1.lua), and the reference GCRA script
+# sliding window) and ours for the sliding window (decide_sw_batch.lua, a batch of one call, as
+# a lone call sends it); for the O(1) algorithms the general script (decide.lua), the lean one
+# (decide_o1_batch.lua, a batch of one), and the reference GCRA script
 # (benches/src/gcra_reference.lua). Unlike the
 # harness's µs from INFO commandstats, these counts do not move with the machine's load.
 #
@@ -44,14 +45,14 @@ open(output, "w").write("".join(out))
 PY
 }
 assemble decide.lua "$dir/general.lua"
-assemble decide_sw.lua "$dir/sliding.lua"
-assemble decide_o1.lua "$dir/o1.lua"
+assemble decide_sw_batch.lua "$dir/sliding.lua"
+assemble decide_o1_batch.lua "$dir/o1.lua"
 # The seed script, as benches/src/redis_load.rs holds it.
 sed -n '/^const SEED_SCRIPT: &str = r"$/,/^";$/p' benches/src/redis_load.rs | sed '1d;$d' >"$dir/seed.lua"
 
 # Sends `n` EVALSHA of `sha` with `args`, one at a time as redis-benchmark -c 1 -r 10 would:
 # `__rand_int__` becomes one of ten 12-digit numbers; an argument `pack:FMT:V1,V2,...` becomes
-# the bytes of struct.pack(FMT, V1, V2, ...) (decide_sw.lua's packed numbers).
+# the bytes of struct.pack(FMT, V1, V2, ...) (decide_sw_batch.lua's packed numbers).
 cat >"$dir/send.py" <<'PY'
 import random, socket, struct, sys
 port, sha, n, args = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4:]
@@ -93,11 +94,12 @@ measure() { # label script args...
 }
 
 measure "seed script (reference), 1 rule" "$dir/seed.lua" 1 'seed:{__rand_int__}' 1700000000000 member 60000 1000000000
-# decide_sw.lua: the member, then now (0: TIME), cost, window and count packed as doubles.
-measure "sw: sliding script (decide_sw.lua)" "$dir/sliding.lua" 1 'k:{__rand_int__}:sw' 0123456789abcdef 'pack:<dddd:0,1,60000000,1000000000'
+# decide_sw_batch.lua, one call: the call count, the member (16 bytes: here two doubles), now
+# (0: TIME), cost, the key count, the rule count, window and count, packed as doubles.
+measure "sw: sliding script (decide_sw_batch.lua)" "$dir/sliding.lua" 1 'k:{__rand_int__}:sw' 'pack:<ddddddddd:1,1.5,2.5,0,1,1,1,60000000,1000000000'
 measure "reference GCRA script" benches/src/gcra_reference.lua 1 'ref:{__rand_int__}' 1000000000 1000000000 60 1
 for alg in fw swc tb lb gcra; do
   measure "$alg: general script (decide.lua)" "$dir/general.lua" 1 "k:{__rand_int__}:$alg" 0 1 0123456789abcdef d 0 0 0 0 "$alg" 1 0 60000000 1000000000
-  # decide_o1.lua takes neither the member nor the mode.
-  measure "$alg: lean script (decide_o1.lua)" "$dir/o1.lua" 1 "k:{__rand_int__}:$alg" 0 1 "$alg" 1 0 60000000 1000000000
+  # decide_o1_batch.lua, one call: now, cost and the key count, no member nor mode.
+  measure "$alg: lean script (decide_o1_batch.lua)" "$dir/o1.lua" 1 "k:{__rand_int__}:$alg" 0 1 1 "$alg" 1 0 60000000 1000000000
 done

@@ -250,7 +250,7 @@ async fn o1_algorithms_use_constant_memory() {
     }
 }
 
-// ---------- the lean O(1) script (decide_o1.lua) beside the general one ----------
+// ---------- the lean O(1) script (decide_o1_batch.lua) beside the general one ----------
 
 /// The O(1) algorithms stacked (no sliding window: the lean script decides), several rules,
 /// bursts and costs above a count: alike in both stores.

@@ -69,12 +69,12 @@ fn a_good_store_is_reported_reachable_with_its_latency() {
     assert!(line.contains(" INFO "), "logged at info: {line}");
     assert!(line.contains("latency_ms="), "{line}");
     assert!(line.contains("redis://***@127.0.0.1"), "{line}");
-    // The probe loaded the five decision scripts (general, O(1), sliding window, and the
-    // batches of concurrent calls of each of the last two).
+    // The probe loaded the three decision scripts: the general one, and the sliding-window and
+    // O(1) ones, which decide a lone call or a batch of concurrent calls.
     let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
     let info: String = redis::cmd("INFO").arg("memory").query(&mut conn).unwrap();
     let scripts = info.lines().find_map(|l| l.strip_prefix("number_of_cached_scripts:")).map(str::trim);
-    assert_eq!(scripts, Some("5"), "{info}");
+    assert_eq!(scripts, Some("3"), "{info}");
     let output = server.output();
     assert!(!output.contains(PASSWORD), "the password leaked:\n{output}");
 }

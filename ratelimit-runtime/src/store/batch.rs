@@ -1,17 +1,18 @@
 //! Concurrent decisions on one [`RedisStore`](super::RedisStore), coalesced: the calls queue,
 //! and one task on the I/O runtime sends what is queued as one run of a batch script, which
 //! decides them one after another: decide_sw_batch.lua for sliding windows, decide_o1_batch.lua
-//! for O(1) algorithms (a batch holds calls of one kind).
+//! for O(1) algorithms (a batch holds calls of one kind). The same scripts decide a lone call,
+//! as a batch of one ([`one_command`]), on any Redis-backed store.
 //!
 //! Under load Redis is the bottleneck (one core), so throughput is the server's work per
 //! decision; a run costs the server, whatever it decides, its dispatch and arguments, its reply
 //! and `TIME` (the time must be the server's): a batch pays them once for all its calls. The
 //! batching is natural: nothing waits for a batch to fill. While fewer than [`IN_FLIGHT`]
 //! batches are under way, everything queued (up to [`MAX_CALLS`]) goes at once. A call that
-//! finds nothing queued and nothing under way goes alone as before (decide_sw.lua or
-//! decide_o1.lua, from the caller's own task: no hop through the sending task, so a lone
-//! caller's latency is unchanged); the others queue, and the busier the connection, the larger
-//! its batches. Calls of the other kind queued between two runs of one kind split a batch: it
+//! finds nothing queued and nothing under way goes alone, as a batch of one sent from the
+//! caller's own task (no hop through the sending task, so a lone caller's latency is that of a
+//! call without batching); the others queue, and the busier the connection, the larger its
+//! batches. Calls of the other kind queued between two runs of one kind split a batch: it
 //! takes the longest run of one kind at the head of the queue, which keeps the calls' order.
 
 use super::script::{double, query_script, unpack, Script, BATCH, O1_BATCH, REPLY_ADMITTED_LEN, REPLY_LEN};
@@ -35,8 +36,7 @@ const IN_FLIGHT: usize = 2;
 /// must stay short (64 one-rule decisions take the server about 1 ms).
 const MAX_CALLS: usize = 64;
 
-/// One call's reply: decide_sw.lua's or decide_o1.lua's answer as `Decision::from_script` takes
-/// it.
+/// One call's reply, as `Decision::from_script` takes it.
 type Reply = Result<[i64; 8], StoreError>;
 
 /// Which batch script decides a call.
@@ -77,48 +77,56 @@ struct Entry {
     reply: oneshot::Sender<Reply>,
 }
 
-/// Which batch script can decide `call`, if one can: what decide_sw.lua decides (every limit a
-/// sliding window) or what decide_o1.lua decides (none a sliding window), with no block and no
-/// concurrency limit.
-pub(crate) fn batchable(call: &Call<'_>) -> Option<Kind> {
-    // Shadow limits are decided as a group after the others: decide.lua's job.
-    if call.shadow > 0 || call.limits.iter().any(|l| l.has_policy()) {
+/// Which batch script can decide the limits `indices` of `call`, if one can: every limit a
+/// sliding window, or none, with no block, no concurrency limit and no shadow limit (those are
+/// decide.lua's).
+pub(crate) fn batchable(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone) -> Option<Kind> {
+    // Shadow limits (the call's last `call.shadow`) are decided as a group after the others.
+    let enforced = call.enforced();
+    if indices.clone().any(|i| i >= enforced || call.limits[i].has_policy()) {
         return None;
     }
-    let sliding = |l: &crate::limit::Limit| l.algorithm == Algorithm::SlidingWindow;
-    if call.limits.iter().all(sliding) {
+    let sliding = |i: usize| call.limits[i].algorithm == Algorithm::SlidingWindow;
+    if indices.clone().all(sliding) {
         Some(Kind::Sliding)
-    } else if !call.limits.iter().any(sliding) {
+    } else if !indices.clone().any(sliding) {
         Some(Kind::O1)
     } else {
         None
     }
 }
 
-/// `call` with its member as an entry of a `kind` batch.
-pub(crate) fn encode(call: &Call<'_>, member: &[u8; 16], kind: Kind) -> Encoded {
+/// The limits `indices` of `call`, with its member, as an entry of a `kind` batch.
+pub(crate) fn encode(
+    call: &Call<'_>,
+    indices: impl Iterator<Item = usize> + Clone,
+    member: &[u8; 16],
+    kind: Kind,
+) -> Encoded {
     match kind {
-        Kind::Sliding => encode_sliding(call, member),
-        Kind::O1 => encode_o1(call),
+        Kind::Sliding => encode_sliding(call, indices, member),
+        Kind::O1 => encode_o1(call, indices),
     }
 }
 
-/// A sliding-window call: little-endian doubles as decide_sw.lua's (every value below 2^53 but
-/// a cost or pinned time past it, which becomes the double its text would have).
-fn encode_sliding(call: &Call<'_>, member: &[u8; 16]) -> Encoded {
-    let mut nums = 16 + 3 * 8;
-    let mut bytes = 0;
-    for (limit, subject) in call.limits.iter().zip(call.subjects) {
+/// A sliding-window call: little-endian doubles, as decide_sw_batch.lua reads them (every value
+/// below 2^53 but a cost or pinned time past it, which becomes the double its text would have).
+fn encode_sliding(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone, member: &[u8; 16]) -> Encoded {
+    let (mut nums, mut bytes, mut keys) = (16 + 3 * 8, 0, 0);
+    for i in indices.clone() {
+        let limit = &call.limits[i];
         nums += 8 + 16 * limit.rules.len();
-        bytes += 8 + limit.redis_key_len() + subject.len() * 3 + 24;
+        bytes += 8 + limit.redis_key_len() + call.subjects[i].len() * 3 + 24;
+        keys += 1;
     }
     let mut buf = Vec::with_capacity(nums + bytes);
     let put = |buf: &mut Vec<u8>, x: u64| buf.extend_from_slice(&(x as f64).to_le_bytes());
     buf.extend_from_slice(member);
     put(&mut buf, call.now_us.unwrap_or(0));
     put(&mut buf, call.cost);
-    put(&mut buf, call.limits.len() as u64);
-    for limit in call.limits {
+    put(&mut buf, keys as u64);
+    for i in indices.clone() {
+        let limit = &call.limits[i];
         put(&mut buf, limit.rules.len() as u64);
         for rule in &limit.rules {
             put(&mut buf, rule.window_us());
@@ -126,20 +134,20 @@ fn encode_sliding(call: &Call<'_>, member: &[u8; 16]) -> Encoded {
         }
     }
     let nums = buf.len();
-    put_keys(call, &mut buf);
-    Encoded { kind: Kind::Sliding, buf, nums, args: 0, keys: call.limits.len() }
+    put_keys(call, indices, &mut buf);
+    Encoded { kind: Kind::Sliding, buf, nums, args: 0, keys }
 }
 
-/// An O(1) call: decide_o1.lua's arguments as text, as its own `EVALSHA` sends them (now, cost),
-/// with its key count between them and its limits' (the member is not the script's: nothing
-/// is logged by member).
-fn encode_o1(call: &Call<'_>) -> Encoded {
-    let mut bytes = 3 * 28;
-    let mut args = 3;
-    for (limit, subject) in call.limits.iter().zip(call.subjects) {
+/// An O(1) call: decide_o1_batch.lua's arguments as text (now, cost, key count, then its
+/// limits'; the member is not the script's: nothing is logged by member).
+fn encode_o1(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone) -> Encoded {
+    let (mut bytes, mut args, mut keys) = (3 * 28, 3, 0);
+    for i in indices.clone() {
+        let limit = &call.limits[i];
         args += limit.script_args.len();
         bytes += limit.script_args.iter().map(|a| 8 + a.len()).sum::<usize>();
-        bytes += 8 + limit.redis_key_len() + subject.len() * 3 + 24;
+        bytes += 8 + limit.redis_key_len() + call.subjects[i].len() * 3 + 24;
+        keys += 1;
     }
     let mut buf = Vec::with_capacity(bytes);
     let put = |buf: &mut Vec<u8>, arg: &[u8]| {
@@ -150,20 +158,21 @@ fn encode_o1(call: &Call<'_>) -> Encoded {
     let mut text = itoa::Buffer::new();
     put(&mut buf, text.format(call.now_us.unwrap_or(0)).as_bytes());
     put(&mut buf, text.format(call.cost).as_bytes());
-    put(&mut buf, text.format(call.limits.len()).as_bytes());
-    for limit in call.limits {
-        for a in &limit.script_args {
+    put(&mut buf, text.format(keys).as_bytes());
+    for i in indices.clone() {
+        for a in &call.limits[i].script_args {
             put(&mut buf, a);
         }
     }
     let nums = buf.len();
-    put_keys(call, &mut buf);
-    Encoded { kind: Kind::O1, buf, nums, args, keys: call.limits.len() }
+    put_keys(call, indices, &mut buf);
+    Encoded { kind: Kind::O1, buf, nums, args, keys }
 }
 
-/// The call's keys, each after its length.
-fn put_keys(call: &Call<'_>, buf: &mut Vec<u8>) {
-    for (limit, subject) in call.limits.iter().zip(call.subjects) {
+/// The keys of the limits `indices` of `call`, each after its length.
+fn put_keys(call: &Call<'_>, indices: impl Iterator<Item = usize>, buf: &mut Vec<u8>) {
+    for i in indices {
+        let (limit, subject) = (&call.limits[i], call.subjects[i]);
         let at = buf.len();
         buf.extend_from_slice(&0usize.to_ne_bytes());
         // Writing to a Vec cannot fail.
@@ -329,7 +338,7 @@ async fn send_batches(batcher: Arc<Batcher>, conn: ConnectionManager, timeout: D
 async fn send(mut conn: ConnectionManager, batch: Vec<Entry>, timeout: Duration) {
     let Some(first) = batch.first() else { return };
     let kind = first.call.kind;
-    let command = (command(&batch, kind), kind.script());
+    let command = (command(batch.iter().map(|e| &e.call), kind), kind.script());
     let answer = io::timeout(timeout, query_script::<redis::Value>(&mut conn, &command)).await;
     match answer.and_then(|a| split(&a, batch.len())) {
         Ok(replies) => {
@@ -346,27 +355,35 @@ async fn send(mut conn: ConnectionManager, batch: Vec<Entry>, timeout: Duration)
     }
 }
 
-/// The batch script's `EVALSHA` for `batch` (calls of one kind): every call's keys, then
+/// The `EVALSHA` that decides `call` alone: a batch of one.
+pub(crate) fn one_command(call: &Encoded) -> (Cmd, &'static Script) {
+    (command(std::iter::once(call), call.kind), call.kind.script())
+}
+
+/// The batch script's `EVALSHA` for `calls` (of one kind): every call's keys, then
 /// decide_sw_batch.lua's one argument of every number, or decide_o1_batch.lua's arguments of
 /// every call (see the scripts).
-fn command(batch: &[Entry], kind: Kind) -> Cmd {
-    let keys: usize = batch.iter().map(|e| e.call.keys).sum();
-    let args: usize = batch.iter().map(|e| e.call.args).sum();
-    let bytes: usize = batch.iter().map(|e| e.call.buf.len() + 16).sum();
+fn command<'a>(calls: impl Iterator<Item = &'a Encoded> + Clone, kind: Kind) -> Cmd {
+    let (mut keys, mut args, mut bytes) = (0, 0, 0);
+    for call in calls.clone() {
+        keys += call.keys;
+        args += call.args;
+        bytes += call.buf.len() + 16;
+    }
     let mut cmd = Cmd::with_capacity(4 + keys + args.max(1), 80 + bytes);
     cmd.arg("EVALSHA").arg(kind.script().sha()).arg(keys);
-    for entry in batch {
-        for key in entry.call.keys() {
+    for call in calls.clone() {
+        for key in call.keys() {
             cmd.arg(key);
         }
     }
     match kind {
         Kind::Sliding => {
-            cmd.arg(Numbers(batch));
+            cmd.arg(Numbers(calls));
         }
         Kind::O1 => {
-            for entry in batch {
-                for arg in entry.call.args() {
+            for call in calls {
+                for arg in call.args() {
                     cmd.arg(arg);
                 }
             }
@@ -376,16 +393,16 @@ fn command(batch: &[Entry], kind: Kind) -> Cmd {
 }
 
 /// The batch's numbers: the call count, then each call's.
-struct Numbers<'a>(&'a [Entry]);
+struct Numbers<I>(I);
 
-impl redis::ToRedisArgs for Numbers<'_> {
+impl<'a, I: Iterator<Item = &'a Encoded> + Clone> redis::ToRedisArgs for Numbers<I> {
     fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
         use std::io::Write;
         let mut w = out.writer_for_next_arg();
         // Writing to the command's buffer cannot fail.
-        let _ = w.write_all(&(self.0.len() as f64).to_le_bytes());
-        for entry in self.0 {
-            let _ = w.write_all(&entry.call.buf[..entry.call.nums]);
+        let _ = w.write_all(&(self.0.clone().count() as f64).to_le_bytes());
+        for call in self.0.clone() {
+            let _ = w.write_all(&call.buf[..call.nums]);
         }
     }
 }
@@ -403,11 +420,7 @@ fn split(answer: &redis::Value, calls: usize) -> Result<Vec<[i64; 8]>, StoreErro
         let short = double(rest) < 0.0;
         let len = if short { REPLY_ADMITTED_LEN } else { REPLY_LEN };
         let Some(one) = rest.get(..len) else { return Err(unexpected()) };
-        let mut reply = unpack(one);
-        if short {
-            reply[4] = (-1i64).saturating_sub(reply[4]);
-        }
-        replies.push(reply);
+        replies.push(unpack(one));
         rest = &rest[len..];
     }
     if replies.len() != calls {

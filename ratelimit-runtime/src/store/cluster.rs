@@ -256,7 +256,7 @@ impl ClusterStore {
 
 /// The limits `indices` of `call` grouped by the slot of their key, in the order the slots first
 /// appear, each group with its decide and release commands.
-fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &[u8]) -> Vec<SlotPart> {
+fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &[u8; 16]) -> Vec<SlotPart> {
     let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
     for i in indices {
         let slot = cluster_slot(&call.limits[i].redis_key(call.subjects[i]));

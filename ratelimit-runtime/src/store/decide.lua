@@ -36,8 +36,9 @@
 -- blocks it starts. Keys expire (PEXPIREAT) when their state stops mattering: the sliding
 -- window's log when the call's units leave its longest window; the O(1) algorithms' HASH on the
 -- grid line (1/64 of the longest window) after it; a block when it ends; slots when the last
--- lease ends; with a pinned `now`, expiry follows the pinned clock. decide_sw.lua and
--- decide_o1.lua decide calls without blocks and slots on the same keys with the same fragments.
+-- lease ends; with a pinned `now`, expiry follows the pinned clock. decide_sw_batch.lua and
+-- decide_o1_batch.lua decide calls without blocks, slots or shadow limits on the same keys with
+-- the same fragments.
 
 local now, cost, member = ARGV[1], ARGV[2], ARGV[3]
 --@preamble

@@ -1,9 +1,9 @@
--- Several sliding-window decisions in one run (store/batch.rs: concurrent calls on one
--- connection, coalesced): each call decided as decide_sw.lua decides it, one after another, so
--- that each sees every earlier one of the batch, as if each had been a script run of its own.
--- The batch pays once what a run costs whatever it decides: the EVALSHA's dispatch and
--- arguments, the reply, and TIME (about 6 400 server instructions). Assembled by
--- store/redis.rs: `--@name` lines become lua/name.lua.
+-- The decisions of calls whose limits are all sliding windows (no block, no concurrency or
+-- shadow limit: those are decide.lua's), one after another, each seeing every earlier one as if
+-- each had been a script run of its own: a lone call (a batch of one), or concurrent calls on
+-- one connection, coalesced (store/batch.rs). A batch pays once what a run costs whatever it
+-- decides: the EVALSHA's dispatch and arguments, the reply, and TIME (about 6 400 server
+-- instructions). Assembled by store/script.rs: `--@name` lines become lua/name.lua.
 --
 -- KEYS     every call's keys, call after call.
 -- ARGV[1]  the numbers, packed as little-endian doubles (integers below 2^53: exact): the call

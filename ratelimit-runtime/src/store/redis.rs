@@ -5,11 +5,10 @@ use super::batch::{self, Batcher};
 use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Targets};
 use super::redis_error::redis_error;
-use super::script::{eval, eval_raw, load_scripts, query_script, Script, GENERAL, O1, SLIDING};
+use super::script::{eval, eval_raw, load_scripts, query_script, Script, GENERAL};
 use super::tls::TlsConfig;
 use super::Answer;
 use super::{Call, Pending, Release, Store};
-use crate::algorithm::Algorithm;
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::io;
@@ -102,122 +101,52 @@ pub(crate) enum ScriptOp {
     Peek,
 }
 
-/// The `EVALSHA` of the decision script for the limits `indices` of `call`, and that script.
+/// The `EVALSHA` of the decision script for the limits `indices` of `call`, and that script:
+/// a batch script's batch of one when one can decide them (see [`batch::batchable`]), else the
+/// general script.
 pub(crate) fn command(
     call: &Call<'_>,
     indices: impl Iterator<Item = usize> + Clone,
-    member: &[u8],
+    member: &[u8; 16],
     mode: ScriptOp,
 ) -> (Cmd, &'static Script) {
-    let all_sliding = indices.clone().all(|i| call.limits[i].algorithm == Algorithm::SlidingWindow);
-    let all_o1 = indices.clone().all(|i| call.limits[i].algorithm != Algorithm::SlidingWindow);
-    // Blocks, concurrency limits and shadow limits (the call's last `call.shadow`) are the
-    // general script's alone.
+    if mode == ScriptOp::Decide {
+        if let Some(kind) = batch::batchable(call, indices.clone()) {
+            return batch::one_command(&batch::encode(call, indices, member, kind));
+        }
+    }
     let enforced = call.enforced();
     let shadow = indices.clone().filter(|&i| i >= enforced).count();
-    let policy = shadow > 0 || indices.clone().any(|i| call.limits[i].has_policy());
-    let script = match mode {
-        ScriptOp::Decide if all_sliding && !policy => &SLIDING,
-        ScriptOp::Decide if all_o1 && !policy => &O1,
-        _ => &GENERAL,
-    };
-    if std::ptr::eq(script, &SLIDING) {
-        return (sliding_command(call, indices, member), script);
-    }
-    let general = std::ptr::eq(script, &GENERAL);
     // Sized once: growing the command's buffers argument by argument cost more than building it.
     // Eight fixed arguments (EVALSHA, SHA, key count, now, cost, member, mode, admitted), ~80
     // bytes.
     let (mut args, mut bytes) = (8, 90);
     for i in indices.clone() {
         let limit = &call.limits[i];
-        args += 1 + limit.script_args.len() + 3;
+        args += 1 + limit.policy_args.len() + limit.script_args.len() + 3;
         bytes += 24
             + call.subjects[i].len() * 3
             + limit.redis_key_len()
-            + limit.script_args.iter().map(Vec::len).sum::<usize>();
+            + limit.policy_args.iter().chain(&limit.script_args).map(Vec::len).sum::<usize>();
     }
     let mut cmd = Cmd::with_capacity(args, bytes);
-    cmd.arg("EVALSHA").arg(script.sha()).arg(indices.clone().count());
+    cmd.arg("EVALSHA").arg(GENERAL.sha()).arg(indices.clone().count());
     for i in indices.clone() {
         cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
     }
-    cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost);
-    // Every argument costs the server about 600 instructions to receive: decide_o1.lua takes
-    // neither the member nor the mode; only decide.lua takes the admission time and each
-    // limit's block, concurrency and lease.
-    if general {
-        cmd.arg(member);
-        match mode {
-            ScriptOp::Decide => cmd.arg("d").arg(shadow),
-            ScriptOp::Release(at) => cmd.arg("r").arg(at),
-            ScriptOp::Peek => cmd.arg("p").arg(0),
-        };
-    }
+    cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(&member[..]);
+    match mode {
+        ScriptOp::Decide => cmd.arg("d").arg(shadow),
+        ScriptOp::Release(at) => cmd.arg("r").arg(at),
+        ScriptOp::Peek => cmd.arg("p").arg(0),
+    };
     for i in indices {
         let limit = &call.limits[i];
-        if general {
-            for a in &limit.policy_args {
-                cmd.arg(a.as_slice());
-            }
-        }
-        for a in &limit.script_args {
+        for a in limit.policy_args.iter().chain(&limit.script_args) {
             cmd.arg(a.as_slice());
         }
     }
-    (cmd, script)
-}
-
-/// decide_sw.lua's `EVALSHA`: the keys, the member, and every number packed in one argument (see
-/// the script): the server neither receives an argument per number nor converts its text.
-fn sliding_command(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone, member: &[u8]) -> Cmd {
-    let (mut keys, mut bytes) = (0, 90 + member.len());
-    for i in indices.clone() {
-        let limit = &call.limits[i];
-        keys += 1;
-        bytes += 24 + call.subjects[i].len() * 3 + limit.redis_key_len() + 8 + 16 * limit.rules.len();
-    }
-    let mut cmd = Cmd::with_capacity(5 + keys, bytes);
-    cmd.arg("EVALSHA").arg(SLIDING.sha()).arg(keys);
-    for i in indices.clone() {
-        cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
-    }
-    cmd.arg(member).arg(SlidingNumbers { call, indices, several: keys > 1 });
-    cmd
-}
-
-/// decide_sw.lua's numbers as one argument of little-endian doubles, written straight into the
-/// command's buffer: now (0: the server's TIME), cost, then per limit its rule count (only when
-/// there are several limits) and (window µs, count) per rule. Every value is below 2^53 but a
-/// cost or pinned time past it, which becomes the double its text would have (both round to
-/// nearest).
-struct SlidingNumbers<'a, 'c, I> {
-    call: &'a Call<'c>,
-    indices: I,
-    several: bool,
-}
-
-impl<I: Iterator<Item = usize> + Clone> redis::ToRedisArgs for SlidingNumbers<'_, '_, I> {
-    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
-        use std::io::Write;
-        let mut w = out.writer_for_next_arg();
-        // Writing to the command's buffer cannot fail.
-        let mut put = |x: u64| {
-            let _ = w.write_all(&(x as f64).to_le_bytes());
-        };
-        put(self.call.now_us.unwrap_or(0));
-        put(self.call.cost);
-        for i in self.indices.clone() {
-            let rules = &self.call.limits[i].rules;
-            if self.several {
-                put(rules.len() as u64);
-            }
-            for rule in rules {
-                put(rule.window_us());
-                put(rule.count());
-            }
-        }
-    }
+    (cmd, &GENERAL)
 }
 
 /// The `EVALSHA` that gives back what `release` names (see [`Store::release`]).
@@ -244,7 +173,8 @@ impl redis::ToRedisArgs for KeyArg<'_> {
 pub(crate) fn peek_command(targets: &Targets<'_>, indices: &[usize]) -> (Cmd, &'static Script) {
     let subjects: Vec<&[u8]> = targets.subjects.iter().map(|s| s.unwrap_or(&[])).collect();
     let call = Call { limits: targets.limits, subjects: &subjects, cost: 0, now_us: targets.now_us, shadow: 0 };
-    command(&call, indices.iter().copied(), &[], ScriptOp::Peek)
+    // A peek gives back nothing by member: any will do.
+    command(&call, indices.iter().copied(), &[0; 16], ScriptOp::Peek)
 }
 
 /// `DEL` of the targets' keys for the limits `indices`, with their blocks.
@@ -282,18 +212,19 @@ impl Store for RedisStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         self.breaker.call(|| {
             let member = unique_member();
-            // decide_sw.lua's and decide_o1.lua's calls are coalesced with the calls concurrent
-            // with them, but for a call that finds nothing to join; the others go as they are.
-            let batchable = batch::batchable(call);
-            let alone = if batchable.is_some() { self.batcher.alone() } else { None };
-            let route = match batchable {
-                Some(kind) if alone.is_none() => {
-                    Route::Batched(self.batcher.clone(), batch::encode(call, &member, kind))
+            // A call a batch script can decide is coalesced with the calls concurrent with it,
+            // but for one that finds nothing to join: that one goes as a batch of its own, from
+            // its caller's task. The others go to the general script.
+            let all = 0..call.limits.len();
+            let route = match batch::batchable(call, all.clone()) {
+                Some(kind) => {
+                    let encoded = batch::encode(call, all, &member, kind);
+                    match self.batcher.alone() {
+                        None => Route::Batched(self.batcher.clone(), encoded),
+                        alone => Route::Direct(self.conn.clone(), batch::one_command(&encoded), alone),
+                    }
                 }
-                _ => {
-                    let cmd = command(call, 0..call.limits.len(), &member, ScriptOp::Decide);
-                    Route::Direct(self.conn.clone(), cmd, alone)
-                }
+                None => Route::Direct(self.conn.clone(), command(call, all, &member, ScriptOp::Decide), None),
             };
             let timeout = self.timeout;
             async move {

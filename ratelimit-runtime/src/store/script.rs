@@ -18,14 +18,13 @@ pub(crate) struct Script {
 
 /// The fragments the scripts share: each `--@name` line of a template (or of a fragment) becomes
 /// lua/name.lua.
-const FRAGMENTS: [(&str, &str); 15] = [
+const FRAGMENTS: [(&str, &str); 14] = [
     ("--@preamble", include_str!("lua/preamble.lua")),
     ("--@server_time", include_str!("lua/server_time.lua")),
     ("--@decision", include_str!("lua/decision.lua")),
     ("--@exact", include_str!("lua/exact.lua")),
     ("--@sliding_check", include_str!("lua/sliding_check.lua")),
     ("--@sliding_commit", include_str!("lua/sliding_commit.lua")),
-    ("--@o1_call", include_str!("lua/o1_call.lua")),
     ("--@o1_limit", include_str!("lua/o1_limit.lua")),
     ("--@bucket", include_str!("lua/bucket.lua")),
     ("--@fixed_window", include_str!("lua/fixed_window.lua")),
@@ -77,15 +76,11 @@ impl Script {
 /// The decision script: every algorithm, blocks, concurrency limits, and release and peek
 /// modes (see `decide.lua`).
 pub(crate) static GENERAL: Script = Script::new(include_str!("decide.lua"));
-/// The same decision when every limit is a sliding window (see `decide_sw.lua`).
-pub(crate) static SLIDING: Script = Script::new(include_str!("decide_sw.lua"));
-/// The same decision when every limit is an O(1) algorithm (see `decide_o1.lua`).
-pub(crate) static O1: Script = Script::new(include_str!("decide_o1.lua"));
-/// Several calls' [`SLIDING`] decisions in one run, one after another (see `decide_sw_batch.lua`
-/// and store/batch.rs).
-pub(crate) static BATCH: Script = Script::new(include_str!("decide_sw_batch.lua"));
-/// Several calls' [`O1`] decisions in one run, one after another (see `decide_o1_batch.lua` and
+/// The decisions of one or more calls whose limits are all sliding windows (no block, no
+/// concurrency or shadow limit), one after another (see `decide_sw_batch.lua` and
 /// store/batch.rs).
+pub(crate) static BATCH: Script = Script::new(include_str!("decide_sw_batch.lua"));
+/// The same for calls whose limits are all O(1) algorithms (see `decide_o1_batch.lua`).
 pub(crate) static O1_BATCH: Script = Script::new(include_str!("decide_o1_batch.lua"));
 
 /// Runs the script with `EVALSHA`, loading it on `NOSCRIPT` (a restarted or new server), and
@@ -130,7 +125,7 @@ pub(crate) async fn query_script<T: redis::FromRedisValue>(
 /// Loads the decision scripts: the first command also connects and authenticates. On a cluster
 /// the connection sends `SCRIPT LOAD` to every primary.
 pub(crate) async fn load_scripts(conn: &mut impl ConnectionLike) -> Result<(), StoreError> {
-    for script in [&GENERAL, &SLIDING, &O1, &BATCH, &O1_BATCH] {
+    for script in [&GENERAL, &BATCH, &O1_BATCH] {
         load(conn, script).await?;
     }
     Ok(())
@@ -143,10 +138,11 @@ async fn load(conn: &mut impl ConnectionLike, script: &Script) -> Result<(), Sto
 }
 
 /// The bytes of a decision's reply: `struct.pack('<dddddd', allowed, limit, rule, remaining,
-/// reset_us, now)` from decide_sw.lua and decide_o1.lua, and one more double, `why`, from
-/// decide.lua (three more when the call's shadow limits would have refused it: their limit,
-/// rule and wait); decide_sw.lua's admission by one limit of one rule: `struct.pack('<ddd',
-/// remaining, reset_us, now)`, the limit and rule being the first.
+/// reset_us, now)` from the batch scripts, and one more double, `why`, from decide.lua (three
+/// more when the call's shadow limits would have refused it: their limit, rule and wait);
+/// decide_sw_batch.lua's admission by one limit of one rule: `struct.pack('<ddd', -1 -
+/// remaining, reset_us, now)`, the limit and rule being the first (negative first value: the
+/// long form's is `allowed`, 0 or 1).
 pub(crate) const REPLY_LEN: usize = 48;
 const REPLY_WHY_LEN: usize = 56;
 const REPLY_SHADOW_LEN: usize = 80;
@@ -184,7 +180,7 @@ pub(crate) fn unpack(bytes: &[u8]) -> [i64; 8] {
         *slot = double(chunk) as i64;
     }
     if short {
-        (v[0], v[1], v[2]) = (1, 1, 1);
+        (v[0], v[1], v[2], v[3]) = (1, 1, 1, (-1i64).saturating_sub(v[3]));
     }
     let [allowed, limit, rule, remaining, reset, now, why] = v;
     let retry = if allowed == 1 { 0 } else { reset };
@@ -218,23 +214,19 @@ fn shadow_refusal(answer: &redis::Value) -> Option<(usize, usize, u64)> {
 mod tests {
     #[test]
     fn scripts_are_assembled_whole() {
-        for script in [&super::GENERAL, &super::SLIDING, &super::BATCH] {
+        for script in [&super::GENERAL, &super::BATCH] {
             let markers = script.code().lines().filter(|l| l.trim_start().starts_with("--@")).count();
             assert_eq!(markers, 0, "a fragment marker was left unreplaced");
             assert!(script.code().contains("redis.call('ZADD', key, now_text, member)"));
             assert_eq!(script.sha().len(), 40);
         }
-        assert_ne!(super::GENERAL.sha(), super::SLIDING.sha());
-        assert_ne!(super::SLIDING.sha(), super::BATCH.sha());
+        assert_ne!(super::GENERAL.sha(), super::BATCH.sha());
         assert_eq!(super::BATCH.code().matches("redis.call('TIME')").count(), 1);
-        assert!(!super::O1.code().lines().any(|l| l.trim_start().starts_with("--@")), "a marker left in decide_o1");
-        assert!(super::O1.code().contains("local function muldiv"));
-        assert_ne!(super::O1.sha(), super::GENERAL.sha());
         let o1_batch = super::O1_BATCH.code();
         assert!(!o1_batch.lines().any(|l| l.trim_start().starts_with("--@")), "a marker left in decide_o1_batch");
         assert!(o1_batch.contains("local function muldiv") && o1_batch.contains("redis.call('HMGET', key"));
         assert_eq!(o1_batch.matches("redis.call('TIME')").count(), 1, "the batch reads the time once");
-        assert_ne!(super::O1_BATCH.sha(), super::O1.sha());
+        assert_ne!(super::O1_BATCH.sha(), super::GENERAL.sha());
     }
 
     #[test]
@@ -247,8 +239,8 @@ mod tests {
         let refused = super::unpack_reply(&packed(&[0.0, 1.0, 3.0, 0.0, 1234.9, 8.0, 2.0])).unwrap();
         assert_eq!(refused, [0, 1, 3, 1234, 0, 1234, 8, 2]);
         assert!(super::unpack_reply(&redis::Value::Array(vec![redis::Value::Int(1)])).is_err());
-        // decide_sw.lua's admission by one limit of one rule: remaining, reset and now alone.
-        let short = super::unpack_reply(&packed(&[41.0, 60e6, 9.0])).unwrap();
+        // An admission by one limit of one rule: -1 - remaining, reset and now alone.
+        let short = super::unpack_reply(&packed(&[-42.0, 60e6, 9.0])).unwrap();
         assert_eq!(short, [1, 1, 1, 0, 41, 60_000_000, 9, 0]);
         assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 39])).is_err());
         assert!(super::unpack_reply(&redis::Value::BulkString(vec![0; 40])).is_err());

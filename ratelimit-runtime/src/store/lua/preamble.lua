@@ -1,6 +1,6 @@
 -- The time, the call, and the decision being built (spliced where `--@preamble` stands). In
 -- scope: now (µs; 0 or "0": read the server's TIME) and cost, as the template read them from
--- its arguments: text (decide.lua) or numbers (decide_sw.lua). Strings are compared before they
+-- its arguments (text or numbers). Strings are compared before they
 -- are converted, and converted by the VM's own coercion where arithmetic needs them (each C
 -- call such as tonumber costs far more than a comparison; a conversion, strtod, about 1 500
 -- instructions).
