@@ -21,7 +21,10 @@
 local KEYS, ARGV, redis, string, struct = KEYS, ARGV, redis, string, struct
 local format, concat = string.format, table.concat
 local nums = ARGV[1]
-local calls, p = struct.unpack('<d', nums)
+-- Each struct.unpack is a C call: the first call's header is read with the call count, and each
+-- key's first rule with its rule count (a limit here has at least one rule), so that a batch of
+-- one call of one rule reads its numbers in two.
+local calls, member, now, cost, keys, p = struct.unpack('<dc16ddd', nums)
 -- The server's time, once read, for every call of the batch that asks for it.
 local server_now, server_text = false, false
 -- The replies of a batch of several calls (a table costs about 1 400 instructions: a batch of
@@ -29,8 +32,7 @@ local server_now, server_text = false, false
 local replies = calls > 1 and {}
 local base = 0
 for c = 1, calls do
-  local member, now, cost, keys
-  member, now, cost, keys, p = struct.unpack('<c16ddd', nums, p)
+  if c > 1 then member, now, cost, keys, p = struct.unpack('<c16ddd', nums, p) end
   local now_text
   if now == 0 then
     if not server_now then
@@ -46,12 +48,11 @@ for c = 1, calls do
   local single = false
   for g = 1, keys do
     local key = KEYS[base + g]
-    local n
-    n, p = struct.unpack('<d', nums, p)
+    local n, w, count
+    n, w, count, p = struct.unpack('<ddd', nums, p)
     if keys == 1 then single = n == 1 end
     for r = 1, n do
-      local w, count
-      w, count, p = struct.unpack('<dd', nums, p)
+      if r > 1 then w, count, p = struct.unpack('<dd', nums, p) end
       --@sliding_check
     end
   end
