@@ -263,3 +263,54 @@ async fn peek_and_reset_reach_the_primary() {
     assert_eq!(exact.peek(&hot).await.expect("peek").first().map(|s| s.remaining), Some(5));
     assert!(exact.check(&hot, 1).await.is_ok(), "a reset gives the whole budget back");
 }
+
+/// Concurrent calls through the sentinel are coalesced on the primary as on one Redis: 64 tasks
+/// of 20 calls on one key with a budget of 500 (sliding window), and on a Gcra key, admit exactly
+/// 500 each, every remaining value once, in fewer script runs than half the calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_are_coalesced_on_the_primary() {
+    let set = SentinelSet::start();
+    let store = store(&set, Duration::from_secs(5));
+    let hot = [Subject::bytes(&b"hot"[..])];
+    let warm = limiter("sn::warm", 1_000_000, FailurePolicy::Deny, &store);
+    until_decided(&warm, &hot, Duration::from_secs(10)).await;
+    let primary = set.primary_port().expect("a primary");
+    for algorithm in [ratelimit::Algorithm::SlidingWindow, ratelimit::Algorithm::Gcra] {
+        let name = format!("sn::batch::{algorithm:?}");
+        let limiter = Arc::new(
+            Limiter::builder(&name)
+                .limit_with(LimitType::Key, [Rule::from_millis(600_000, 500).unwrap()], algorithm, "rl:")
+                .on_error(FailurePolicy::Deny)
+                .refusal_cache(false)
+                .store(store.clone())
+                .build()
+                .unwrap(),
+        );
+        cli(primary, &["CONFIG", "RESETSTAT"]);
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move {
+                    let hot = [Subject::bytes(&b"hot"[..])];
+                    let mut remaining = Vec::new();
+                    for _ in 0..20 {
+                        match limiter.check(&hot, 1).await {
+                            Ok(permit) => remaining.push(permit.quota().expect("decided by the store").remaining),
+                            Err(e) => assert_eq!(e.cause(), Cause::Exceeded, "{e}"),
+                        }
+                    }
+                    remaining
+                })
+            })
+            .collect();
+        let mut remaining = Vec::new();
+        for t in tasks {
+            remaining.extend(t.await.unwrap());
+        }
+        remaining.sort_unstable();
+        assert_eq!(remaining, (0..500).collect::<Vec<u64>>(), "{algorithm:?}");
+        let info = cli(primary, &["INFO", "commandstats"]).unwrap_or_default();
+        let runs = support::command_stat(&info, "evalsha", "calls") as u64;
+        assert!(runs * 2 < 64 * 20, "{algorithm:?}: {runs} script runs for {} calls", 64 * 20);
+    }
+}

@@ -1,4 +1,5 @@
-//! Concurrent decisions on one [`RedisStore`](super::RedisStore), coalesced: the calls queue,
+//! Concurrent decisions on one Redis server ([`RedisStore`](super::RedisStore), or the primary of
+//! a [`SentinelStore`](super::SentinelStore)), coalesced: the calls queue,
 //! and one task on the I/O runtime sends what is queued as one run of a batch script, which
 //! decides them one after another: decide_sw_batch.lua for sliding windows, decide_o1_batch.lua
 //! for O(1) algorithms (a batch holds calls of one kind). The same scripts decide a lone call,
@@ -15,13 +16,15 @@
 //! batches. Calls of the other kind queued between two runs of one kind split a batch: it
 //! takes the longest run of one kind at the head of the queue, which keeps the calls' order.
 
-use super::script::{double, query_script, unpack, Script, BATCH, O1_BATCH, REPLY_ADMITTED_LEN, REPLY_LEN};
+use super::script::{double, unpack, Script, BATCH, O1_BATCH, REPLY_ADMITTED_LEN, REPLY_LEN};
 use super::Call;
 use crate::algorithm::Algorithm;
+use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::io;
-use redis::aio::ConnectionManager;
 use redis::Cmd;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
@@ -38,6 +41,32 @@ const MAX_CALLS: usize = 64;
 
 /// One call's reply, as `Decision::from_script` takes it.
 type Reply = Result<[i64; 8], StoreError>;
+
+/// How a batch reaches the server: one `EVALSHA` of a batch script (loaded again on
+/// `NOSCRIPT`), sent as the store sends its commands (its connection, and whatever it does when
+/// the node is gone), answered with the script's reply.
+pub(crate) type Sender = Arc<
+    dyn Fn(Arc<(Cmd, &'static Script)>) -> Pin<Box<dyn Future<Output = Result<redis::Value, StoreError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// How a decision goes: queued with the calls concurrent with it, or as a command of its own
+/// sent from its caller's task, either a batch of one (it found nothing to join; it holds a slot
+/// among the batches in flight while it runs) or the general script's.
+pub(crate) enum Route {
+    Queued(Arc<Batcher>, Encoded),
+    Direct((Cmd, &'static Script), Option<Slot>),
+}
+
+impl Route {
+    /// The queued call's decision, once its batch is answered.
+    pub(crate) async fn queued(batcher: &Batcher, call: Encoded, member: [u8; 16]) -> Result<Decision, StoreError> {
+        let mut decision = Decision::from_script(batcher.decide(call).await?);
+        decision.member = member;
+        Ok(decision)
+    }
+}
 
 /// Which batch script decides a call.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -243,16 +272,33 @@ impl Drop for Slot {
 }
 
 impl Batcher {
-    /// A batcher for `conn`, its sending task started on the I/O runtime (the caller has
-    /// entered it). `timeout` bounds a batch: by then each of its callers has given up.
-    pub(crate) fn start(conn: ConnectionManager, timeout: Duration) -> Arc<Batcher> {
+    /// A batcher whose batches `sender` sends, its sending task started on the I/O runtime.
+    /// `timeout` bounds a batch: by then each of its callers has given up.
+    pub(crate) fn start(sender: Sender, timeout: Duration) -> Result<Arc<Batcher>, StoreError> {
         let batcher = Arc::new(Batcher {
             state: Mutex::new(State { entries: Vec::new(), in_flight: 0, closed: false }),
             ready: Notify::new(),
             in_flight_max: IN_FLIGHT,
         });
-        tokio::spawn(send_batches(batcher.clone(), conn, timeout));
-        batcher
+        io::handle()?.spawn(send_batches(batcher.clone(), sender, timeout));
+        Ok(batcher)
+    }
+
+    /// How `call` (all its limits) goes, with its member: through a batch script if one can
+    /// decide it, else as `general` builds its command.
+    pub(crate) fn route(
+        self: &Arc<Self>,
+        call: &Call<'_>,
+        member: &[u8; 16],
+        general: impl FnOnce() -> (Cmd, &'static Script),
+    ) -> Route {
+        let all = 0..call.limits.len();
+        let Some(kind) = batchable(call, all.clone()) else { return Route::Direct(general(), None) };
+        let encoded = encode(call, all, member, kind);
+        match self.alone() {
+            Some(slot) => Route::Direct(one_command(&encoded), Some(slot)),
+            None => Route::Queued(self.clone(), encoded),
+        }
     }
 
     /// A slot for a call to go alone, as it is, when nothing is queued or under way: then
@@ -260,7 +306,7 @@ impl Batcher {
     /// calls all go this way, as fast as without batching). Only then: under load, the first
     /// caller answered would otherwise take a free slot for itself alone each time a batch comes
     /// back, and half the batches would be of one call.
-    pub(crate) fn alone(self: &Arc<Self>) -> Option<Slot> {
+    fn alone(self: &Arc<Self>) -> Option<Slot> {
         let mut state = crate::sync::lock(&self.state);
         if state.in_flight == 0 && state.entries.is_empty() && !state.closed {
             state.in_flight += 1;
@@ -322,11 +368,11 @@ impl Batcher {
 }
 
 /// The sending task: a batch as soon as calls are queued and a slot is free ([`IN_FLIGHT`]).
-async fn send_batches(batcher: Arc<Batcher>, conn: ConnectionManager, timeout: Duration) {
+async fn send_batches(batcher: Arc<Batcher>, sender: Sender, timeout: Duration) {
     while let Some((batch, slot)) = batcher.next().await {
-        let conn = conn.clone();
+        let sender = sender.clone();
         tokio::spawn(async move {
-            send(conn, batch, timeout).await;
+            send(&sender, batch, timeout).await;
             drop(slot);
         });
     }
@@ -335,11 +381,11 @@ async fn send_batches(batcher: Arc<Batcher>, conn: ConnectionManager, timeout: D
 /// Sends one batch and gives each call its reply; an error (the script's, the connection's, a
 /// timeout) is every call's: the calls before the failing one may have been recorded, as a call
 /// whose reply is lost may have been.
-async fn send(mut conn: ConnectionManager, batch: Vec<Entry>, timeout: Duration) {
+async fn send(sender: &Sender, batch: Vec<Entry>, timeout: Duration) {
     let Some(first) = batch.first() else { return };
     let kind = first.call.kind;
-    let command = (command(batch.iter().map(|e| &e.call), kind), kind.script());
-    let answer = io::timeout(timeout, query_script::<redis::Value>(&mut conn, &command)).await;
+    let command = Arc::new((command(batch.iter().map(|e| &e.call), kind), kind.script()));
+    let answer = io::timeout(timeout, sender(command)).await;
     match answer.and_then(|a| split(&a, batch.len())) {
         Ok(replies) => {
             for (entry, reply) in batch.into_iter().zip(replies) {

@@ -1,7 +1,7 @@
 //! One Redis server: every decision is one `EVALSHA` of a decision script (concurrent
 //! sliding-window or O(1) calls share one: store/batch.rs); the commands that build them.
 
-use super::batch::{self, Batcher};
+use super::batch::{self, Batcher, Route};
 use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Targets};
 use super::redis_error::redis_error;
@@ -9,7 +9,6 @@ use super::script::{eval, eval_raw, load_scripts, query_script, Script, GENERAL}
 use super::tls::TlsConfig;
 use super::Answer;
 use super::{Call, Pending, Release, Store};
-use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::io;
 use crate::metrics;
@@ -66,7 +65,14 @@ impl RedisStore {
         let _guard = io::handle()?.enter();
         let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(redis_error)?;
         let breaker = Breaker::new(format!("redis ({redacted})"), &metrics::REDIS, MAX_PAUSE);
-        let batcher = Batcher::start(conn.clone(), timeout);
+        let sender: batch::Sender = {
+            let conn = conn.clone();
+            Arc::new(move |command| {
+                let mut conn = conn.clone();
+                Box::pin(async move { query_script::<redis::Value>(&mut conn, &command).await })
+            })
+        };
+        let batcher = Batcher::start(sender, timeout)?;
         let store = RedisStore { conn, timeout, url: redacted, breaker, batcher };
         // Connect now, in the background, so the first call does not pay for it, and say how
         // it went.
@@ -200,14 +206,6 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
-/// How a decision goes to the server.
-enum Route {
-    /// In the store's next batch.
-    Batched(Arc<Batcher>, batch::Encoded),
-    /// As an `EVALSHA` of its own (holding a batch slot when it could have been batched).
-    Direct(ConnectionManager, (Cmd, &'static Script), Option<batch::Slot>),
-}
-
 impl Store for RedisStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         self.breaker.call(|| {
@@ -215,28 +213,16 @@ impl Store for RedisStore {
             // A call a batch script can decide is coalesced with the calls concurrent with it,
             // but for one that finds nothing to join: that one goes as a batch of its own, from
             // its caller's task. The others go to the general script.
-            let all = 0..call.limits.len();
-            let route = match batch::batchable(call, all.clone()) {
-                Some(kind) => {
-                    let encoded = batch::encode(call, all, &member, kind);
-                    match self.batcher.alone() {
-                        None => Route::Batched(self.batcher.clone(), encoded),
-                        alone => Route::Direct(self.conn.clone(), batch::one_command(&encoded), alone),
-                    }
-                }
-                None => Route::Direct(self.conn.clone(), command(call, all, &member, ScriptOp::Decide), None),
-            };
+            let route =
+                self.batcher.route(call, &member, || command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
+            let mut conn = self.conn.clone();
             let timeout = self.timeout;
             async move {
                 let decided = async move {
                     match route {
-                        Route::Batched(batcher, call) => {
-                            let mut decision = Decision::from_script(batcher.decide(call).await?);
-                            decision.member = member;
-                            Ok(decision)
-                        }
+                        Route::Queued(batcher, call) => Route::queued(&batcher, call, member).await,
                         // The slot, if any, is given back when this future ends.
-                        Route::Direct(mut conn, cmd, _slot) => eval(&mut conn, &cmd, member).await,
+                        Route::Direct(cmd, _slot) => eval(&mut conn, &cmd, member).await,
                     }
                 };
                 metrics::REDIS.timed(io::timeout(timeout, decided)).await

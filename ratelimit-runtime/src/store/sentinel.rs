@@ -17,13 +17,15 @@
 //! breaker (`breaker.rs`) stops calling for a pause of at most [`MAX_PAUSE`], and the watcher
 //! ends that pause as soon as a sentinel names another primary.
 
+use super::batch::{self, Batcher, Route};
 use super::breaker::Breaker;
 use super::peek_reset::{read_statuses, shapes, Targets};
 use super::redis::{command, del_command, peek_command, redact, release_command, unique_member, ScriptOp};
 use super::redis_error::redis_error;
-use super::script::{eval, eval_raw, load_scripts};
+use super::script::{eval, eval_raw, load_scripts, query_script};
 use super::Answer;
 use super::{Call, Pending, Release, Store};
+use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::io;
 use crate::metrics;
@@ -35,6 +37,7 @@ use redis::{
 };
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -136,6 +139,9 @@ impl fmt::Debug for SentinelSpec {
 /// restart.
 pub struct SentinelStore {
     shared: Arc<Shared>,
+    /// Concurrent sliding-window or O(1) decisions, coalesced into one script run on the
+    /// primary (store/batch.rs). Its sender holds `shared`; `shared` does not hold it.
+    batcher: Arc<Batcher>,
 }
 
 struct Shared {
@@ -231,7 +237,20 @@ impl SentinelStore {
             load_scripts(&mut conn).await
         });
         handle.spawn(watch(Arc::downgrade(&shared)));
-        Ok(SentinelStore { shared })
+        let sender: batch::Sender = {
+            let shared = shared.clone();
+            Arc::new(move |command| {
+                Box::pin(run(shared.clone(), move |mut conn| {
+                    let command = command.clone();
+                    async move {
+                        let result = query_script::<Value>(&mut conn, &command).await;
+                        (result, conn.lost())
+                    }
+                }))
+            })
+        };
+        let batcher = Batcher::start(sender, timeout)?;
+        Ok(SentinelStore { shared, batcher })
     }
 
     /// The per-call timeout.
@@ -248,23 +267,40 @@ impl SentinelStore {
         F: Fn(Watched) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = (Result<T, StoreError>, bool)> + Send,
     {
-        let shared = self.shared.clone();
-        io::timeout(self.shared.timeout, async move {
-            let mut retried = false;
-            loop {
-                let primary = shared.primary().await?;
-                let (result, lost) = f(Watched { conn: primary.conn.clone(), lost: false }).await;
-                if !lost {
-                    return result;
-                }
-                shared.forget(&primary);
-                if retried {
-                    return result;
-                }
-                retried = true;
-            }
-        })
+        run(self.shared.clone(), f)
     }
+}
+
+impl Drop for SentinelStore {
+    fn drop(&mut self) {
+        // The batching task sends what is queued, then ends (and drops its hold on `shared`).
+        self.batcher.close();
+    }
+}
+
+/// [`SentinelStore::run`], for the store's batches too.
+fn run<T, F, Fut>(shared: Arc<Shared>, f: F) -> impl Future<Output = Result<T, StoreError>> + Send + 'static
+where
+    T: Send + 'static,
+    F: Fn(Watched) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = (Result<T, StoreError>, bool)> + Send,
+{
+    let timeout = shared.timeout;
+    io::timeout(timeout, async move {
+        let mut retried = false;
+        loop {
+            let primary = shared.primary().await?;
+            let (result, lost) = f(Watched { conn: primary.conn.clone(), lost: false }).await;
+            if !lost {
+                return result;
+            }
+            shared.forget(&primary);
+            if retried {
+                return result;
+            }
+            retried = true;
+        }
+    })
 }
 
 impl Shared {
@@ -514,14 +550,30 @@ impl Store for SentinelStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         self.shared.breaker.call(|| {
             let member = unique_member();
-            let cmd = Arc::new(command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
-            let decided = self.run(move |mut conn| {
-                let cmd = cmd.clone();
-                async move {
-                    let result = eval(&mut conn, &cmd, member).await;
-                    (result, conn.lost())
+            // Coalesced as on one Redis (see RedisStore::decide).
+            let route =
+                self.batcher.route(call, &member, || command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
+            let timeout = self.shared.timeout;
+            let decided: Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send>> = match route {
+                Route::Queued(batcher, call) => {
+                    Box::pin(async move { io::timeout(timeout, Route::queued(&batcher, call, member)).await })
                 }
-            });
+                Route::Direct(cmd, slot) => {
+                    let cmd = Arc::new(cmd);
+                    let sent = self.run(move |mut conn| {
+                        let cmd = cmd.clone();
+                        async move {
+                            let result = eval(&mut conn, &cmd, member).await;
+                            (result, conn.lost())
+                        }
+                    });
+                    Box::pin(async move {
+                        // The slot, if any, is given back when the call ends.
+                        let _slot = slot;
+                        sent.await
+                    })
+                }
+            };
             metrics::SENTINEL.timed(decided)
         })
     }
