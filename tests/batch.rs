@@ -6,14 +6,12 @@ mod support;
 
 use ratelimit::store::DEFAULT_PREFIX;
 use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
-use ratelimit::{Algorithm, Cause, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::{Algorithm, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// Concurrent tasks, and calls per task, of the tests on one key.
-const TASKS: usize = 64;
-const CALLS: usize = 20;
-use support::{command_stat, RedisServer};
+use support::{command_stat, remaining_of_concurrent_calls, RedisServer, CALLS, TASKS};
 
 /// `EVALSHA` runs since the last `CONFIG RESETSTAT`, but those refused with `NOSCRIPT` (the
 /// store loads the scripts in the background when it opens, and again on `NOSCRIPT`).
@@ -58,37 +56,6 @@ async fn concurrent_callers_on_one_key_admit_exactly_the_limit() {
     let key = "rate_limit:{batch::one_key|global|}:sw:10mx500";
     let logged: u64 = redis::cmd("ZCARD").arg(key).query(&mut con).unwrap();
     assert_eq!(logged, LIMIT);
-}
-
-/// `TASKS` tasks making `CALLS` calls each at once on `limiter`'s one global key (at `pinned`, or
-/// the server's time): the remaining of every admitted call, sorted. A refusal must be for the
-/// limit, with a wait.
-async fn remaining_of_concurrent_calls(limiter: &Arc<Limiter>, pinned: Option<SystemTime>) -> Vec<u64> {
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|_| {
-            let limiter = limiter.clone();
-            tokio::spawn(async move {
-                let mut remaining = Vec::new();
-                for _ in 0..CALLS {
-                    let decided = match pinned {
-                        Some(at) => limiter.check_at(&[Subject::global()], 1, at).await,
-                        None => limiter.check(&[Subject::global()], 1).await,
-                    };
-                    match decided {
-                        Ok(permit) => remaining.push(permit.quota().expect("a quota").remaining),
-                        Err(e) => assert!(e.cause() == Cause::Exceeded && e.retry_after() > Duration::ZERO, "{e}"),
-                    }
-                }
-                remaining
-            })
-        })
-        .collect();
-    let mut remaining = Vec::new();
-    for t in tasks {
-        remaining.extend(t.await.unwrap());
-    }
-    remaining.sort_unstable();
-    remaining
 }
 
 /// What a call answered, comparable between stores.

@@ -271,15 +271,13 @@ async fn peek_and_reset_reach_the_primary() {
 async fn concurrent_calls_are_coalesced_on_the_primary() {
     let set = SentinelSet::start();
     let store = store(&set, Duration::from_secs(5));
-    let hot = [Subject::bytes(&b"hot"[..])];
     let warm = limiter("sn::warm", 1_000_000, FailurePolicy::Deny, &store);
-    until_decided(&warm, &hot, Duration::from_secs(10)).await;
+    until_decided(&warm, &[Subject::bytes(&b"hot"[..])], Duration::from_secs(10)).await;
     let primary = set.primary_port().expect("a primary");
     for algorithm in [ratelimit::Algorithm::SlidingWindow, ratelimit::Algorithm::Gcra] {
-        let name = format!("sn::batch::{algorithm:?}");
         let limiter = Arc::new(
-            Limiter::builder(&name)
-                .limit_with(LimitType::Key, [Rule::from_millis(600_000, 500).unwrap()], algorithm, "rl:")
+            Limiter::builder(format!("sn::batch::{algorithm:?}"))
+                .limit_with(LimitType::Global, [Rule::from_millis(600_000, 500).unwrap()], algorithm, "rl:")
                 .on_error(FailurePolicy::Deny)
                 .refusal_cache(false)
                 .store(store.clone())
@@ -287,30 +285,11 @@ async fn concurrent_calls_are_coalesced_on_the_primary() {
                 .unwrap(),
         );
         cli(primary, &["CONFIG", "RESETSTAT"]);
-        let tasks: Vec<_> = (0..64)
-            .map(|_| {
-                let limiter = limiter.clone();
-                tokio::spawn(async move {
-                    let hot = [Subject::bytes(&b"hot"[..])];
-                    let mut remaining = Vec::new();
-                    for _ in 0..20 {
-                        match limiter.check(&hot, 1).await {
-                            Ok(permit) => remaining.push(permit.quota().expect("decided by the store").remaining),
-                            Err(e) => assert_eq!(e.cause(), Cause::Exceeded, "{e}"),
-                        }
-                    }
-                    remaining
-                })
-            })
-            .collect();
-        let mut remaining = Vec::new();
-        for t in tasks {
-            remaining.extend(t.await.unwrap());
-        }
-        remaining.sort_unstable();
+        let remaining = support::remaining_of_concurrent_calls(&limiter, None).await;
         assert_eq!(remaining, (0..500).collect::<Vec<u64>>(), "{algorithm:?}");
         let info = cli(primary, &["INFO", "commandstats"]).unwrap_or_default();
-        let runs = support::command_stat(&info, "evalsha", "calls") as u64;
-        assert!(runs * 2 < 64 * 20, "{algorithm:?}: {runs} script runs for {} calls", 64 * 20);
+        let runs = support::command_stat(&info, "evalsha", "calls") as usize;
+        let calls = support::TASKS * support::CALLS;
+        assert!(runs * 2 < calls, "{algorithm:?}: {runs} script runs for {calls} calls");
     }
 }

@@ -204,3 +204,45 @@ impl Drop for RedisServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Tasks of [`remaining_of_concurrent_calls`].
+pub const TASKS: usize = 64;
+/// Calls per task of [`remaining_of_concurrent_calls`].
+pub const CALLS: usize = 20;
+
+/// `TASKS` tasks making `CALLS` calls each at once on `limiter`'s one global key (at `pinned`, or
+/// the server's time): the remaining of every admitted call, sorted. A refusal must be for the
+/// limit, with a wait.
+pub async fn remaining_of_concurrent_calls(
+    limiter: &std::sync::Arc<ratelimit::Limiter>,
+    pinned: Option<std::time::SystemTime>,
+) -> Vec<u64> {
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let mut remaining = Vec::new();
+                for _ in 0..CALLS {
+                    let decided = match pinned {
+                        Some(at) => limiter.check_at(&[ratelimit::Subject::global()], 1, at).await,
+                        None => limiter.check(&[ratelimit::Subject::global()], 1).await,
+                    };
+                    match decided {
+                        Ok(permit) => remaining.push(permit.quota().expect("a quota").remaining),
+                        Err(e) => assert!(
+                            e.cause() == ratelimit::Cause::Exceeded && e.retry_after() > std::time::Duration::ZERO,
+                            "{e}"
+                        ),
+                    }
+                }
+                remaining
+            })
+        })
+        .collect();
+    let mut remaining = Vec::new();
+    for t in tasks {
+        remaining.extend(t.await.unwrap());
+    }
+    remaining.sort_unstable();
+    remaining
+}
