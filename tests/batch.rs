@@ -44,18 +44,30 @@ async fn concurrent_callers_on_one_key_admit_exactly_the_limit() {
         .unwrap();
     warm_up.check(&[Subject::global()], 1).await.unwrap();
     let mut con = server.client();
-    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
-
-    let remaining = remaining_of_concurrent_calls(&limiter, None).await;
-    assert_eq!(remaining, (0..LIMIT).collect::<Vec<_>>(), "each admitted call has its own place in the window");
-
-    let calls = (TASKS * CALLS) as u64;
-    let runs = evalsha_calls(&mut con);
-    assert!(runs < calls / 2, "{runs} script runs for {calls} concurrent calls: not coalesced");
+    assert_coalesced(&mut con, &limiter, None, LIMIT, "SlidingWindow").await;
     let key = "rate_limit:{batch::one_key|global|}:sw:10mx500";
     let logged: u64 = redis::cmd("ZCARD").arg(key).query(&mut con).unwrap();
     assert_eq!(logged, LIMIT);
+}
+
+/// After `SCRIPT FLUSH` (so that the `NOSCRIPT` reload runs) and `CONFIG RESETSTAT`: the
+/// concurrent calls of [`remaining_of_concurrent_calls`] on `limiter`'s global key (of budget
+/// `limit`) admit exactly `limit`, each with its own remaining, in fewer script runs than half
+/// the calls.
+async fn assert_coalesced(
+    con: &mut redis::Connection,
+    limiter: &Arc<Limiter>,
+    pinned: Option<std::time::SystemTime>,
+    limit: u64,
+    what: &str,
+) {
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(con).unwrap();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).unwrap();
+    let remaining = remaining_of_concurrent_calls(limiter, pinned).await;
+    assert_eq!(remaining, (0..limit).collect::<Vec<_>>(), "{what}: each admitted call has its own remaining");
+    let calls = (TASKS * CALLS) as u64;
+    let runs = evalsha_calls(con);
+    assert!(runs < calls / 2, "{what}: {runs} script runs for {calls} concurrent calls: not coalesced");
 }
 
 /// What a call answered, comparable between stores.
@@ -244,13 +256,7 @@ async fn concurrent_o1_callers_on_one_key_admit_exactly_the_limit() {
         );
         // The server's time, but for the fixed window: pinned within one window.
         let pinned = (alg == Algorithm::FixedWindow).then(|| support::at(1_900_000_000_000_000 + 1_000_000_000));
-        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
-        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
-        let remaining = remaining_of_concurrent_calls(&limiter, pinned).await;
-        assert_eq!(remaining, (0..LIMIT).collect::<Vec<_>>(), "{alg:?}: each admitted call has its own remaining");
-        let calls = (TASKS * CALLS) as u64;
-        let runs = evalsha_calls(&mut con);
-        assert!(runs < calls / 2, "{alg:?}: {runs} script runs for {calls} concurrent calls: not coalesced");
+        assert_coalesced(&mut con, &limiter, pinned, LIMIT, &format!("{alg:?}")).await;
     }
 }
 

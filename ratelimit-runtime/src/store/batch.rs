@@ -59,15 +59,6 @@ pub(crate) enum Route {
     Direct((Cmd, &'static Script), Option<Slot>),
 }
 
-impl Route {
-    /// The queued call's decision, once its batch is answered.
-    pub(crate) async fn queued(batcher: &Batcher, call: Encoded, member: [u8; 16]) -> Result<Decision, StoreError> {
-        let mut decision = Decision::from_script(batcher.decide(call).await?);
-        decision.member = member;
-        Ok(decision)
-    }
-}
-
 /// Which batch script decides a call.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Kind {
@@ -315,10 +306,10 @@ impl Batcher {
         None
     }
 
-    /// Decides `call` in the next batch. The caller's timeout is the caller's: dropping this
-    /// future only stops the waiting (the call may still be decided, as any call whose reply
-    /// never came).
-    pub(crate) async fn decide(&self, call: Encoded) -> Reply {
+    /// Decides `call`, whose member is `member`, in the next batch. The caller's timeout is the
+    /// caller's: dropping this future only stops the waiting (the call may still be decided, as
+    /// any call whose reply never came).
+    pub(crate) async fn decide(&self, call: Encoded, member: [u8; 16]) -> Result<Decision, StoreError> {
         let (reply, answer) = oneshot::channel();
         {
             let mut state = crate::sync::lock(&self.state);
@@ -328,7 +319,10 @@ impl Batcher {
             state.entries.push(Entry { call, reply });
         }
         self.ready.notify_one();
-        answer.await.map_err(|_| StoreError::other("the Redis store's batch task ended"))?
+        let reply = answer.await.map_err(|_| StoreError::other("the Redis store's batch task ended"))??;
+        let mut decision = Decision::from_script(reply);
+        decision.member = member;
+        Ok(decision)
     }
 
     /// The store is dropped: the task sends what is queued, then ends.

@@ -18,7 +18,7 @@
 
 use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Shapes, Targets};
-use super::redis::{command, del_command, peek_command, redact, unique_member, ScriptOp};
+use super::redis::{command, del_command, general_command, peek_command, redact, unique_member, ScriptOp};
 use super::redis_error::redis_error;
 use super::script::{eval, eval_raw, load_scripts, Script};
 use super::tls::{is_tls_url, TlsConfig};
@@ -195,7 +195,7 @@ impl ClusterStore {
         let cmds: Vec<(Cmd, &'static Script)> = groups
             .into_iter()
             .map(|(_, indices)| {
-                command(&release.call, indices.into_iter(), &release.member, ScriptOp::Release(release.at_us))
+                general_command(&release.call, indices.into_iter(), &release.member, ScriptOp::Release(release.at_us))
             })
             .collect();
         let mut conn = self.conn.clone();
@@ -268,9 +268,9 @@ fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &[u8; 16
     groups
         .into_iter()
         .map(|(_, limits)| SlotPart {
-            decide: command(call, limits.iter().copied(), member, ScriptOp::Decide),
+            decide: command(call, limits.iter().copied(), member),
             // Given back at once: the units are in the window of "now".
-            release: command(call, limits.iter().copied(), member, ScriptOp::Release(0)),
+            release: general_command(call, limits.iter().copied(), member, ScriptOp::Release(0)),
             limits,
         })
         .collect()

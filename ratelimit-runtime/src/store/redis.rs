@@ -107,20 +107,27 @@ pub(crate) enum ScriptOp {
     Peek,
 }
 
-/// The `EVALSHA` of the decision script for the limits `indices` of `call`, and that script:
-/// a batch script's batch of one when one can decide them (see [`batch::batchable`]), else the
-/// general script.
+/// The `EVALSHA` that decides the limits `indices` of `call` alone, and its script: a batch
+/// script's batch of one when one can decide them (see [`batch::batchable`]), else the general
+/// script.
 pub(crate) fn command(
+    call: &Call<'_>,
+    indices: impl Iterator<Item = usize> + Clone,
+    member: &[u8; 16],
+) -> (Cmd, &'static Script) {
+    match batch::batchable(call, indices.clone()) {
+        Some(kind) => batch::one_command(&batch::encode(call, indices, member, kind)),
+        None => general_command(call, indices, member, ScriptOp::Decide),
+    }
+}
+
+/// The general script's `EVALSHA` for the limits `indices` of `call` in `mode`.
+pub(crate) fn general_command(
     call: &Call<'_>,
     indices: impl Iterator<Item = usize> + Clone,
     member: &[u8; 16],
     mode: ScriptOp,
 ) -> (Cmd, &'static Script) {
-    if mode == ScriptOp::Decide {
-        if let Some(kind) = batch::batchable(call, indices.clone()) {
-            return batch::one_command(&batch::encode(call, indices, member, kind));
-        }
-    }
     let enforced = call.enforced();
     let shadow = indices.clone().filter(|&i| i >= enforced).count();
     // Sized once: growing the command's buffers argument by argument cost more than building it.
@@ -157,7 +164,7 @@ pub(crate) fn command(
 
 /// The `EVALSHA` that gives back what `release` names (see [`Store::release`]).
 pub(crate) fn release_command(release: &Release<'_>) -> (Cmd, &'static Script) {
-    command(&release.call, release.indices.iter().copied(), &release.member, ScriptOp::Release(release.at_us))
+    general_command(&release.call, release.indices.iter().copied(), &release.member, ScriptOp::Release(release.at_us))
 }
 
 /// A limit's key for one subject as a command argument, written straight into the command's
@@ -180,7 +187,7 @@ pub(crate) fn peek_command(targets: &Targets<'_>, indices: &[usize]) -> (Cmd, &'
     let subjects: Vec<&[u8]> = targets.subjects.iter().map(|s| s.unwrap_or(&[])).collect();
     let call = Call { limits: targets.limits, subjects: &subjects, cost: 0, now_us: targets.now_us, shadow: 0 };
     // A peek gives back nothing by member: any will do.
-    command(&call, indices.iter().copied(), &[0; 16], ScriptOp::Peek)
+    general_command(&call, indices.iter().copied(), &[0; 16], ScriptOp::Peek)
 }
 
 /// `DEL` of the targets' keys for the limits `indices`, with their blocks.
@@ -213,14 +220,15 @@ impl Store for RedisStore {
             // A call a batch script can decide is coalesced with the calls concurrent with it,
             // but for one that finds nothing to join: that one goes as a batch of its own, from
             // its caller's task. The others go to the general script.
-            let route =
-                self.batcher.route(call, &member, || command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
+            let route = self
+                .batcher
+                .route(call, &member, || general_command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
             let mut conn = self.conn.clone();
             let timeout = self.timeout;
             async move {
                 let decided = async move {
                     match route {
-                        Route::Queued(batcher, call) => Route::queued(&batcher, call, member).await,
+                        Route::Queued(batcher, call) => batcher.decide(call, member).await,
                         // The slot, if any, is given back when this future ends.
                         Route::Direct(cmd, _slot) => eval(&mut conn, &cmd, member).await,
                     }

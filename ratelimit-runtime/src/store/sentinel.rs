@@ -20,12 +20,11 @@
 use super::batch::{self, Batcher, Route};
 use super::breaker::Breaker;
 use super::peek_reset::{read_statuses, shapes, Targets};
-use super::redis::{command, del_command, peek_command, redact, release_command, unique_member, ScriptOp};
+use super::redis::{del_command, general_command, peek_command, redact, release_command, unique_member, ScriptOp};
 use super::redis_error::redis_error;
 use super::script::{eval, eval_raw, load_scripts, query_script};
 use super::Answer;
 use super::{Call, Pending, Release, Store};
-use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::io;
 use crate::metrics;
@@ -37,7 +36,6 @@ use redis::{
 };
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -257,18 +255,6 @@ impl SentinelStore {
     pub fn timeout(&self) -> Duration {
         self.shared.timeout
     }
-
-    /// Runs `f` on the primary's connection within the store timeout: once, and once more on the
-    /// primary looked up again when the first try found the node gone or demoted. For every
-    /// command a store sends (decisions, and whatever else reads or writes counts).
-    pub(crate) fn run<T, F, Fut>(&self, f: F) -> impl Future<Output = Result<T, StoreError>> + Send + 'static
-    where
-        T: Send + 'static,
-        F: Fn(Watched) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = (Result<T, StoreError>, bool)> + Send,
-    {
-        run(self.shared.clone(), f)
-    }
 }
 
 impl Drop for SentinelStore {
@@ -278,7 +264,9 @@ impl Drop for SentinelStore {
     }
 }
 
-/// [`SentinelStore::run`], for the store's batches too.
+/// Runs `f` on the primary's connection within the store timeout: once, and once more on the
+/// primary looked up again when the first try found the node gone or demoted. For every
+/// command a store sends (decisions, and whatever else reads or writes counts).
 fn run<T, F, Fut>(shared: Arc<Shared>, f: F) -> impl Future<Output = Result<T, StoreError>> + Send + 'static
 where
     T: Send + 'static,
@@ -551,37 +539,34 @@ impl Store for SentinelStore {
         self.shared.breaker.call(|| {
             let member = unique_member();
             // Coalesced as on one Redis (see RedisStore::decide).
-            let route =
-                self.batcher.route(call, &member, || command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
-            let timeout = self.shared.timeout;
-            let decided: Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send>> = match route {
-                Route::Queued(batcher, call) => {
-                    Box::pin(async move { io::timeout(timeout, Route::queued(&batcher, call, member)).await })
+            let route = self
+                .batcher
+                .route(call, &member, || general_command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
+            let shared = self.shared.clone();
+            metrics::SENTINEL.timed(async move {
+                match route {
+                    Route::Queued(batcher, call) => io::timeout(shared.timeout, batcher.decide(call, member)).await,
+                    // The slot, if any, is given back when this future ends.
+                    Route::Direct(cmd, _slot) => {
+                        let cmd = Arc::new(cmd);
+                        run(shared, move |mut conn| {
+                            let cmd = cmd.clone();
+                            async move {
+                                let result = eval(&mut conn, &cmd, member).await;
+                                (result, conn.lost())
+                            }
+                        })
+                        .await
+                    }
                 }
-                Route::Direct(cmd, slot) => {
-                    let cmd = Arc::new(cmd);
-                    let sent = self.run(move |mut conn| {
-                        let cmd = cmd.clone();
-                        async move {
-                            let result = eval(&mut conn, &cmd, member).await;
-                            (result, conn.lost())
-                        }
-                    });
-                    Box::pin(async move {
-                        // The slot, if any, is given back when the call ends.
-                        let _slot = slot;
-                        sent.await
-                    })
-                }
-            };
-            metrics::SENTINEL.timed(decided)
+            })
         })
     }
 
     fn release(&self, release: &Release<'_>) -> Answer<()> {
         self.shared.breaker.call(|| {
             let cmd = Arc::new(release_command(release));
-            self.run(move |mut conn| {
+            run(self.shared.clone(), move |mut conn| {
                 let cmd = cmd.clone();
                 async move {
                     let result = eval(&mut conn, &cmd, [0; 16]).await.map(drop);
@@ -603,7 +588,7 @@ impl Store for SentinelStore {
         self.shared.breaker.call(|| {
             let cmd = Arc::new(peek_command(targets, &indices));
             let shapes = shapes(targets, &indices);
-            let flat = self.run(move |mut conn| {
+            let flat = run(self.shared.clone(), move |mut conn| {
                 let cmd = cmd.clone();
                 async move {
                     let result = eval_raw(&mut conn, &cmd).await;
@@ -626,7 +611,7 @@ impl Store for SentinelStore {
         }
         self.shared.breaker.call(|| {
             let cmd = Arc::new(del_command(targets, &indices));
-            self.run(move |mut conn| {
+            run(self.shared.clone(), move |mut conn| {
                 let cmd = cmd.clone();
                 async move {
                     let result = cmd.query_async::<i64>(&mut conn).await.map(drop).map_err(redis_error);
