@@ -301,7 +301,13 @@ pub fn install_metrics() -> Result<(), String> {
 /// `GET /metrics`: every metric in the Prometheus text format. Not rate-limited.
 async fn metrics() -> Response {
     match METRICS.get() {
-        Some(handle) => ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], handle.render()).into_response(),
+        // Decision counts are kept per thread and handed to the recorder every second: a scrape
+        // hands them over first, to show every decision made so far.
+        Some(handle) => ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], {
+            ratelimit::metrics::flush();
+            handle.render()
+        })
+            .into_response(),
         None => (StatusCode::SERVICE_UNAVAILABLE, "metrics are not installed\n").into_response(),
     }
 }

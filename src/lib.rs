@@ -68,6 +68,13 @@ pub mod config {
     };
 }
 
+/// The metrics the limiters report (`ratelimit_decisions_total` and the rest, through the
+/// `metrics` facade): decision counts reach the recorder within [`FLUSH_EVERY`](metrics::FLUSH_EVERY),
+/// or at once after [`flush`](metrics::flush).
+pub mod metrics {
+    pub use ratelimit_runtime::metrics::{flush, FLUSH_EVERY};
+}
+
 /// Rules' bounds and the errors of building a limiter.
 pub mod rule {
     pub use ratelimit_runtime::private::LimiterError;

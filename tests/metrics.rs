@@ -40,6 +40,7 @@ fn limiter(name: &str, limit_type: LimitType, count: u64, store: StoreHandle, on
 /// No label of the scrape, nor any part of its text, holds one of `secrets`.
 #[track_caller]
 fn assert_nothing_leaks(secrets: &[&str]) {
+    ratelimit::metrics::flush();
     let text = recorder().render();
     let s = Scrape::parse(&text).expect("parses");
     for (key, value) in s.label_values() {
@@ -247,6 +248,65 @@ fn metric_names_and_label_sets() {
             other => panic!("unexpected metric {other}"),
         };
         assert!(allowed.contains(&keys.as_slice()), "{} has labels {keys:?}", sample.name);
+    }
+}
+
+/// Decision counts are kept per thread: more threads than have a line of their own (up to 256,
+/// four per core; the rest count straight into the recorder), then as many again after the
+/// first ones exited (taking over their lines), all counted exactly.
+#[test]
+fn counts_of_many_threads_are_exact() {
+    const THREADS: usize = 300;
+    const CALLS: usize = 50;
+    let store: StoreHandle = Arc::new(MemoryStore::new());
+    let l = limiter("metrics_test::threads", LimitType::Global, 10_000, store, FailurePolicy::Allow);
+    let wave = |l: &Limiter| {
+        // Every thread alive at once, so that some find no free line.
+        let barrier = std::sync::Barrier::new(THREADS);
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    barrier.wait();
+                    for _ in 0..CALLS {
+                        let _ = l.check_blocking(&[Subject::global()], 1);
+                    }
+                });
+            }
+        });
+    };
+    wave(&l);
+    let s = scrape();
+    assert_eq!(decisions(&s, "metrics_test::threads", "allowed"), 10_000.0);
+    assert_eq!(decisions(&s, "metrics_test::threads", "denied"), 5_000.0);
+    wave(&l);
+    let s = scrape();
+    assert_eq!(decisions(&s, "metrics_test::threads", "allowed"), 10_000.0);
+    assert_eq!(decisions(&s, "metrics_test::threads", "denied"), 20_000.0);
+}
+
+/// Without anyone calling `flush`, the counts reach the recorder within `FLUSH_EVERY`; a
+/// dropped limiter hands over its counts at once.
+#[test]
+fn counts_reach_the_recorder_unasked_and_on_drop() {
+    let store: StoreHandle = Arc::new(MemoryStore::new());
+    let kept = limiter("metrics_test::unasked", LimitType::Global, 100, store.clone(), FailurePolicy::Allow);
+    let dropped = limiter("metrics_test::dropped", LimitType::Global, 100, store, FailurePolicy::Allow);
+    for _ in 0..7 {
+        let _ = kept.check_blocking(&[Subject::global()], 1);
+        let _ = dropped.check_blocking(&[Subject::global()], 1);
+    }
+    drop(dropped);
+    let s = prometheus::scrape_unflushed();
+    assert_eq!(decisions(&s, "metrics_test::dropped", "allowed"), 7.0, "flushed when dropped");
+    // Generous: ten flush periods, on a busy machine.
+    let deadline = std::time::Instant::now() + ratelimit::metrics::FLUSH_EVERY * 10;
+    loop {
+        let seen = decisions(&prometheus::scrape_unflushed(), "metrics_test::unasked", "allowed");
+        if seen == 7.0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "after ten flush periods the recorder counts {seen}, not 7");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -79,6 +79,7 @@ pub fn run_child() {
     let (off, on) = (Figure::of(off), Figure::of(on));
     println!("NS|{}|{}|{}|{}|{}|{}", off.median, off.min, off.max, on.median, on.min, on.max);
     // The recorder really counted every call of its limiter (warm-up included).
+    ratelimit::metrics::flush();
     let text = handle.render();
     let expected = calls() / 10 + (ROUNDS * 2 - 1) * calls();
     let line = format!("ratelimit_decisions_total{{limiter=\"bench::metrics_on\",outcome=\"allowed\"}} {expected}");

@@ -9,8 +9,9 @@
 //! The root holds what most users name ([`Limiter`], [`Rule`], [`Config`], [`RateLimited`]…);
 //! the rest is grouped in modules: [`store`] (stores and their errors), [`clock`], [`config`]
 //! (the global configuration and the overrides file), [`context`] (who is calling), [`rule`]
-//! (rule bounds and errors), [`subject`] (values usable as subjects, networks) and [`status`]
-//! (peek results and the headroom an allowed call leaves). The facade re-exports the same layout.
+//! (rule bounds and errors), [`subject`] (values usable as subjects, networks), [`status`]
+//! (peek results and the headroom an allowed call leaves) and [`metrics`] (handing the decision
+//! counts to the recorder). The facade re-exports the same layout.
 //!
 //! # Layers
 //! Each module imports only from the floors below it (no import cycles):
@@ -55,7 +56,7 @@ mod limit;
 mod limit_set;
 mod limit_type;
 mod limiter;
-mod metrics;
+pub mod metrics;
 mod mode;
 mod overrides;
 mod permit;

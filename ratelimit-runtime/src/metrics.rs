@@ -5,7 +5,9 @@
 //! The hot path allocates nothing: a limiter builds its handles (one counter per outcome) once,
 //! in [`LimiterMetrics::new`]; a store's handles are built on its first call ([`StoreMetrics`]).
 //! Without a recorder the handles are no-ops. Handles taken before the application installs its
-//! recorder stay no-ops, so install it before the first rate-limited call.
+//! recorder stay no-ops, so install it before the first rate-limited call. Under a recorder, a
+//! limiter's counts are kept per thread and handed to the recorder every [`FLUSH_EVERY`] or on
+//! [`flush`] (see the `tally` module for why).
 //!
 //! - `ratelimit_decisions_total{limiter, outcome}` (counter)
 //! - `ratelimit_local_denials_total{limiter}` (counter): refusals that needed no store call
@@ -21,6 +23,7 @@ use crate::subject::Subject;
 use metrics::{Counter, Gauge, Histogram};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+use tally::{Tally, COUNTS};
 
 /// `ratelimit_decisions_total{limiter, outcome}`.
 pub(crate) const DECISIONS: &str = "ratelimit_decisions_total";
@@ -128,34 +131,57 @@ impl ErrorKind {
 /// A limiter's handles, built once with the limiter.
 pub(crate) struct LimiterMetrics {
     name: Arc<str>,
-    decisions: [Counter; Outcome::ALL.len()],
-    local_denials: Counter,
+    counts: Counts,
     log_subjects: bool,
 }
+
+/// Where a limiter's decisions are counted: `decisions` by outcome, then `local_denials`.
+enum Counts {
+    /// Straight into the recorder's counters: the no-op ones when no recorder is installed.
+    Direct([Counter; COUNTS]),
+    /// Per thread, flushed to the recorder's counters (see [`tally`]).
+    Tally(Arc<Tally>),
+}
+
+/// Where `local_denials` sits among a limiter's counts, after the outcomes.
+const LOCAL_DENIALS_AT: usize = Outcome::ALL.len();
+const _: () = assert!(LOCAL_DENIALS_AT + 1 == COUNTS);
 
 impl LimiterMetrics {
     /// The handles of the limiter `name`; `log_subjects` adds the subjects to its debug events.
     pub(crate) fn new(name: Arc<str>, log_subjects: bool) -> LimiterMetrics {
         describe();
-        let decisions =
-            Outcome::ALL.map(|o| metrics::counter!(DECISIONS, "limiter" => name.clone(), "outcome" => o.label()));
-        let local_denials = metrics::counter!(LOCAL_DENIALS, "limiter" => name.clone());
-        LimiterMetrics { name, decisions, local_denials, log_subjects }
+        let counters: [Counter; COUNTS] = std::array::from_fn(|i| match Outcome::ALL.get(i) {
+            Some(o) => metrics::counter!(DECISIONS, "limiter" => name.clone(), "outcome" => o.label()),
+            None => metrics::counter!(LOCAL_DENIALS, "limiter" => name.clone()),
+        });
+        let counts = if recorder_installed() { Counts::Tally(Tally::new(counters)) } else { Counts::Direct(counters) };
+        LimiterMetrics { name, counts, log_subjects }
+    }
+
+    #[inline]
+    fn add(&self, i: usize) {
+        match &self.counts {
+            Counts::Tally(tally) => tally.add(i),
+            // `i` is below `COUNTS`: no bounds check, no panic.
+            Counts::Direct(counters) => {
+                if let Some(counter) = counters.get(i) {
+                    counter.increment(1);
+                }
+            }
+        }
     }
 
     /// Counts one decision.
     #[inline]
     pub(crate) fn decision(&self, outcome: Outcome) {
-        // `Outcome` has exactly as many values as the array: no bounds check.
-        if let Some(counter) = self.decisions.get(outcome as usize) {
-            counter.increment(1);
-        }
+        self.add(outcome as usize);
     }
 
     /// Counts a refusal answered with no store call (besides its `decision(Outcome::Denied)`).
     #[inline]
     pub(crate) fn local_denial(&self) {
-        self.local_denials.increment(1);
+        self.add(LOCAL_DENIALS_AT);
     }
 
     /// Counts one decision and, when `started` (debug events are wanted: see [`start_timer`]),
@@ -185,6 +211,14 @@ impl LimiterMetrics {
             tracing::debug!(limiter, outcome = outcome.label(), latency_us, "ratelimit decision");
         }
     }
+}
+
+/// Whether the application installed a recorder (globally, or for this thread). The facade does
+/// not say; its no-op recorder is a zero-sized type, while a recorder that keeps metrics holds
+/// state. A zero-sized recorder of the application's own (a forwarder to a static) is counted
+/// straight into its handles: exact, only without the per-thread tally.
+fn recorder_installed() -> bool {
+    metrics::with_recorder(|r| std::mem::size_of_val(r) != 0)
 }
 
 /// The `# HELP` texts, given to the recorder once (by the first limiter built after it).
@@ -315,6 +349,9 @@ impl StoreMetrics {
         !cfg!(ratelimit_no_instrumentation) && tick % MEMORY_SAMPLE == 1
     }
 }
+
+mod tally;
+pub use tally::{flush, FLUSH_EVERY};
 
 #[cfg(test)]
 mod tests;

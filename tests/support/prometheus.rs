@@ -12,8 +12,16 @@ pub fn recorder() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| PrometheusBuilder::new().install_recorder().expect("install the Prometheus recorder"))
 }
 
-/// What a scrape of [`recorder`] reads now.
+/// What a scrape of [`recorder`] reads now, after the limiters' counts are flushed to it (as the
+/// example server's `/metrics` does).
 pub fn scrape() -> Scrape {
+    ratelimit::metrics::flush();
+    scrape_unflushed()
+}
+
+/// What a scrape of [`recorder`] reads now, without flushing: decision counts show up within
+/// `ratelimit::metrics::FLUSH_EVERY`.
+pub fn scrape_unflushed() -> Scrape {
     let text = recorder().render();
     Scrape::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }

@@ -109,7 +109,8 @@ pub(crate) enum ScriptOp {
 
 /// The `EVALSHA` that decides the limits `indices` of `call` alone, and its script: a batch
 /// script's batch of one when one can decide them (see [`batch::batchable`]), else the general
-/// script.
+/// script. Only a Cluster store's slots need it.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 pub(crate) fn command(
     call: &Call<'_>,
     indices: impl Iterator<Item = usize> + Clone,
