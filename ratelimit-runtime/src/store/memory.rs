@@ -202,6 +202,9 @@ impl Log {
         }
         self.entries.push_back((t, cum));
         self.newest = (t, cum);
+        if let Some(entry) = self.entries.back() {
+            prefetch_line_after(entry);
+        }
     }
 
     /// The newest entry.
@@ -852,6 +855,27 @@ fn sliding(
         // The quota is whole again when this call's own units leave the window.
         room(d, tightest, limit, rule, count - used - cost, window_us);
     }
+}
+
+/// Asks the CPU to load the cache line after `entry`'s, where this log's next entries go.
+///
+/// Why: a subject's log grows into memory no one has touched, one new cache line every four
+/// entries, and that write must reach the cache before the shard's lock can be released (the
+/// release is a locked instruction, which waits for every earlier store): a miss to memory,
+/// about a third of an in-memory sliding-window decision under load. Loaded now, the line is in
+/// the cache when the subject's next call writes it.
+#[inline(always)]
+fn prefetch_line_after<T>(entry: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let next = (entry as *const T).cast::<i8>().wrapping_add(64);
+        // SAFETY: a prefetch is only a hint: it never faults and changes nothing the program
+        // can observe, whatever the address (`next` may lie past the buffer). SSE, which the
+        // instruction needs, is part of every x86_64 target.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(next) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = entry;
 }
 
 /// The first index `i >= start` where `pred(cum)` turns false (entries are sorted by `cum`).
