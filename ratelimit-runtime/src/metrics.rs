@@ -1,22 +1,29 @@
-//! Metrics, through the `metrics` crate facade: the application installs the
-//! recorder. Beside the stores in the layering: stores report their calls here, the limiter
-//! its decisions. Labels never hold a subject, so series are bounded by the number of limiters.
-//!
-//! The hot path allocates nothing: a limiter builds its handles (one counter per outcome) once,
-//! in [`LimiterMetrics::new`]; a store's handles are built on its first call ([`StoreMetrics`]).
-//! Without a recorder the handles are no-ops. Handles taken before the application installs its
-//! recorder stay no-ops, so install it before the first rate-limited call. Under a recorder, a
-//! limiter's counts are kept per thread and handed to the recorder every [`FLUSH_EVERY`] or on
-//! [`flush`] (see the `tally` module for why).
+//! Metrics, through the [`metrics`](https://docs.rs/metrics) facade: the application installs
+//! the recorder, before the first rate-limited call (a limiter takes its handles when it is
+//! built; without a recorder they are no-ops). Labels never hold a subject, so series are
+//! bounded by the number of limiters.
 //!
 //! - `ratelimit_decisions_total{limiter, outcome}` (counter)
 //! - `ratelimit_local_denials_total{limiter}` (counter): refusals that needed no store call
 //! - `ratelimit_store_duration_seconds{store}` (histogram): one store call, timeout included;
-//!   in memory, one call in [`MEMORY_SAMPLE`] is timed (reading the clock costs as much as a
+//!   in memory, one call in 64 per thread is timed (reading the clock costs as much as a
 //!   decision)
-//! - `ratelimit_store_errors_total{store, kind}` (counter), kind one of [`ErrorKind`]
+//! - `ratelimit_store_errors_total{store, kind}` (counter), kind one of `timeout`,
+//!   `connection`, `auth`, `script`, `other`
 //! - `ratelimit_store_circuit_open{store}` (gauge): how many stores of this kind have their
 //!   circuit breaker open (0 or 1 with one store)
+//!
+//! Under a recorder, the two counts per limiter are kept per thread and handed to the recorder
+//! every [`FLUSH_EVERY`], or at once by [`flush`]: call it before rendering a scrape.
+//!
+//! ```
+//! // In a `/metrics` handler, before rendering the recorder's text:
+//! ratelimit_runtime::metrics::flush();
+//! ```
+
+// Inside the crate: beside the stores in the layering (stores report their calls here, the
+// limiter its decisions). The hot path allocates nothing: a limiter builds its handles once, in
+// `LimiterMetrics::new`; a store's handles are built on its first call (`StoreMetrics`).
 
 use crate::error::StoreError;
 use crate::subject::Subject;
