@@ -90,8 +90,12 @@ impl Drop for Tally {
 /// Hands every live limiter's counts to the recorder now. Call it before rendering a scrape to
 /// see every decision made so far; without it, a decision is seen within [`FLUSH_EVERY`].
 pub fn flush() {
-    for tally in live().snapshot() {
-        tally.flush();
+    // No tally yet (no recorder, or no limiter built under one): nothing to hand over, and no
+    // flusher thread to start.
+    if let Some(live) = LIVE.get() {
+        for tally in live.snapshot() {
+            tally.flush();
+        }
     }
 }
 
@@ -111,9 +115,11 @@ impl Live {
     }
 }
 
+/// The live tallies, once a tally was built.
+static LIVE: OnceLock<Live> = OnceLock::new();
+
 /// The live tallies; the first use starts the background flusher.
 fn live() -> &'static Live {
-    static LIVE: OnceLock<Live> = OnceLock::new();
     LIVE.get_or_init(|| {
         // If no thread can be started, flushes still happen on `flush` and on drop.
         let started = std::thread::Builder::new().name("ratelimit-metrics".into()).spawn(|| loop {
