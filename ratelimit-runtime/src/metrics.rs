@@ -170,7 +170,7 @@ impl LimiterMetrics {
     fn add(&self, i: usize) {
         match &self.counts {
             Counts::Tally(tally) => tally.add(i),
-            // `i` is below `COUNTS`: no bounds check, no panic.
+            // `i` is always below `COUNTS`; `get` keeps even a slip from panicking.
             Counts::Direct(counters) => {
                 if let Some(counter) = counters.get(i) {
                     counter.increment(1);

@@ -75,3 +75,63 @@ fn subjects_are_logged_only_when_asked() {
     assert_eq!(events.len(), 2, "{events:?}");
     assert!(events.iter().all(|e| e.contains("192.0.2.44")), "{events:?}");
 }
+
+/// A recorder that keeps one real counter per name and label set (and no gauges or histograms).
+#[derive(Default)]
+struct Counting(Mutex<Vec<(String, Arc<std::sync::atomic::AtomicU64>)>>);
+
+impl Counting {
+    fn value(&self, key: &str) -> u64 {
+        let all = self.0.lock().unwrap();
+        all.iter().find(|(k, _)| k == key).map_or(0, |(_, c)| c.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl metrics::Recorder for Counting {
+    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        let labels: Vec<String> = key.labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
+        let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        self.0.lock().unwrap().push((format!("{}{{{}}}", key.name(), labels.join(",")), counter.clone()));
+        metrics::Counter::from_arc(counter)
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+    fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+/// A limiter built under a recorder counts per thread and hands its counts over on `flush`; one
+/// built with no recorder keeps the no-op handles (and starts no tally).
+#[test]
+fn counts_under_a_recorder_reach_it_on_flush() {
+    assert!(!super::recorder_installed(), "no recorder is installed in this test binary");
+    let recorder = Counting::default();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        assert!(super::recorder_installed());
+        Limiter::builder("metrics::tally")
+            .limit(LimitType::Ip, [Rule::new(Duration::from_secs(60), 3).unwrap()])
+            .store(Arc::new(MemoryStore::new()))
+            .build()
+            .unwrap()
+    });
+    assert!(matches!(limiter.metrics().counts, super::Counts::Tally(_)));
+    let ip = [Subject::ip("192.0.2.45".parse().unwrap())];
+    for _ in 0..5 {
+        let _ = limiter.check_blocking(&ip, 1);
+    }
+    super::flush();
+    assert_eq!(recorder.value("ratelimit_decisions_total{limiter=metrics::tally,outcome=allowed}"), 3);
+    assert_eq!(recorder.value("ratelimit_decisions_total{limiter=metrics::tally,outcome=denied}"), 2);
+
+    let plain = Limiter::builder("metrics::plain")
+        .limit(LimitType::Ip, [Rule::new(Duration::from_secs(60), 3).unwrap()])
+        .store(Arc::new(MemoryStore::new()))
+        .build()
+        .unwrap();
+    assert!(matches!(plain.metrics().counts, super::Counts::Direct(_)));
+}
