@@ -17,15 +17,16 @@ use crate::status::RuleStatus;
 use crate::sync::lock;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
-use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 mod inline;
+mod log;
 mod one;
 
 use inline::{Key, Values};
+use log::Log;
 
 const SHARDS: usize = 64;
 /// Every this many decisions (per thread) the next shard in turn drops its expired states, so
@@ -161,102 +162,6 @@ pub(crate) const CONCURRENCY_RETRY_US: u64 = 100_000;
 struct Cells {
     values: Values,
     expires_at: u64,
-}
-
-/// One subject's log: admitted units in time order.
-#[derive(Default)]
-struct Log {
-    /// (time µs, cumulative units up to and including this entry)
-    entries: VecDeque<(u64, u64)>,
-    /// Cumulative units of everything trimmed so far.
-    base: u64,
-    /// Longest window of the rules using this log: entries older than it are dropped.
-    longest_us: u64,
-    /// Copies of the oldest entry's time and of the newest entry (meaningful while `entries`
-    /// is not empty): a decision reads them here, not at both ends of a long deque's buffer
-    /// (two cache misses per call).
-    oldest_t: u64,
-    newest: (u64, u64),
-}
-
-impl Log {
-    fn trim(&mut self, now: u64) {
-        let cutoff = now.saturating_sub(self.longest_us);
-        if self.entries.is_empty() || self.oldest_t > cutoff {
-            return;
-        }
-        while let Some(&(t, cum)) = self.entries.front() {
-            if t > cutoff {
-                self.oldest_t = t;
-                break;
-            }
-            self.base = cum;
-            self.entries.pop_front();
-        }
-    }
-
-    /// Appends an entry (times never decrease).
-    fn push(&mut self, t: u64, cum: u64) {
-        if self.entries.is_empty() {
-            self.oldest_t = t;
-        }
-        self.entries.push_back((t, cum));
-        self.newest = (t, cum);
-        if let Some(entry) = self.entries.back() {
-            prefetch_line_after(entry);
-        }
-    }
-
-    /// The newest entry.
-    fn back(&self) -> Option<(u64, u64)> {
-        (!self.entries.is_empty()).then_some(self.newest)
-    }
-
-    /// The newest entry's time (0 when empty).
-    fn newest_time(&self) -> u64 {
-        self.back().map_or(0, |e| e.0)
-    }
-
-    fn total(&self) -> u64 {
-        self.back().map_or(self.base, |e| e.1)
-    }
-
-    /// Index of the first entry inside a window of `w` µs ending at `now`, and the cumulative
-    /// units before it.
-    fn window_start(&self, now: u64, w: u64) -> (usize, u64) {
-        let cutoff = now.saturating_sub(w);
-        let i = self.entries.partition_point(|&(t, _)| t <= cutoff);
-        (i, if i == 0 { self.base } else { self.entries[i - 1].1 })
-    }
-
-    fn expired(&self, now: u64) -> bool {
-        self.back().is_none_or(|(t, _)| t + self.longest_us <= now)
-    }
-
-    /// Removes up to `cost` units admitted at `at` (a refund): calls admitted at the same µs are
-    /// alike, so any of that instant's units are the call's. Nothing once they have left.
-    fn remove(&mut self, at: u64, cost: u64) {
-        let lo = self.entries.partition_point(|&(t, _)| t < at);
-        let hi = self.entries.partition_point(|&(t, _)| t <= at);
-        let (mut left, mut j) = (cost, hi);
-        while left > 0 && j > lo {
-            j -= 1;
-            let before = if j == 0 { self.base } else { self.entries[j - 1].1 };
-            let units = self.entries[j].1 - before;
-            let cut = units.min(left);
-            for entry in self.entries.range_mut(j..) {
-                entry.1 -= cut;
-            }
-            left -= cut;
-            if cut == units {
-                self.entries.remove(j);
-            }
-        }
-        if let (Some(&(oldest, _)), Some(&newest)) = (self.entries.front(), self.entries.back()) {
-            self.oldest_t = oldest;
-            self.newest = newest;
-        }
-    }
 }
 
 impl Default for MemoryStore {
@@ -573,13 +478,10 @@ fn check_log(
     for (r, rule) in limit.rules.iter().enumerate() {
         let w = rule.window_us();
         // The longest window holds everything the trim left.
-        let (start, before) = if r == 0 { (0, log.base) } else { log.window_start(now, w) };
+        let (start, before) = if r == 0 { (0, log.base()) } else { log.window_start(now, w) };
         let used = log.total() - before;
-        let nth_wait = |need: u64| {
-            // The first entry whose cumulative units (from the window start) reach `need`.
-            let i = start + partition(&log.entries, start, |cum| cum - before < need);
-            log.entries.get(i).map_or(w, |&(t, _)| t + w - now)
-        };
+        // When the window's `need`th unit leaves it.
+        let nth_wait = |need: u64| log.nth_time(start, before, need).map_or(w, |t| t + w - now);
         sliding(d, tightest, g, r, rule.count(), used, cost, w, nth_wait);
     }
 }
@@ -855,41 +757,6 @@ fn sliding(
         // The quota is whole again when this call's own units leave the window.
         room(d, tightest, limit, rule, count - used - cost, window_us);
     }
-}
-
-/// Asks the CPU to load the cache line after `entry`'s, where this log's next entries go.
-///
-/// Why: a subject's log grows into memory no one has touched, one new cache line every four
-/// entries, and that write must reach the cache before the shard's lock can be released (the
-/// release is a locked instruction, which waits for every earlier store): a miss to memory,
-/// about a third of an in-memory sliding-window decision under load. Loaded now, the line is in
-/// the cache when the subject's next call writes it.
-#[inline(always)]
-fn prefetch_line_after<T>(entry: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let next = (entry as *const T).cast::<i8>().wrapping_add(64);
-        // SAFETY: a prefetch is only a hint: it never faults and changes nothing the program
-        // can observe, whatever the address (`next` may lie past the buffer). SSE, which the
-        // instruction needs, is part of every x86_64 target.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(next) }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = entry;
-}
-
-/// The first index `i >= start` where `pred(cum)` turns false (entries are sorted by `cum`).
-fn partition(entries: &VecDeque<(u64, u64)>, start: usize, pred: impl Fn(u64) -> bool) -> usize {
-    let (mut lo, mut hi) = (start, entries.len());
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if pred(entries[mid].1) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo - start
 }
 
 /// This thread's next store call number. One count serves both the sweep (every
