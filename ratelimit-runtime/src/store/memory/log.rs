@@ -138,24 +138,22 @@ impl Entries {
         }
     }
 
-    /// Takes `cut` of entry `i`'s `units` (a refund), removing the entry when it has none left.
-    fn take(&mut self, i: usize, cut: u64, units: u64, base: u64) {
-        if let Entries::Units(v) = self {
-            if cut == units {
-                // Later entries' cumulative units drop by one as their index does.
+    /// Takes `cut` (at least 1) of entry `i`'s `units` (a refund), removing the entry when it has
+    /// none left.
+    fn take(&mut self, i: usize, cut: u64, units: u64) {
+        match self {
+            // An entry of one unit loses it whole; later entries' cumulative units drop by one as
+            // their index does.
+            Entries::Units(v) => {
                 v.remove(i);
-                return;
             }
-            // A part of a one-unit entry (none today, as every entry holds one unit): keep it
-            // exact as pairs.
-            *self = Entries::Weighted(v.iter().zip(1..).map(|(&t, k)| (t, base + k)).collect());
-        }
-        if let Entries::Weighted(v) = self {
-            for entry in v.range_mut(i..) {
-                entry.1 -= cut;
-            }
-            if cut == units {
-                v.remove(i);
+            Entries::Weighted(v) => {
+                for entry in v.range_mut(i..) {
+                    entry.1 -= cut;
+                }
+                if cut == units {
+                    v.remove(i);
+                }
             }
         }
     }
@@ -238,7 +236,7 @@ impl Log {
             j -= 1;
             let units = self.entries.units(j, self.base);
             let cut = units.min(left);
-            self.entries.take(j, cut, units, self.base);
+            self.entries.take(j, cut, units);
             left -= cut;
         }
         let last = self.entries.len().checked_sub(1);
