@@ -16,9 +16,10 @@
 //! within the one store call. Their refusal rides on the admission; their failure is logged and
 //! never refuses.
 
+use super::batch;
 use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Shapes, Targets};
-use super::redis::{command, del_command, general_command, peek_command, redact, unique_member, ScriptOp};
+use super::redis::{del_command, general_command, peek_command, redact, unique_member, ScriptOp};
 use super::redis_error::redis_error;
 use super::script::{eval, eval_raw, load_scripts, Script};
 use super::tls::{is_tls_url, TlsConfig};
@@ -254,6 +255,19 @@ impl ClusterStore {
     }
 }
 
+/// The `EVALSHA` that decides the limits `indices` of `call` (one slot's) alone, and its script:
+/// a batch script's batch of one when one can decide them, else the general script.
+fn decide_command(
+    call: &Call<'_>,
+    indices: impl Iterator<Item = usize> + Clone,
+    member: &[u8; 16],
+) -> (Cmd, &'static Script) {
+    match batch::batchable(call, indices.clone()) {
+        Some(kind) => batch::one_command(&batch::encode(call, indices, member, kind)),
+        None => general_command(call, indices, member, ScriptOp::Decide),
+    }
+}
+
 /// The limits `indices` of `call` grouped by the slot of their key, in the order the slots first
 /// appear, each group with its decide and release commands.
 fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &[u8; 16]) -> Vec<SlotPart> {
@@ -268,7 +282,7 @@ fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &[u8; 16
     groups
         .into_iter()
         .map(|(_, limits)| SlotPart {
-            decide: command(call, limits.iter().copied(), member),
+            decide: decide_command(call, limits.iter().copied(), member),
             // Given back at once: the units are in the window of "now".
             release: general_command(call, limits.iter().copied(), member, ScriptOp::Release(0)),
             limits,

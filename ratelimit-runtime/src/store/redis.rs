@@ -107,21 +107,6 @@ pub(crate) enum ScriptOp {
     Peek,
 }
 
-/// The `EVALSHA` that decides the limits `indices` of `call` alone, and its script: a batch
-/// script's batch of one when one can decide them (see [`batch::batchable`]), else the general
-/// script. Only a Cluster store's slots need it.
-#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-pub(crate) fn command(
-    call: &Call<'_>,
-    indices: impl Iterator<Item = usize> + Clone,
-    member: &[u8; 16],
-) -> (Cmd, &'static Script) {
-    match batch::batchable(call, indices.clone()) {
-        Some(kind) => batch::one_command(&batch::encode(call, indices, member, kind)),
-        None => general_command(call, indices, member, ScriptOp::Decide),
-    }
-}
-
 /// The general script's `EVALSHA` for the limits `indices` of `call` in `mode`.
 pub(crate) fn general_command(
     call: &Call<'_>,
