@@ -166,7 +166,7 @@ where
                 let headers = response.headers_mut();
                 let present = headers.contains_key("ratelimit") || headers.contains_key("ratelimit-policy");
                 if let Some(quota) = ctx.quota().filter(|_| !present) {
-                    for (name, value) in ratelimit_runtime::private::actix_headers(quota.headers()) {
+                    for (name, value) in ratelimit_runtime::__private::actix_headers(quota.headers()) {
                         headers.insert(name, value);
                     }
                 }

@@ -77,7 +77,7 @@ pub mod metrics {
 
 /// Rules' bounds and the errors of building a limiter.
 pub mod rule {
-    pub use ratelimit_runtime::private::LimiterError;
+    pub use ratelimit_runtime::__private::LimiterError;
     pub use ratelimit_runtime::rule::{RuleError, MAX_COUNT, MAX_WINDOW};
 }
 
@@ -96,7 +96,7 @@ pub mod status {
 
 #[doc(hidden)]
 pub mod __private {
-    pub use ratelimit_runtime::private::*;
+    pub use ratelimit_runtime::__private::*;
 }
 
 /// The examples of docs/policies.md, run as doctests (not part of the API).

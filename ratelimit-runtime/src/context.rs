@@ -11,10 +11,10 @@
 //! });
 //! ```
 
-use crate::policy::Headroom;
-use crate::subject::Subject;
-use crate::subject::DEFAULT_IPV6_PREFIX;
-use crate::sync::lock;
+use crate::model::policy::Headroom;
+use crate::model::subject::Subject;
+use crate::model::subject::DEFAULT_IPV6_PREFIX;
+use crate::rt::lock::lock;
 use std::cell::RefCell;
 use std::future::Future;
 use std::net::IpAddr;

@@ -1,8 +1,8 @@
 //! `RateLimited`, the error of a refused call, and `StoreError`, what went wrong in a store.
 
-use crate::limit_type::LimitType;
-use crate::policy::Policy;
-use crate::rule::Rule;
+use crate::model::limit_type::LimitType;
+use crate::model::policy::Policy;
+use crate::model::rule::Rule;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! Runtime of the [`ratelimit`](https://docs.rs/ratelimit-attr) crate (package `ratelimit-attr`):
-//! rules, keys, the decision script, stores (Redis and in-memory), errors, configuration and
+//! rules, keys, the decision scripts, stores (Redis and in-memory), errors, configuration and
 //! metrics.
 //!
 //! Most users depend on the `ratelimit` facade and write `#[rate_limiter(...)]`; this crate is
@@ -14,75 +14,55 @@
 //! counts to the recorder). The facade re-exports the same layout.
 //!
 //! # Layers
-//! Each module imports only from the floors below it (no import cycles):
-//! 1. ground: `rule`, `limit_type`, `subject`, `key`, `algorithm`, `clock`, `error`, `decision`,
-//!    `policy`, `status`, `mode`, `addr` (plain values and arithmetic), and `sync` (the
-//!    poison-tolerant lock);
-//! 2. `limit`: a compiled limit (rules, key template, script arguments), and `io`, the I/O runtime;
-//! 3. `store` (trait, memory, redis, cluster, sentinel, scripts, TLS, the startup probe), with
-//!    metrics beside it: a store gets all
-//!    it needs in the `Call`, never from the limiter or the global configuration;
-//! 4. `config`: the global store and failure policy, from code or the environment (overrides
-//!    from a file beside it);
-//! 5. `context`: who is calling (the request context);
-//! 6. `limit_set` (limits decided in one store call, with the refusal cache below it), then
-//!    `snapshot` (the limits in force under the overrides file), then `limiter` (`Limiter` and
-//!    its builder), then `decide`: the one decision path, `Limiter::decide`, and the `check`
-//!    entry points over it; `wait` (`until_ready`), `admin` (peek and reset) and `registry`
-//!    (limiters by name) above it;
-//! 7. `private` (the attribute's shims) and `http_response` (HTTP rendering: status, header
-//!    fields, body) on top, with its two renderings for other frameworks beside it:
-//!    `actix_response` (actix-web) and `grpc_status` (tonic).
+//! The folders are the layers, from the ground up; each imports only from the ones below it
+//! (docs/design.md walks them): `algorithm` and `model` (plain values and arithmetic), `error`,
+//! `rt` (the I/O runtime, clocks, locks), `context`, `metrics`, `store`, `config`, `limiter`,
+//! then `http` (rendering for the HTTP frameworks) and `__private` (what the attribute expands
+//! to).
 #![warn(missing_docs)]
 
-#[cfg(feature = "actix")]
-mod actix_response;
-mod addr;
-mod admin;
+#[doc(hidden)]
+pub mod __private;
 mod algorithm;
-pub mod clock;
 pub mod config;
 pub mod context;
-mod decide;
-mod decision;
 mod error;
-#[cfg(feature = "tonic")]
-mod grpc_status;
 #[cfg(feature = "http")]
-mod http_response;
-mod io;
-mod key;
-mod limit;
-mod limit_set;
-mod limit_type;
+mod http;
 mod limiter;
 pub mod metrics;
-mod mode;
-mod overrides;
-mod permit;
-mod policy;
-mod refusal_cache;
-mod registry;
-mod reserve;
-pub mod rule;
-mod snapshot;
-pub mod status;
+mod model;
+mod rt;
 pub mod store;
-pub mod subject;
-mod sync;
-mod wait;
 
-#[doc(hidden)]
-pub mod private;
+pub use rt::clock;
 
-pub use addr::{parse_ip, Cidr, CidrError, CidrErrorKind};
+/// Rules' bounds and the errors of building a limiter.
+pub mod rule {
+    pub use crate::model::limit::LimiterError;
+    pub use crate::model::rule::{Rule, RuleError, MAX_COUNT, MAX_WINDOW};
+}
+
+/// What can be a subject: values of your own types, and how IPv6 clients are grouped.
+pub mod subject {
+    pub use crate::model::addr::{parse_ip, Cidr, CidrError, CidrErrorKind};
+    pub use crate::model::subject::{ip_key, IpValue, Subject, SubjectValue, DEFAULT_IPV6_PREFIX};
+}
+
+/// What [`Limiter::peek`] reads ([`RuleStatus`](status::RuleStatus)), and the rules in force
+/// as headers name them.
+pub mod status {
+    pub use crate::model::policy::{Headroom, Policy, RuleStatus};
+}
+
 pub use algorithm::Algorithm;
 pub use config::{init, reload, Config, FailurePolicy};
 pub use error::{Cause, RateLimited};
-pub use limit_type::LimitType;
+pub use limiter::permit::Permit;
+pub use limiter::registry::limiter;
 pub use limiter::{Limiter, LimiterBuilder};
-pub use mode::Mode;
-pub use permit::Permit;
-pub use registry::limiter;
-pub use rule::Rule;
-pub use subject::Subject;
+pub use model::addr::{parse_ip, Cidr, CidrError, CidrErrorKind};
+pub use model::limit_type::LimitType;
+pub use model::mode::Mode;
+pub use model::rule::Rule;
+pub use model::subject::Subject;

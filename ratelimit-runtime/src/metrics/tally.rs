@@ -13,7 +13,7 @@
 //! Threads past [`slots`] (more than four per core), and calls made while a thread's locals are
 //! being torn down, count straight into the recorder's counters: exact, only slower.
 
-use crate::sync::lock;
+use crate::rt::lock::lock;
 use metrics::Counter;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, Weak};

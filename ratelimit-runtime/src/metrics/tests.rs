@@ -1,11 +1,11 @@
 //! The limiter's decisions as `tracing` events (a test of the limiter through its metrics,
 //! kept beside them; in its own file so that the metrics module stays below the limiter).
 
-use crate::limit_type::LimitType;
 use crate::limiter::Limiter;
-use crate::rule::Rule;
+use crate::model::limit_type::LimitType;
+use crate::model::rule::Rule;
+use crate::model::subject::Subject;
 use crate::store::memory::MemoryStore;
-use crate::subject::Subject;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::field::{Field, Visit};

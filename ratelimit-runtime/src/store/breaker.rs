@@ -20,7 +20,7 @@
 use super::Answer;
 use crate::error::{ErrorSource, StoreError};
 use crate::metrics::StoreMetrics;
-use crate::sync;
+use crate::rt::lock;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -104,7 +104,7 @@ impl Breaker {
             Admit::Call => false,
             Admit::Trial => true,
             Admit::Refuse(retry_in) => {
-                let source = sync::read(&self.last).clone();
+                let source = lock::read(&self.last).clone();
                 return Answer::Ready(Err(StoreError::CircuitOpen { retry_in, source }));
             }
         };
@@ -162,7 +162,7 @@ impl Breaker {
     #[cold]
     fn failure(&self, e: &StoreError, trial: bool, now: u64) {
         if trial {
-            *sync::write(&self.last) = Some(Arc::new(e.clone()));
+            *lock::write(&self.last) = Some(Arc::new(e.clone()));
             // The store still fails: a longer pause.
             let level = self.level.fetch_add(1, Ordering::AcqRel).saturating_add(1);
             let pause = self.pause(level);
@@ -179,7 +179,7 @@ impl Breaker {
         // (with the first pause: closing set the level back to 0).
         let pause = self.pause(0);
         // Set before it opens, so that no call answered by the open breaker misses it.
-        *sync::write(&self.last) = Some(Arc::new(e.clone()));
+        *lock::write(&self.last) = Some(Arc::new(e.clone()));
         if self.open_until.compare_exchange(0, now.saturating_add(pause), Ordering::AcqRel, Ordering::Acquire).is_ok() {
             self.metrics.circuit(true);
             tracing::warn!(

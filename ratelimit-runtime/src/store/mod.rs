@@ -5,34 +5,26 @@
 // implements its methods or has a `Call` to pass them.
 #![allow(private_interfaces)]
 
-pub(crate) mod batch;
 pub(crate) mod breaker;
-#[cfg(feature = "cluster")]
-pub(crate) mod cluster;
 pub(crate) mod memory;
 pub(crate) mod peek_reset;
-pub(crate) mod probe;
 pub(crate) mod redis;
-pub(crate) mod redis_error;
-pub(crate) mod script;
-pub(crate) mod sentinel;
-pub(crate) mod tls;
 
-use crate::decision::Decision;
 pub use crate::error::ErrorSource;
 pub use crate::error::StoreError;
-pub use crate::key::{PrefixError, DEFAULT_PREFIX, MAX_PREFIX_LEN};
-use crate::limit::Limit;
-#[cfg(feature = "cluster")]
-pub use cluster::ClusterStore;
+use crate::model::compiled::CompiledLimit;
+use crate::model::decision::Decision;
+pub use crate::model::key::{PrefixError, DEFAULT_PREFIX, MAX_PREFIX_LEN};
 pub use memory::MemoryStore;
 pub(crate) use peek_reset::Targets;
+#[cfg(feature = "cluster")]
+pub use redis::cluster::ClusterStore;
+pub use redis::sentinel::{SentinelSpec, SentinelStore};
+pub use redis::tls::TlsConfig;
 pub use redis::RedisStore;
-pub use sentinel::{SentinelSpec, SentinelStore};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-pub use tls::TlsConfig;
 
 /// An answer still travelling from a remote store. It owns everything it needs (`'static`) so
 /// it can run on the library's I/O runtime whatever runtime, if any, the caller has.
@@ -53,7 +45,7 @@ impl<T: Send + 'static> Answer<T> {
     pub(crate) async fn finish(self) -> Result<T, StoreError> {
         match self {
             Answer::Ready(r) => r,
-            Answer::Remote(fut) => crate::io::await_remote(fut).await,
+            Answer::Remote(fut) => crate::rt::io::await_remote(fut).await,
         }
     }
 
@@ -61,7 +53,7 @@ impl<T: Send + 'static> Answer<T> {
     pub(crate) fn finish_blocking(self) -> Result<T, StoreError> {
         match self {
             Answer::Ready(r) => r,
-            Answer::Remote(fut) => crate::io::block_on(fut),
+            Answer::Remote(fut) => crate::rt::io::block_on(fut),
         }
     }
 }
@@ -74,7 +66,7 @@ pub(crate) type Pending = Answer<Decision>;
 
 /// One call to decide: every limit of the call with its subject, and the cost.
 pub(crate) struct Call<'a> {
-    pub(crate) limits: &'a [Limit],
+    pub(crate) limits: &'a [CompiledLimit],
     /// One subject (key bytes, empty for global) per limit.
     pub(crate) subjects: &'a [&'a [u8]],
     pub(crate) cost: u64,
@@ -124,7 +116,7 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
 
     /// Each rule's remaining quota and reset for the targets' subjects, recording nothing
     /// (one round trip; per slot on a cluster). In limit order, rules in rule order.
-    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::status::RuleStatus>> {
+    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::model::policy::RuleStatus>> {
         peek_reset::unsupported("peek")
     }
 
@@ -159,16 +151,16 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// store's own clock in memory, the system clock for remote stores (a refusal is timed from
     /// before the call left, so it never outlives the server's retry-after).
     fn now_us(&self) -> u64 {
-        crate::clock::Clock::now_us(&crate::clock::SystemClock)
+        crate::rt::clock::Clock::now_us(&crate::rt::clock::SystemClock)
     }
 }
 
 impl sealed::Sealed for memory::MemoryStore {}
 impl sealed::Sealed for redis::RedisStore {}
-impl sealed::Sealed for sentinel::SentinelStore {}
+impl sealed::Sealed for redis::sentinel::SentinelStore {}
 impl sealed::Sealed for Unavailable {}
 #[cfg(feature = "cluster")]
-impl sealed::Sealed for cluster::ClusterStore {}
+impl sealed::Sealed for redis::cluster::ClusterStore {}
 
 /// A shared handle to a store.
 pub type StoreHandle = Arc<dyn Store>;
@@ -189,7 +181,7 @@ impl Store for Unavailable {
         crate::metrics::UNAVAILABLE.error(crate::metrics::ErrorKind::of(&error));
         Pending::Ready(Err(error))
     }
-    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::status::RuleStatus>> {
+    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::model::policy::RuleStatus>> {
         Answer::Ready(Err(self.error()))
     }
     fn reset(&self, _targets: &Targets<'_>) -> Answer<()> {
@@ -227,7 +219,7 @@ mod tests {
             self.decides.fetch_add(1, Ordering::Relaxed);
             self.store.decide(call)
         }
-        fn peek(&self, targets: &Targets<'_>) -> super::Answer<Vec<crate::status::RuleStatus>> {
+        fn peek(&self, targets: &Targets<'_>) -> super::Answer<Vec<crate::model::policy::RuleStatus>> {
             self.store.peek(targets)
         }
         fn describe(&self) -> String {

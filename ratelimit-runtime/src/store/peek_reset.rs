@@ -3,14 +3,14 @@
 
 use super::Answer;
 use crate::error::StoreError;
-use crate::limit::Limit;
-use crate::policy::Policy;
-use crate::status::RuleStatus;
+use crate::model::compiled::CompiledLimit;
+use crate::model::policy::Policy;
+use crate::model::policy::RuleStatus;
 use std::time::Duration;
 
 /// The subjects of a peek or reset: one per limit, `None` to leave that limit alone.
 pub struct Targets<'a> {
-    pub(crate) limits: &'a [Limit],
+    pub(crate) limits: &'a [CompiledLimit],
     pub(crate) subjects: &'a [Option<&'a [u8]>],
     /// Pinned time in µs since the Unix epoch (peek; as [`Call`](super::Call)'s).
     pub(crate) now_us: Option<u64>,
@@ -18,7 +18,7 @@ pub struct Targets<'a> {
 
 impl Targets<'_> {
     /// The limits with a subject, and the subject.
-    pub(crate) fn present(&self) -> impl Iterator<Item = (usize, &Limit, &[u8])> + Clone + '_ {
+    pub(crate) fn present(&self) -> impl Iterator<Item = (usize, &CompiledLimit, &[u8])> + Clone + '_ {
         self.limits
             .iter()
             .zip(self.subjects)

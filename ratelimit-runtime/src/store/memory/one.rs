@@ -9,10 +9,10 @@ use super::inline::KEY_BYTES;
 use super::{check_log, room, step_rule, Cells, Log, MemoryStore, State, Values};
 use crate::algorithm::Algorithm;
 use crate::algorithm::{step, Rate};
-use crate::decision::Decision;
-use crate::limit::Limit;
+use crate::model::compiled::CompiledLimit;
+use crate::model::decision::Decision;
+use crate::rt::lock::lock;
 use crate::store::Call;
-use crate::sync::lock;
 use std::time::Duration;
 
 /// Keys up to this many bytes (hash, limit id, subject) are built on the stack; longer ones go
@@ -25,7 +25,7 @@ impl MemoryStore {
     /// The limit and subject of `call` when the one-limit path decides it (else `None`: the
     /// general path does).
     #[inline(always)]
-    pub(super) fn one_limit<'c>(call: &Call<'c>) -> Option<(&'c Limit, &'c [u8])> {
+    pub(super) fn one_limit<'c>(call: &Call<'c>) -> Option<(&'c CompiledLimit, &'c [u8])> {
         let ([limit], [subject]) = (call.limits, call.subjects) else { return None };
         // A shadow limit (decided only once the others admit) goes the general way.
         if limit.has_policy() || call.shadow > 0 {
@@ -43,12 +43,12 @@ impl MemoryStore {
     /// Returns the decision itself, not an `Option` of it: wrapping it moved the whole decision
     /// once more, piecewise around the niche, right before the caller read it back.
     #[inline]
-    pub(super) fn decide_one(&self, call: &Call<'_>, limit: &Limit, subject: &[u8], tick: u32) -> Decision {
+    pub(super) fn decide_one(&self, call: &Call<'_>, limit: &CompiledLimit, subject: &[u8], tick: u32) -> Decision {
         let len = 16 + subject.len();
         // The key as `decide_general` builds it: its seeded hash, the limit's id, the subject.
         let mut buf = [0u8; INLINE_KEY];
         buf[8..16].copy_from_slice(&limit.memory_id().to_le_bytes());
-        crate::key::copy_key(&mut buf[16..len], subject);
+        crate::model::key::copy_key(&mut buf[16..len], subject);
         let hash = self.key_hash(limit, subject);
         buf[..8].copy_from_slice(&hash.to_le_bytes());
         let key = &buf[..len];
@@ -82,7 +82,7 @@ impl MemoryStore {
 /// Decides one limit of a subject with nothing stored: on an empty state, kept only if the call
 /// is allowed. Out of line: the usual call finds its subject.
 #[inline(never)]
-fn decide_new(shard: &mut super::Shard, key: &[u8], limit: &Limit, now: u64, cost: u64) -> Decision {
+fn decide_new(shard: &mut super::Shard, key: &[u8], limit: &CompiledLimit, now: u64, cost: u64) -> Decision {
     let mut state = State::Log(Log::default());
     let d = decide_in(limit, &mut state, now, cost);
     if d.allowed {
@@ -94,7 +94,7 @@ fn decide_new(shard: &mut super::Shard, key: &[u8], limit: &Limit, now: u64, cos
 /// Decides one limit on its stored `state` (any state: an expired or foreign one counts as
 /// nothing stored) and records the call in it if allowed.
 #[inline]
-fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision {
+fn decide_in(limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> Decision {
     if let (false, [rule]) = (limit.algorithm == Algorithm::SlidingWindow, &limit.rules[..]) {
         // One rule (most O(1) limits): each algorithm's step specialised, nothing in loops. First,
         // before any decision is written: the paths below start from `Decision::admitted`,
@@ -171,7 +171,14 @@ fn decide_in(limit: &Limit, state: &mut State, now: u64, cost: u64) -> Decision 
 /// One O(1) rule: `step_rule` and the records of `decide_in`'s general loop, for one rule of
 /// algorithm `alg` (a constant where it is inlined).
 #[inline(always)]
-fn one_rule(alg: Algorithm, limit: &Limit, rule: crate::Rule, state: &mut State, now: u64, cost: u64) -> Decision {
+fn one_rule(
+    alg: Algorithm,
+    limit: &CompiledLimit,
+    rule: crate::model::rule::Rule,
+    state: &mut State,
+    now: u64,
+    cost: u64,
+) -> Decision {
     let k = alg.cells();
     let none = [None; 3];
     let v = match state {
@@ -181,7 +188,7 @@ fn one_rule(alg: Algorithm, limit: &Limit, rule: crate::Rule, state: &mut State,
     let s = step(alg, Rate { w: rule.window_us(), count: rule.count(), cap: limit.capacity(0) }, now, cost, v, false);
     if !s.allowed {
         let wait = Duration::from_micros(s.wait);
-        return Decision::refused(0, 0, wait, now, crate::decision::Why::Exceeded);
+        return Decision::refused(0, 0, wait, now, crate::model::decision::Why::Exceeded);
     }
     let d = Decision { remaining: s.left, reset: Duration::from_micros(s.wait), ..Decision::admitted(now) };
     let expires_at = now + s.ttl;
@@ -206,11 +213,12 @@ fn one_rule(alg: Algorithm, limit: &Limit, rule: crate::Rule, state: &mut State,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
-    use crate::limit::{Limit, LimitSpec};
-    use crate::limit_type::LimitType;
-    use crate::mode::Mode;
-    use crate::rule::Rule;
+    use crate::model::compiled::CompiledLimit;
+    use crate::model::limit::LimitSpec;
+    use crate::model::limit_type::LimitType;
+    use crate::model::mode::Mode;
+    use crate::model::rule::Rule;
+    use crate::rt::clock::ManualClock;
     use std::sync::Arc;
 
     /// A small deterministic generator (no dependency): xorshift.
@@ -227,7 +235,7 @@ mod tests {
         }
     }
 
-    fn limit(alg: Algorithm, rules: &[(u64, u64)], burst: Option<u64>, name: &str) -> Limit {
+    fn limit(alg: Algorithm, rules: &[(u64, u64)], burst: Option<u64>, name: &str) -> CompiledLimit {
         let mut spec = LimitSpec::new(
             LimitType::User,
             rules.iter().map(|&(ms, c)| Rule::from_millis(ms, c).expect("rule")).collect(),
@@ -236,7 +244,7 @@ mod tests {
         );
         spec.burst = burst;
         spec.mode = Mode::Enforce;
-        Limit::compile(name, spec, 0).expect("limit")
+        CompiledLimit::compile(name, spec, 0).expect("limit")
     }
 
     /// The one-limit path and the general path, on two stores fed the same calls, give the same

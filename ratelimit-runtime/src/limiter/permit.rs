@@ -1,0 +1,450 @@
+//! [`Permit`]: an admitted call, and what it can give back. A refund returns its units (the
+//! call should not count: `refund = on_ok` for logins); the end of a call frees the concurrency
+//! slots it holds, also when the call panics or its future is dropped ([`Slots`]' `Drop`).
+
+use crate::error::{RateLimited, StoreError};
+use crate::limiter::limit_set::LimitSet;
+use crate::limiter::snapshot::Snapshot;
+use crate::limiter::Limiter;
+use crate::model::decision::Decision;
+use crate::model::policy::Headroom;
+use crate::model::subject::Subject;
+use crate::rt::io;
+use crate::store::{Answer, Call, Release, Store};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An allowed call. Borrows its limiter, so that deciding allocates nothing.
+///
+/// Its units stay counted unless it is [refunded](Self::refund). When a limit of the limiter is a
+/// concurrency limit (`concurrency = N`), the permit holds a slot of it until it is dropped.
+///
+/// Kept small (every allowed call returns one, and a large `Result` costs copies on every call):
+/// what the store decided is kept only as far as a quota or a give-back reads it.
+pub struct Permit<'a> {
+    limiter: &'a Limiter,
+    /// The limits in force it was decided under, when not the limiter's own.
+    snapshot: Option<Arc<Snapshot>>,
+    cost: u64,
+    /// What the store admitted it with (meaningful when `decided`).
+    admitted: Admitted,
+    /// The subjects of the enforced limits, as the store keyed them.
+    keys: SubjectKeys,
+    /// The concurrency slots it holds, freed when the permit goes (boxed: most limiters have
+    /// none, and they should not make every permit larger).
+    slots: Option<Box<Slots>>,
+    /// `false` when the store failed and the policy let the call through (or the call was
+    /// exempt): there is nothing to give back.
+    decided: bool,
+    /// Decided at a pinned time (`check_at`): it gives back at that time too.
+    pinned: bool,
+    /// Decided in process memory while the store failed (`on_error = local`): given back there.
+    local: bool,
+}
+
+/// What of an allowed [`Decision`] a permit reads again: the tightest rule and its headroom (the
+/// quota), and what finds the call's units in the store (its time and member).
+#[derive(Clone, Copy)]
+struct Admitted {
+    limit: u32,
+    rule: u32,
+    remaining: u64,
+    /// The reset in ns (a store's resets are whole µs; beyond 584 years it saturates).
+    reset_ns: u64,
+    at_us: u64,
+    member: [u8; 16],
+}
+
+impl Admitted {
+    const NONE: Admitted = Admitted { limit: 0, rule: 0, remaining: 0, reset_ns: 0, at_us: 0, member: [0; 16] };
+
+    #[inline]
+    fn of(d: &Decision) -> Admitted {
+        Admitted {
+            // Beyond u32::MAX limits or rules an index names nothing (no quota, as out of range).
+            limit: u32::try_from(d.limit).unwrap_or(u32::MAX),
+            rule: u32::try_from(d.rule).unwrap_or(u32::MAX),
+            remaining: d.remaining,
+            reset_ns: u64::try_from(d.reset.as_nanos()).unwrap_or(u64::MAX),
+            at_us: d.at_us,
+            member: d.member,
+        }
+    }
+
+    /// The allowed decision again, as far as the permit kept it.
+    fn decision(&self) -> Decision {
+        let index = |i: u32| usize::try_from(i).unwrap_or(usize::MAX);
+        Decision {
+            limit: index(self.limit),
+            rule: index(self.rule),
+            remaining: self.remaining,
+            reset: Duration::from_nanos(self.reset_ns),
+            member: self.member,
+            ..Decision::admitted(self.at_us)
+        }
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("limiter", &self.limiter.name())
+            .field("decision", &self.decided.then(|| self.admitted.decision()))
+            .field("cost", &self.cost)
+            .field("holds_slots", &self.slots.is_some())
+            .finish()
+    }
+}
+
+impl<'a> Permit<'a> {
+    /// The permit of a call allowed by `decision` (`None`: let through without one, nothing
+    /// to give back) under `snapshot` (`None`: the limiter's own limits), as the call's result:
+    /// built where the caller returns it (a permit returned, then wrapped in `Ok`, was built
+    /// on the stack and copied, each 16 bytes read right after being written in pieces).
+    #[inline]
+    pub(crate) fn new(
+        limiter: &'a Limiter,
+        decision: Option<&Decision>,
+        snapshot: Option<Arc<Snapshot>>,
+        cost: u64,
+        subjects: &[Subject<'_>],
+        pinned: bool,
+        local: bool,
+    ) -> Result<Permit<'a>, RateLimited> {
+        let Some(d) = decision else { return Permit::undecided(limiter, snapshot, cost, pinned, local) };
+        let set = limiter.enforced(snapshot.as_deref());
+        if set.has_concurrency {
+            return Permit::holding_slots(limiter, d, snapshot, cost, subjects, pinned, local);
+        }
+        let keys = SubjectKeys::of(set, subjects);
+        // Taken from the decision here, and written straight into the permit (an `Admitted`
+        // built earlier in pieces was read back whole for the copy, stalling).
+        let admitted = Admitted::of(d);
+        Ok(Permit { limiter, snapshot, cost, admitted, keys, slots: None, decided: true, pinned, local })
+    }
+
+    /// The permit of a call that holds concurrency slots. Out of line (most limiters have
+    /// none), so that the usual permit is built where it is returned.
+    #[cold]
+    #[inline(never)]
+    fn holding_slots(
+        limiter: &'a Limiter,
+        d: &Decision,
+        snapshot: Option<Arc<Snapshot>>,
+        cost: u64,
+        subjects: &[Subject<'_>],
+        pinned: bool,
+        local: bool,
+    ) -> Result<Permit<'a>, RateLimited> {
+        let set = limiter.enforced(snapshot.as_deref());
+        let keys = SubjectKeys::of(set, subjects);
+        let slots = Some(Box::new(Slots {
+            limiter: limiter.clone(),
+            snapshot: snapshot.clone(),
+            keys: keys.clone(),
+            at_us: d.at_us,
+            member: d.member,
+            pinned,
+            local,
+            held: true,
+        }));
+        Ok(Permit { limiter, snapshot, cost, admitted: Admitted::of(d), keys, slots, decided: true, pinned, local })
+    }
+
+    /// The permit of a call let through without a decision: nothing to give back. Out of
+    /// line, so that an admitted call's permit is built where it is returned (a permit built
+    /// on either path was assembled on the stack first and copied).
+    #[cold]
+    #[inline(never)]
+    fn undecided(
+        limiter: &'a Limiter,
+        snapshot: Option<Arc<Snapshot>>,
+        cost: u64,
+        pinned: bool,
+        local: bool,
+    ) -> Result<Permit<'a>, RateLimited> {
+        let (admitted, keys) = (Admitted::NONE, SubjectKeys::EMPTY);
+        Ok(Permit { limiter, snapshot, cost, admitted, keys, slots: None, decided: false, pinned, local })
+    }
+
+    fn set(&self) -> &LimitSet {
+        self.limiter.enforced(self.snapshot.as_deref())
+    }
+
+    /// The quota left, or `None` when the store failed and the policy let the call through (or
+    /// the call was exempt, or only shadow limits decided it).
+    pub fn quota(&self) -> Option<Headroom> {
+        self.decided.then(|| self.set().quota(&self.admitted.decision()))?
+    }
+
+    /// Gives the call's units back, so that it does not count (a login that succeeded, a call
+    /// that failed on the server's side): one store round trip, and its concurrency slots are
+    /// freed with it. Only what still counts is given back (units that have left their window,
+    /// or drained from their bucket, are not), and never below zero. Shadow limits keep
+    /// counting the call. A permit decided at a pinned time (`check_at`) gives back at that
+    /// time. Also forgets this process's cached refusals of the subjects, which
+    /// the refund may have made wrong.
+    ///
+    /// ```
+    /// use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore};
+    /// use std::{sync::Arc, time::Duration};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let logins = Limiter::builder("login")
+    ///     .limit(LimitType::Ip, [Rule::new(Duration::from_secs(60), 5).unwrap()])
+    ///     .store(Arc::new(MemoryStore::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let ip = [Subject::ip("203.0.113.7".parse().unwrap())];
+    /// for _ in 0..100 {
+    ///     // Correct passwords: refunded, never counted.
+    ///     let permit = logins.check(&ip, 1).await.unwrap();
+    ///     permit.refund().await.unwrap();
+    /// }
+    /// let mut left = 0;
+    /// while logins.check(&ip, 1).await.is_ok() {
+    ///     left += 1;
+    /// }
+    /// assert_eq!(left, 5);
+    /// # }
+    /// ```
+    pub async fn refund(mut self) -> Result<(), StoreError> {
+        let answer = self.give_back(true);
+        answer.finish().await
+    }
+
+    /// As [`refund`](Self::refund), blocking the thread: for plain `fn`s.
+    pub fn refund_blocking(mut self) -> Result<(), StoreError> {
+        self.give_back(true).finish_blocking()
+    }
+
+    /// Frees the concurrency slots the call holds (one round trip, awaited: the next call of
+    /// the subject finds the slot free).
+    pub(crate) async fn end(mut self) -> Result<(), StoreError> {
+        self.give_back(false).finish().await
+    }
+
+    /// As [`end`](Self::end), blocking.
+    pub(crate) fn end_blocking(mut self) -> Result<(), StoreError> {
+        self.give_back(false).finish_blocking()
+    }
+
+    /// The store call that gives back the units (`refund`) and frees the slots.
+    fn give_back(&mut self, refund: bool) -> Answer<()> {
+        if !self.decided {
+            return Answer::Ready(Ok(()));
+        }
+        let d = self.admitted.decision();
+        let slots = self.slots.take().map(|s| Slots::disarm(*s));
+        let set = self.set();
+        let indices: Vec<usize> = (0..set.limits.len())
+            .filter(|&i| if set.limits[i].is_concurrency() { slots.is_some() } else { refund })
+            .collect();
+        if indices.is_empty() || self.keys.len() != set.limits.len() {
+            return Answer::Ready(Ok(()));
+        }
+        let subjects = self.keys.slices();
+        if refund {
+            set.forget_keys(self.limiter.store(), &subjects);
+            // The response's `RateLimit` field tells what is left after the refund.
+            if let (Some(ctx), Some(mut quota)) = (crate::context::current(), set.quota(&d)) {
+                let capacity = set.limits.get(d.limit).map_or(0, |l| l.capacity(d.rule));
+                quota.remaining = quota.remaining.saturating_add(self.cost).min(capacity);
+                ctx.record_quota(quota);
+            }
+        }
+        let release = Release {
+            call: Call {
+                limits: &set.limits,
+                subjects: &subjects,
+                cost: self.cost,
+                now_us: self.pinned.then_some(d.at_us),
+                shadow: 0,
+            },
+            indices: &indices,
+            at_us: d.at_us,
+            member: d.member,
+        };
+        release_store(self.limiter, self.local).release(&release)
+    }
+}
+
+/// The concurrency slots a permit holds: owned (a `Limiter` is a handle), so that dropping it
+/// can free them from anywhere.
+struct Slots {
+    limiter: Limiter,
+    snapshot: Option<Arc<Snapshot>>,
+    keys: SubjectKeys,
+    at_us: u64,
+    member: [u8; 16],
+    pinned: bool,
+    /// Taken in process memory while the store failed: freed there.
+    local: bool,
+    /// Still to be freed by `Drop`.
+    held: bool,
+}
+
+/// Where a permit's units and slots are given back: the store that admitted it.
+fn release_store(limiter: &Limiter, local: bool) -> &dyn Store {
+    if local {
+        limiter.local_store()
+    } else {
+        &**limiter.store()
+    }
+}
+
+impl Slots {
+    /// The permit frees the slots itself: nothing left for `Drop`.
+    fn disarm(mut self) {
+        self.held = false;
+    }
+}
+
+/// A permit dropped without ending (the call panicked, or its future was dropped): the slots
+/// are freed in the background. In memory that is done at once; for a remote store the release
+/// runs on the library's I/O runtime, which works from async code and plain threads alike and
+/// never blocks the dropping thread (the store's timeout bounds it; if it fails, the lease
+/// frees the slots).
+impl Drop for Slots {
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        let set = self.limiter.enforced(self.snapshot.as_deref());
+        let indices: Vec<usize> = (0..set.limits.len()).filter(|&i| set.limits[i].is_concurrency()).collect();
+        if self.keys.len() != set.limits.len() {
+            return;
+        }
+        let subjects = self.keys.slices();
+        let release = Release {
+            call: Call {
+                limits: &set.limits,
+                subjects: &subjects,
+                cost: 1,
+                now_us: self.pinned.then_some(self.at_us),
+                shadow: 0,
+            },
+            indices: &indices,
+            at_us: self.at_us,
+            member: self.member,
+        };
+        match release_store(&self.limiter, self.local).release(&release) {
+            Answer::Ready(Err(e)) => tracing::warn!(error = %e, "ratelimit: could not free a concurrency slot"),
+            Answer::Ready(Ok(())) => {}
+            Answer::Remote(fut) => match io::handle() {
+                Ok(handle) => {
+                    handle.spawn(async move {
+                        if let Err(e) = fut.await {
+                            tracing::warn!(error = %e, "ratelimit: could not free a concurrency slot; its lease will");
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(error = %e, "ratelimit: could not free a concurrency slot; its lease will"),
+            },
+        }
+    }
+}
+
+/// A call's subject keys, owned: inline for the usual few short ones (an IP, a user id), so
+/// that a permit costs no allocation.
+#[derive(Clone)]
+enum SubjectKeys {
+    /// `count` keys back to back in `bytes`, key `i` ending at `ends[i]`.
+    Inline {
+        count: u8,
+        ends: [u8; INLINE_KEYS],
+        bytes: Words,
+    },
+    Heap(Vec<Vec<u8>>),
+}
+
+/// Keys kept inline: up to this many, of this many bytes together (an IPv4 address, an IPv6
+/// prefix, a short user id).
+const INLINE_KEYS: usize = 4;
+const INLINE_BYTES: usize = 32;
+
+/// The inline keys' bytes, 8-aligned: after the tag, count and ends (one word), so that a client
+/// IP's two words of text are copied in as two whole 16-byte stores (at the sixth byte, they
+/// went in as five pieces).
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Words([u8; INLINE_BYTES]);
+
+impl SubjectKeys {
+    const EMPTY: SubjectKeys =
+        SubjectKeys::Inline { count: 0, ends: [0; INLINE_KEYS], bytes: Words([0; INLINE_BYTES]) };
+
+    /// The keys of `set`'s subjects, as `Keys::of` finds them (none if one is missing).
+    #[inline]
+    fn of(set: &LimitSet, subjects: &[Subject<'_>]) -> SubjectKeys {
+        let n = set.limits.len();
+        let key = |i: usize| subjects.get(set.subject_of(i)).and_then(Subject::key_bytes);
+        if n == 1 {
+            // One client IP (most permits): its text and the zeros after it, as they lie.
+            if let Some((words, len)) = subjects.get(set.subject_of(0)).and_then(Subject::ip_words) {
+                return SubjectKeys::Inline { count: 1, ends: [len as u8, 0, 0, 0], bytes: Words(*words) };
+            }
+        }
+        if n <= INLINE_KEYS {
+            let (mut ends, mut bytes) = ([0u8; INLINE_KEYS], [0u8; INLINE_BYTES]);
+            let mut at = 0;
+            let mut fits = true;
+            for (i, end) in ends.iter_mut().enumerate().take(n) {
+                let Some(k) = key(i) else { return SubjectKeys::EMPTY };
+                match bytes.get_mut(at..at + k.len()) {
+                    Some(slot) if fits => {
+                        crate::model::key::copy_key(slot, k);
+                        at += k.len();
+                        *end = at as u8;
+                    }
+                    _ => fits = false,
+                }
+            }
+            if fits {
+                return SubjectKeys::Inline { count: n as u8, ends, bytes: Words(bytes) };
+            }
+        }
+        let keys: Option<Vec<Vec<u8>>> = (0..n).map(|i| key(i).map(<[u8]>::to_vec)).collect();
+        keys.map_or(SubjectKeys::EMPTY, SubjectKeys::Heap)
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            SubjectKeys::Inline { count, .. } => usize::from(*count),
+            SubjectKeys::Heap(keys) => keys.len(),
+        }
+    }
+
+    fn slices(&self) -> Vec<&[u8]> {
+        match self {
+            SubjectKeys::Inline { count, ends, bytes } => {
+                let mut start = 0;
+                ends[..usize::from(*count)]
+                    .iter()
+                    .map(|&end| {
+                        let (from, to) = (start, usize::from(end));
+                        start = to;
+                        bytes.0.get(from..to).unwrap_or_default()
+                    })
+                    .collect()
+            }
+            SubjectKeys::Heap(keys) => keys.iter().map(Vec::as_slice).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every allowed call moves its permit out through a `Result` (and often further): a
+    /// larger one costs a `memcpy` call per move.
+    #[test]
+    fn a_decision_is_small() {
+        let size = std::mem::size_of::<Result<Permit<'static>, RateLimited>>();
+        eprintln!("permit {} result {size}", std::mem::size_of::<Permit<'static>>());
+        assert!(size <= 128, "Result<Permit, RateLimited> is {size} bytes");
+    }
+}

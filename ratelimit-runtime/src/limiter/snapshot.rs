@@ -1,0 +1,338 @@
+//! The limits in force for one limiter under one generation of the overrides file: which limits
+//! are enforced, which only watched (shadow), which off, with the file's rules compiled in, and
+//! the exemptions. Rebuilt lazily when the generation changes; a decision holds one snapshot
+//! from start to end, so it never sees half a reload.
+//!
+//! A limiter with no override, no exemption, no `mode = shadow` and no tier takes none of this:
+//! its hot path costs one atomic load ([`Plan::current`] answers `None`).
+//!
+//! Tiers: a snapshot holds, beside the limits for calls without a tier, one snapshot per tier
+//! that the limiter (in code) or the table names, each compiled once here. A call in a tier
+//! decides with that tier's snapshot, a call in a tier nobody named with the default one: the
+//! tier only chooses which compiled limits decide, and an unknown name leaves nothing behind.
+
+use crate::config::overrides::{self, Table, UNSET};
+use crate::config::{self, Throttle};
+use crate::context;
+use crate::limiter::limit_set::LimitSet;
+use crate::metrics::{LimiterMetrics, Outcome};
+use crate::model::compiled::CompiledLimit;
+use crate::model::limit::LimitSpec;
+use crate::model::limit_type::LimitType;
+use crate::model::mode::Mode;
+use crate::model::policy::Policy;
+use crate::model::rule::Rule;
+use crate::model::subject::Subject;
+use arc_swap::ArcSwapOption;
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A tier's rules for one limit, given in code ([`LimiterBuilder::tier`](crate::LimiterBuilder::tier)).
+#[derive(Clone, Debug)]
+pub(crate) struct CodeTier {
+    /// Which limit (its place among the limiter's limits).
+    pub(crate) limit: usize,
+    pub(crate) name: String,
+    pub(crate) rules: Vec<Rule>,
+}
+
+/// What a limiter keeps to build its snapshots: its limits as built, and the latest snapshot.
+pub(crate) struct Plan {
+    specs: Vec<LimitSpec>,
+    /// The tiers given in code.
+    tiers: Vec<CodeTier>,
+    /// Some limit is not enforced by the attribute itself (`mode = shadow`), or has tiers: the
+    /// limits as built are not all there is.
+    moded: bool,
+    /// Decides with the global store (whose configuration brings the overrides file).
+    global_store: bool,
+    cell: ArcSwapOption<Snapshot>,
+}
+
+impl Plan {
+    pub(crate) fn new(specs: Vec<LimitSpec>, tiers: Vec<CodeTier>, global_store: bool) -> Plan {
+        let moded = specs.iter().any(|s| s.mode != Mode::Enforce) || !tiers.is_empty();
+        Plan { specs, tiers, moded, global_store, cell: ArcSwapOption::const_empty() }
+    }
+
+    /// The snapshot to decide with, or `None` when the limits as built are in force unchanged.
+    #[inline]
+    pub(crate) fn current(&self, name: &str) -> Option<Arc<Snapshot>> {
+        let generation = overrides::generation();
+        // Before any global configuration, a limiter with its own store has no overrides.
+        if (generation == 0 || (generation == UNSET && !self.global_store)) && !self.moded {
+            return None;
+        }
+        self.slow(name, generation)
+    }
+
+    #[cold]
+    fn slow(&self, name: &str, mut generation: u64) -> Option<Arc<Snapshot>> {
+        if generation == UNSET {
+            if self.global_store {
+                // The global configuration (and its overrides file) is built on first use.
+                let _ = config::global();
+            }
+            generation = match overrides::generation() {
+                UNSET => 0,
+                g => g,
+            };
+            if generation == 0 && !self.moded {
+                return None;
+            }
+        }
+        if let Some(s) = &*self.cell.load() {
+            if s.generation == generation {
+                return (!s.passthrough).then(|| Arc::clone(s));
+            }
+        }
+        let table = if generation == 0 { None } else { overrides::table() };
+        let built = Arc::new(self.build(name, table));
+        self.cell.store(Some(Arc::clone(&built)));
+        (!built.passthrough).then_some(built)
+    }
+
+    fn build(&self, name: &str, table: Option<Arc<Table>>) -> Snapshot {
+        let file = table.as_deref().map(|t| &t.overrides);
+        if file.is_some() {
+            overrides::seen(name);
+        }
+        let mut touched = false;
+        // The limits for calls without a tier (and for tiers without rules of their own).
+        let mut defaults = Vec::with_capacity(self.specs.len());
+        for base in &self.specs {
+            let mut spec = base.clone();
+            if let Some(o) = file.and_then(|f| f.find(name, spec.limit_type)) {
+                touched = true;
+                // A concurrency limit has no rules to replace.
+                if let Some(rules) = o.rules.as_ref().filter(|_| spec.concurrency.is_none()) {
+                    spec.rules = rules.clone();
+                }
+                if let Some(mode) = o.mode {
+                    spec.mode = mode;
+                }
+                if o.block.is_some() && spec.concurrency.is_none() {
+                    spec.block = o.block;
+                }
+                if o.sync.is_some() && spec.concurrency.is_none() {
+                    spec.sync = o.sync;
+                }
+            }
+            defaults.push(spec);
+        }
+        if let Some(f) = file {
+            for o in f.limits().iter().filter(|o| o.limiter == name) {
+                if !self.specs.iter().any(|s| s.limit_type == o.limit_type) {
+                    tracing::warn!(
+                        limiter = name,
+                        r#type = %o.limit_type,
+                        "ratelimit: the configuration overrides a limit this limiter does not have"
+                    );
+                }
+            }
+        }
+        let exempt = table.clone().filter(|t| t.overrides.has_exemptions());
+        let generation = table.as_ref().map_or(0, |t| t.generation);
+        let mut names: Vec<&str> = self.tiers.iter().map(|t| t.name.as_str()).collect();
+        if let Some(t) = table.as_deref() {
+            names.extend(t.tier_names(name));
+        }
+        names.sort_unstable();
+        names.dedup();
+        touched |= !names.is_empty();
+        // Every limit that counts, in any tier, once: what a reset clears.
+        let mut counted: Vec<(usize, LimitSpec)> = Vec::new();
+        let mut count = |specs: &[LimitSpec]| {
+            for (i, spec) in specs.iter().enumerate().filter(|(_, s)| s.mode != Mode::Off) {
+                if !counted.iter().any(|(j, c)| *j == i && same_rules(&c.rules, &spec.rules)) {
+                    counted.push((i, spec.clone()));
+                }
+            }
+        };
+        count(&defaults);
+        let mut tiers = Vec::with_capacity(names.len());
+        for tier in names {
+            let specs: Vec<LimitSpec> = defaults
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let mut spec = d.clone();
+                    // A concurrency limit has no rules for a tier to replace.
+                    if let Some(rules) =
+                        self.tier_rules(table.as_deref(), name, i, tier).filter(|_| spec.concurrency.is_none())
+                    {
+                        spec.rules = rules;
+                    }
+                    spec
+                })
+                .collect();
+            count(&specs);
+            let part = self.part(name, specs, generation, exempt.clone(), Box::new([]));
+            tiers.push((Box::<str>::from(tier), Arc::new(part)));
+        }
+        let mut snapshot = self.part(name, defaults, generation, exempt, tiers.into());
+        snapshot.counted = self.compile(name, counted);
+        snapshot.passthrough = !touched && !self.moded && snapshot.exempt.is_none();
+        snapshot
+    }
+
+    /// The rules of `tier` for limit `i`: the table's entry (file, then code), else the
+    /// limiter's own; `None` where the tier has none (the default rules apply). An entry without
+    /// rules gives the tier the default rules.
+    fn tier_rules(&self, table: Option<&Table>, name: &str, i: usize, tier: &str) -> Option<Vec<Rule>> {
+        let limit_type = self.specs.get(i)?.limit_type;
+        if let Some(entry) = table.and_then(|t| t.tier(name, limit_type, tier)) {
+            return entry.rules.clone();
+        }
+        self.tiers.iter().find(|t| t.limit == i && t.name == tier).map(|t| t.rules.clone())
+    }
+
+    /// The snapshot of these limits (one per limit of the limiter, in order, each with the rules
+    /// and mode in force): split into enforced and shadow, compiled.
+    fn part(
+        &self,
+        name: &str,
+        specs: Vec<LimitSpec>,
+        generation: u64,
+        exempt: Option<Arc<Table>>,
+        tiers: Box<[(Box<str>, Arc<Snapshot>)]>,
+    ) -> Snapshot {
+        let mut enforced = Vec::new();
+        let mut shadow = Vec::new();
+        for (i, spec) in specs.into_iter().enumerate() {
+            match spec.mode {
+                Mode::Enforce => enforced.push((i, spec)),
+                // A watched concurrency limit would hold slots that nothing frees: not decided.
+                Mode::Shadow if spec.concurrency.is_some() => {}
+                Mode::Shadow => shadow.push((i, spec)),
+                Mode::Off => {}
+            }
+        }
+        let (enforced, shadow) = (self.compile(name, enforced), self.compile(name, shadow));
+        Snapshot {
+            generation,
+            passthrough: false,
+            types: self.specs.iter().map(|s| s.limit_type).collect(),
+            joined: LimitSet::joined(&enforced, &shadow),
+            enforced,
+            shadow,
+            tiers,
+            counted: LimitSet::new(Vec::new(), None, Arc::from(Vec::new())),
+            exempt,
+        }
+    }
+
+    /// Compiles one part; a limit whose overridden rules do not compile keeps the attribute's.
+    fn compile(&self, name: &str, specs: Vec<(usize, LimitSpec)>) -> LimitSet {
+        let (mut limits, mut index) = (Vec::with_capacity(specs.len()), Vec::with_capacity(specs.len()));
+        let mut policies = Vec::new();
+        for (i, spec) in specs {
+            let mode = spec.mode;
+            let limit = CompiledLimit::compile(name, spec, policies.len()).or_else(|e| {
+                tracing::error!(limiter = name, error = %e, "ratelimit: the configured rules do not apply; keeping the attribute's");
+                CompiledLimit::compile(name, LimitSpec { mode, ..self.specs[i].clone() }, policies.len())
+            });
+            if let Ok(limit) = limit {
+                policies.extend(limit.policies());
+                limits.push(limit);
+                index.push(i);
+            }
+        }
+        LimitSet::new(limits, Some(index.into()), policies.into())
+    }
+}
+
+/// The limits of one limiter in force under one generation of the overrides file.
+pub(crate) struct Snapshot {
+    generation: u64,
+    /// Nothing differs from the limits as built.
+    passthrough: bool,
+    /// The type of each of the limiter's limits, as built.
+    types: Vec<LimitType>,
+    /// The limits that decide (and may refuse).
+    pub(crate) enforced: LimitSet,
+    /// The limits that only watch: decided and counted, never refusing.
+    pub(crate) shadow: LimitSet,
+    /// Both, enforced first, when a call decides them in one store call (see
+    /// [`LimitSet::joined`]).
+    pub(crate) joined: Option<LimitSet>,
+    /// The snapshot of each tier named in code or in the table, by name (sorted).
+    tiers: Box<[(Box<str>, Arc<Snapshot>)]>,
+    /// Every enforced or shadow limit of every tier, once (empty in a tier's snapshot): what a
+    /// reset clears, in one store call.
+    pub(crate) counted: LimitSet,
+    /// The table, when it exempts anyone.
+    exempt: Option<Arc<Table>>,
+}
+
+impl fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("generation", &self.generation)
+            .field("policies", &self.enforced.policies)
+            .field("shadow", &self.shadow.policies)
+            .finish()
+    }
+}
+
+impl Snapshot {
+    /// The snapshot of the calls in `tier`: the tier's, when code or the table names it.
+    /// Looks only: an unknown name costs a search and is never remembered.
+    #[inline]
+    pub(crate) fn tier(&self, tier: &str) -> Option<&Arc<Snapshot>> {
+        let i = self.tiers.binary_search_by(|(name, _)| (**name).cmp(tier)).ok()?;
+        self.tiers.get(i).map(|(_, s)| s)
+    }
+
+    /// Every tier's snapshot.
+    pub(crate) fn tiers(&self) -> impl Iterator<Item = &Arc<Snapshot>> {
+        self.tiers.iter().map(|(_, s)| s)
+    }
+
+    /// Whether the call is exempt: its context's IP or user, or one of its IP or user subjects,
+    /// is exempted by the overrides file.
+    pub(crate) fn is_exempt(&self, subjects: &[Subject<'_>]) -> bool {
+        let Some(table) = &self.exempt else { return false };
+        let o = &table.overrides;
+        if let Some(ctx) = context::current() {
+            if ctx.ip().is_some_and(|ip| o.is_exempt_ip(ip))
+                || ctx.user().is_some_and(|u| o.is_exempt_user(u.as_bytes()))
+            {
+                return true;
+            }
+        }
+        self.types.iter().zip(subjects).any(|(t, s)| match (t, s.as_bytes()) {
+            (LimitType::Ip, Some(b)) => ip_of_subject(b).is_some_and(|ip| o.is_exempt_ip(ip)),
+            (LimitType::User, Some(b)) => o.is_exempt_user(b),
+            _ => false,
+        })
+    }
+}
+
+/// Whether two rule lists are the same rules (in any order): the same limit's keys.
+fn same_rules(a: &[Rule], b: &[Rule]) -> bool {
+    a.len() == b.len() && a.iter().all(|r| b.contains(r))
+}
+
+/// The address an IP subject stands for: `203.0.113.7`, or the network of `2001:db8::/64`.
+fn ip_of_subject(bytes: &[u8]) -> Option<IpAddr> {
+    crate::model::subject::ip_group_of_key(bytes).map(|group| group.addr())
+}
+
+/// A call a shadow limit would have refused: counted, and logged at most once per 10 s.
+pub(crate) fn shadow_refusal(metrics: &LimiterMetrics, limiter: &str, policy: Option<Policy>, retry_after: Duration) {
+    static THROTTLE: Throttle = Throttle::new(Duration::from_secs(10));
+    metrics.decision(Outcome::ShadowDenied);
+    if let Some(suppressed) = THROTTLE.admit(Instant::now()) {
+        let rule = policy.map_or_else(|| "subject missing".to_owned(), |p| format!("{}, {}", p.limit_type, p.rule));
+        tracing::info!(
+            limiter,
+            rule = %rule,
+            retry_after_ms = retry_after.as_millis() as u64,
+            suppressed,
+            "ratelimit: shadow mode: a call would have been refused; letting it through"
+        );
+    }
+}

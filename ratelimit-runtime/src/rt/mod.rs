@@ -1,0 +1,5 @@
+//! Runtime plumbing: the library's own I/O runtime, clocks, and locks that outlive a panic.
+
+pub mod clock;
+pub(crate) mod io;
+pub(crate) mod lock;
