@@ -27,7 +27,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use ratelimit::http::{Cidr, RequestContextLayer};
+use ratelimit::http::RequestContextLayer;
+use ratelimit::subject::Cidr;
 use ratelimit::{rate_limiter, RateLimited};
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -65,9 +66,10 @@ none: counts in process memory):
   RATELIMIT_ON_ERROR        allow or deny calls when the store cannot decide, or local:
                             decide them in this process's memory until it answers
                             [default: allow]
-  RATELIMIT_DENY_CACHE      0 turns off the local cache of refusals (remote stores)
+  RATELIMIT_REFUSAL_CACHE   0 turns off the local cache of refusals (remote stores)
                             [default: 1]
-  RATELIMIT_DENY_CACHE_SIZE refusals the cache holds [default: 100000]
+  RATELIMIT_REFUSAL_CACHE_SIZE
+                            refusals the cache holds [default: 100000]
   RATELIMIT_CONFIG          a TOML file that overrides the limits (rules, tiers, mode = shadow|off,
                             [exempt] ips and users); re-read on SIGHUP [default: unset]
   RUST_LOG                  log filter for stderr [default: info]";
@@ -233,12 +235,14 @@ async fn search(user: UserId, headers: HeaderMap) -> Result<String, AppError> {
 pub const PRO_SEARCH: (u64, u64) = (10, 50);
 
 /// The configuration from the environment, with the tiers this server gives in code.
-pub fn config() -> Result<ratelimit::Config, ratelimit::config::ConfigError> {
-    let (window_s, count) = PRO_SEARCH;
-    let pro = ratelimit::Rule::new(std::time::Duration::from_secs(window_s), count)
-        .map_err(|e| ratelimit::config::ConfigError(e.to_string()))?;
+pub fn config() -> Result<ratelimit::Config, ratelimit::error::ConfigError> {
+    // A constant, checked when the server is compiled.
+    const PRO: ratelimit::Rule = match ratelimit::Rule::from_millis(PRO_SEARCH.0 * 1000, PRO_SEARCH.1) {
+        Ok(rule) => rule,
+        Err(_) => panic!("PRO_SEARCH is not a valid rule"),
+    };
     let search = format!("{}::search", module_path!());
-    Ok(ratelimit::Config::from_env()?.tier(search, ratelimit::LimitType::User, "pro", [pro]))
+    Ok(ratelimit::Config::from_env()?.tier(search, ratelimit::LimitType::User, "pro", [PRO]))
 }
 
 /// The body of `POST /api/login`.

@@ -37,11 +37,12 @@
 //!
 //! The guide is docs/integrations.md in the repository.
 
-use crate::http::{Cidr, ClientIp, ClientIpResolver, Config, HeaderFields};
+use crate::http::{ClientIp, ClientIpResolver, Config, HeaderFields};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::header::{HeaderMap, HeaderName};
 use actix_web::HttpMessage;
 use ratelimit_runtime::context;
+use ratelimit_runtime::subject::Cidr;
 use std::future::{ready, Future, Ready};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -166,7 +167,7 @@ where
                 let headers = response.headers_mut();
                 let present = headers.contains_key("ratelimit") || headers.contains_key("ratelimit-policy");
                 if let Some(quota) = ctx.quota().filter(|_| !present) {
-                    for (name, value) in ratelimit_runtime::__private::actix_headers(quota.headers()) {
+                    for (name, value) in quota.actix_headers() {
                         headers.insert(name, value);
                     }
                 }

@@ -37,8 +37,8 @@
 
 pub use ratelimit_macros::rate_limiter;
 pub use ratelimit_runtime::{
-    init, limiter, reload, Algorithm, Cause, Config, FailurePolicy, LimitType, Limiter, LimiterBuilder, Mode, Permit,
-    RateLimited, Rule, Subject,
+    init, limiter, reload, Algorithm, Cause, Config, FailurePolicy, Limit, LimitType, Limiter, LimiterBuilder, Mode,
+    Permit, RateLimited, Rule, Subject,
 };
 
 pub use ratelimit_runtime::{clock, context};
@@ -50,22 +50,32 @@ pub mod http;
 #[cfg(feature = "tonic")]
 pub mod tonic;
 
-/// Where counts live: the [`Store`](store::Store) trait and its implementations.
+/// Where counts live: the [`Store`](store::Store)s and the handle limiters share them by.
 pub mod store {
     #[cfg(feature = "cluster")]
     pub use ratelimit_runtime::store::ClusterStore;
     pub use ratelimit_runtime::store::{
-        MemoryStore, PrefixError, RedisStore, SentinelSpec, SentinelStore, Store, StoreError, StoreHandle, TlsConfig,
+        MemoryStore, RedisStore, SentinelSpec, SentinelStore, Store, StoreError, StoreHandle, TlsConfig,
         DEFAULT_PREFIX, MAX_PREFIX_LEN,
     };
 }
 
-/// Global configuration beside [`Config`]: the overrides file, its errors, and
-/// the store in use.
+/// The requests a [`Limiter`] answers, each run awaited or
+/// [blocking](request::Check::blocking): what [`Limiter::check`], [`Limiter::peek`],
+/// [`Limiter::reset`] and [`Permit::refund`] return, and their futures.
+pub mod request {
+    pub use ratelimit_runtime::request::*;
+}
+
+/// Every error the library returns but the refusal itself ([`RateLimited`]): a store's failure,
+/// and why a rule, a prefix, a network, a limiter, a configuration or a value was refused.
+pub mod error {
+    pub use ratelimit_runtime::error::*;
+}
+
+/// Global configuration beside [`Config`]: the overrides file and the store in use.
 pub mod config {
-    pub use ratelimit_runtime::config::{
-        describe_store, unknown_limiters, ConfigError, LimitOverride, Overrides, OverridesError, DEFAULT_TIMEOUT,
-    };
+    pub use ratelimit_runtime::config::{describe_store, unknown_limiters, LimitOverride, Overrides, DEFAULT_TIMEOUT};
 }
 
 /// The metrics the limiters report (`ratelimit_decisions_total` and the rest, through the
@@ -75,16 +85,16 @@ pub mod metrics {
     pub use ratelimit_runtime::metrics::{flush, FLUSH_EVERY};
 }
 
-/// Rules' bounds and the errors of building a limiter.
+/// Rules' bounds.
 pub mod rule {
-    pub use ratelimit_runtime::__private::LimiterError;
-    pub use ratelimit_runtime::rule::{RuleError, MAX_COUNT, MAX_WINDOW};
+    pub use ratelimit_runtime::rule::{MAX_COUNT, MAX_WINDOW};
 }
 
 /// What can be a subject: values of your own types ([`SubjectValue`](subject::SubjectValue),
-/// [`IpValue`](subject::IpValue)), and how IPv6 clients are grouped.
+/// [`IpValue`](subject::IpValue)), IP networks ([`Cidr`](subject::Cidr)) and how IPv6 clients
+/// are grouped.
 pub mod subject {
-    pub use ratelimit_runtime::subject::{IpValue, SubjectValue, DEFAULT_IPV6_PREFIX};
+    pub use ratelimit_runtime::subject::{parse_ip, Cidr, IpValue, SubjectValue, DEFAULT_IPV6_PREFIX};
 }
 
 /// Where a limiter's rules stand: per rule ([`RuleStatus`](status::RuleStatus), from

@@ -5,7 +5,7 @@
 use actix_web::{web, App, HttpResponse, HttpServer};
 use ratelimit::actix::RateLimitMiddleware;
 use ratelimit::store::RedisStore;
-use ratelimit::{rate_limiter, FailurePolicy, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::{rate_limiter, FailurePolicy, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ async fn orders() -> Result<HttpResponse, RateLimited> {
 
 /// A limiter on a store that cannot answer, failing closed.
 async fn down(limiter: web::Data<Limiter>) -> Result<&'static str, RateLimited> {
-    limiter.check(&[Subject::ip("203.0.113.9".parse().unwrap())], 1).await?;
+    limiter.check(&[Subject::ip("203.0.113.9".parse().unwrap())]).await?;
     Ok("never\n")
 }
 
@@ -47,7 +47,7 @@ impl ActixServer {
             actix_web::rt::System::new().block_on(async move {
                 let redis = RedisStore::open(&format!("redis://{closed}/"), Duration::from_millis(200)).unwrap();
                 let limiter = Limiter::builder("actix_down")
-                    .limit(LimitType::Ip, [Rule::new(Duration::from_secs(10), 5).unwrap()])
+                    .limit(Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(10), 5).unwrap()]))
                     .store(Arc::new(redis))
                     .on_error(FailurePolicy::Deny)
                     .build()

@@ -6,7 +6,7 @@ mod support;
 
 use ratelimit::{
     clock::ManualClock, rate_limiter, status::RuleStatus, store::MemoryStore, store::RedisStore, store::StoreHandle,
-    Algorithm, LimitType, Limiter, RateLimited, Rule, Subject,
+    Algorithm, Limit, LimitType, Limiter, RateLimited, Rule, Subject,
 };
 use redis::Commands;
 use std::sync::Arc;
@@ -26,7 +26,7 @@ fn key(s: &str) -> Subject<'static> {
 fn limiter(name: &str, store: StoreHandle, alg: Algorithm) -> Limiter {
     // Two rules: (1h, 10) and (1m, 5); long windows, so that nothing refills during a test.
     Limiter::builder(name)
-        .limit_with(LimitType::Key, [rule(3_600_000, 10), rule(60_000, 5)], alg, "rate_limit:")
+        .limit(Limit::new(LimitType::Key, [rule(3_600_000, 10), rule(60_000, 5)]).algorithm(alg))
         .store(store)
         .build()
         .unwrap()
@@ -49,7 +49,7 @@ async fn peek_and_reset_scenario(store: StoreHandle, tag: &str) {
         assert_eq!(fresh[1].policy.limit_type, LimitType::Key);
 
         for _ in 0..3 {
-            l.check(&alice, 1).await.unwrap();
+            l.check(&alice).await.unwrap();
         }
         let after = l.peek(&alice).await.unwrap();
         assert_eq!(remaining(&after), [7, 2], "{alg:?}: {after:?}");
@@ -63,43 +63,43 @@ async fn peek_and_reset_scenario(store: StoreHandle, tag: &str) {
         for _ in 0..20 {
             assert_eq!(remaining(&l.peek(&alice).await.unwrap()), [7, 2], "{alg:?}");
         }
-        l.check(&alice, 1).await.unwrap();
-        l.check(&alice, 1).await.unwrap();
-        assert!(l.check(&alice, 1).await.is_err(), "{alg:?}: peek must not have given units back");
+        l.check(&alice).await.unwrap();
+        l.check(&alice).await.unwrap();
+        assert!(l.check(&alice).await.is_err(), "{alg:?}: peek must not have given units back");
         assert_eq!(remaining(&l.peek(&alice).await.unwrap()), [5, 0], "{alg:?}");
 
         // Another subject is untouched by alice's calls and by her reset.
         let bob = [key("bob")];
-        l.check(&bob, 1).await.unwrap();
+        l.check(&bob).await.unwrap();
         l.reset(&alice).await.unwrap();
         let cleared = l.peek(&alice).await.unwrap();
         assert_eq!(remaining(&cleared), [10, 5], "{alg:?}: reset restores the full quota");
         assert!(cleared.iter().all(|s| s.reset == Duration::ZERO), "{alg:?}: {cleared:?}");
         for _ in 0..5 {
-            l.check(&alice, 1).await.unwrap();
+            l.check(&alice).await.unwrap();
         }
-        assert!(l.check(&alice, 1).await.is_err(), "{alg:?}: a reset subject gets exactly its quota");
+        assert!(l.check(&alice).await.is_err(), "{alg:?}: a reset subject gets exactly its quota");
         assert_eq!(remaining(&l.peek(&bob).await.unwrap()), [9, 4], "{alg:?}: bob is untouched");
 
         // The blocking twins agree.
-        assert_eq!(remaining(&l.peek_blocking(&bob).unwrap()), [9, 4]);
-        l.reset_blocking(&bob).unwrap();
-        assert_eq!(remaining(&l.peek_blocking(&bob).unwrap()), [10, 5]);
+        assert_eq!(remaining(&l.peek(&bob).blocking().unwrap()), [9, 4]);
+        l.reset(&bob).blocking().unwrap();
+        assert_eq!(remaining(&l.peek(&bob).blocking().unwrap()), [10, 5]);
     }
 }
 
 /// Stacked limits: a missing subject leaves its limit out of a peek and alone in a reset.
 async fn stacked_scenario(store: StoreHandle, tag: &str) {
     let l = Limiter::builder(format!("admin::{tag}::login"))
-        .limit(LimitType::Ip, [rule(60_000, 20)])
-        .limit(LimitType::User, [rule(900_000, 3)])
+        .limit(Limit::new(LimitType::Ip, [rule(60_000, 20)]))
+        .limit(Limit::new(LimitType::User, [rule(900_000, 3)]))
         .store(store)
         .build()
         .unwrap();
     let ip = Subject::ip("203.0.113.9".parse().unwrap());
     let both = [ip.clone(), key("carol")];
     for _ in 0..3 {
-        l.check(&both, 1).await.unwrap();
+        l.check(&both).await.unwrap();
     }
     let status = l.peek(&both).await.unwrap();
     assert_eq!(status.iter().map(|s| (s.limit, s.remaining)).collect::<Vec<_>>(), [(0, 17), (1, 0)]);
@@ -110,7 +110,7 @@ async fn stacked_scenario(store: StoreHandle, tag: &str) {
     // Peek of the IP alone.
     let ip_only = l.peek(&[ip]).await.unwrap();
     assert_eq!(ip_only.iter().map(|s| (s.limit, s.remaining)).collect::<Vec<_>>(), [(0, 17)]);
-    assert!(l.check(&both, 1).await.is_ok());
+    assert!(l.check(&both).await.is_ok());
 }
 
 #[tokio::test]
@@ -128,7 +128,7 @@ async fn memory_peek_is_exact_over_time() {
     let subject = [key("dave")];
     let one = |alg: Algorithm, name: &str| {
         Limiter::builder(name)
-            .limit_with(LimitType::Key, [rule(10_000, 10)], alg, "rate_limit:")
+            .limit(Limit::new(LimitType::Key, [rule(10_000, 10)]).algorithm(alg))
             .store(store.clone())
             .build()
             .unwrap()
@@ -147,7 +147,7 @@ async fn memory_peek_is_exact_over_time() {
     for (alg, first, later) in cases {
         let l = one(alg, &format!("admin::exact::{alg:?}"));
         for _ in 0..4 {
-            l.check(&subject, 1).await.unwrap();
+            l.check(&subject).await.unwrap();
         }
         let s = l.peek(&subject).await.unwrap()[0];
         assert_eq!((s.remaining, s.reset.as_millis() as u64), first, "{alg:?}");
@@ -164,7 +164,7 @@ async fn memory_peek_is_exact_over_time() {
     // weigh 3, and the quota is whole when that window has slid out.
     let l = one(Algorithm::SlidingWindowCounter, "admin::exact::swc_next");
     for _ in 0..4 {
-        l.check(&subject, 1).await.unwrap();
+        l.check(&subject).await.unwrap();
     }
     clock.advance(Duration::from_millis(12_500));
     let s = l.peek(&subject).await.unwrap()[0];
@@ -184,7 +184,7 @@ async fn redis_peek_and_reset() {
     let before: u64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
     l.peek(&[key("nobody")]).await.unwrap();
     assert_eq!(redis::cmd("DBSIZE").query::<u64>(&mut con).unwrap(), before);
-    l.check(&[key("erin")], 1).await.unwrap();
+    l.check(&[key("erin")]).await.unwrap();
     let keys: Vec<String> = con.keys("rate_limit:{admin::redis::writes|key|erin}*").unwrap();
     assert_eq!(keys.len(), 1, "{keys:?}");
     let members: u64 = con.zcard(&keys[0]).unwrap();
@@ -200,9 +200,9 @@ async fn redis_peek_and_reset() {
     // One round trip each: one EVALSHA per peek, one DEL per reset.
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
     let stacked = Limiter::builder("admin::redis::trips")
-        .limit(LimitType::Ip, [rule(60_000, 20), rule(1_000, 5)])
-        .limit(LimitType::User, [rule(900_000, 3)])
-        .limit_with(LimitType::Global, [rule(1_000, 100)], Algorithm::TokenBucket, "rate_limit:")
+        .limit(Limit::new(LimitType::Ip, [rule(60_000, 20), rule(1_000, 5)]))
+        .limit(Limit::new(LimitType::User, [rule(900_000, 3)]))
+        .limit(Limit::new(LimitType::Global, [rule(1_000, 100)]).algorithm(Algorithm::TokenBucket))
         .store(store.clone())
         .build()
         .unwrap();
@@ -233,15 +233,15 @@ async fn cluster_peek_and_reset() {
 
     // Limits of one call in several slots: each is read and cleared.
     let l = Limiter::builder("admin::cluster::spread")
-        .limit(LimitType::Ip, [rule(60_000, 4)])
-        .limit(LimitType::User, [rule(60_000, 3)])
-        .limit_with(LimitType::Global, [rule(60_000, 50)], Algorithm::Gcra, "rate_limit:")
+        .limit(Limit::new(LimitType::Ip, [rule(60_000, 4)]))
+        .limit(Limit::new(LimitType::User, [rule(60_000, 3)]))
+        .limit(Limit::new(LimitType::Global, [rule(60_000, 50)]).algorithm(Algorithm::Gcra))
         .store(store)
         .build()
         .unwrap();
     for n in 0..20 {
         let subjects = [Subject::ip("198.51.100.1".parse().unwrap()), key(&format!("user{n}")), Subject::global()];
-        l.check(&subjects, 1).await.unwrap();
+        l.check(&subjects).await.unwrap();
         let s = l.peek(&subjects).await.unwrap();
         assert_eq!(s.iter().map(|s| s.limit).collect::<Vec<_>>(), [0, 1, 2], "limit order");
         l.reset(&subjects).await.unwrap();
@@ -271,7 +271,7 @@ async fn attribute_limiters_are_found_by_name() {
     assert_eq!(failures.peek(&[key("grace")]).await.unwrap()[0].remaining, 0);
     failures.reset(&[key("grace")]).await.unwrap();
     assert!(record_failed_login("grace").is_ok(), "the reset reached the attribute's counts");
-    assert_eq!(failures.peek_blocking(&[key("grace")]).unwrap()[0].remaining, 2);
+    assert_eq!(failures.peek(&[key("grace")]).blocking().unwrap()[0].remaining, 2);
 
     // The default name: module path and function.
     unnamed().await.unwrap();
@@ -361,19 +361,12 @@ async fn peek_reads_alike_in_redis_and_memory() {
                 continue;
             }
             let build = |store: StoreHandle| {
-                let b = Limiter::builder(format!("admin::diff::{alg:?}::{burst:?}")).limit_with(
-                    LimitType::Global,
-                    [rule(60_000, 8), rule(20_000, 3)],
-                    alg,
-                    "rate_limit:",
-                );
-                match burst {
-                    Some(n) => b.burst(n),
-                    None => b,
-                }
-                .store(store)
-                .build()
-                .unwrap()
+                let limit = Limit::new(LimitType::Global, [rule(60_000, 8), rule(20_000, 3)]).algorithm(alg);
+                let limit = match burst {
+                    Some(n) => limit.burst(n),
+                    None => limit,
+                };
+                Limiter::builder(format!("admin::diff::{alg:?}::{burst:?}")).limit(limit).store(store).build().unwrap()
             };
             let remote = build(remote_store.clone());
             let local = build(Arc::new(MemoryStore::new()));
@@ -389,12 +382,12 @@ async fn peek_reads_alike_in_redis_and_memory() {
             for i in 0..150 {
                 now += below(9 * S);
                 let cost = [1, 1, 2, 0, 3][below(5) as usize];
-                let a = remote.check_at(&g, cost, support::at(now)).await.is_ok();
-                let b = local.check_at(&g, cost, support::at(now)).await.is_ok();
+                let a = remote.check(&g).cost(cost).at(support::at(now)).await.is_ok();
+                let b = local.check(&g).cost(cost).at(support::at(now)).await.is_ok();
                 assert_eq!(a, b, "{alg:?} {burst:?} call {i}");
                 let later = now + below(3 * S);
-                let p = remote.peek_at(&g, support::at(later)).await.unwrap();
-                let q = local.peek_at(&g, support::at(later)).await.unwrap();
+                let p = remote.peek(&g).at(support::at(later)).await.unwrap();
+                let q = local.peek(&g).at(support::at(later)).await.unwrap();
                 assert_eq!(p, q, "{alg:?} {burst:?} peek after call {i}");
             }
         }

@@ -6,7 +6,7 @@ mod definition;
 mod support;
 
 use ratelimit::{
-    store::MemoryStore, store::RedisStore, store::StoreHandle, Algorithm, LimitType, Limiter, RateLimited, Rule,
+    store::MemoryStore, store::RedisStore, store::StoreHandle, Algorithm, Limit, LimitType, Limiter, RateLimited, Rule,
     Subject,
 };
 use redis::Commands;
@@ -30,17 +30,13 @@ fn redis_store(server: &RedisServer) -> StoreHandle {
 }
 
 fn limiter(name: &str, store: StoreHandle, alg: Algorithm, rules: &[Rule], burst: Option<u64>) -> Limiter {
-    let mut b = Limiter::builder(name).limit_with(
-        LimitType::Global,
-        rules.iter().copied(),
-        alg,
-        ratelimit::store::DEFAULT_PREFIX,
-    );
+    let mut limit = Limit::new(LimitType::Global, rules.iter().copied()).algorithm(alg);
     if let Some(n) = burst {
-        b = b.burst(n);
+        limit = limit.burst(n);
     }
+    let b = Limiter::builder(name).limit(limit);
     // These tests compare the stores' own answers: the local refusal cache (on by default for
-    // Redis) is tested in tests/deny_cache.rs.
+    // Redis) is tested in tests/refusal_cache.rs.
     b.store(store).refusal_cache(false).build().unwrap()
 }
 
@@ -102,7 +98,7 @@ async fn every_algorithm_decides_alike_in_redis_and_memory() {
                 let reset = if want.allowed { Duration::from_micros(want.reset_us) } else { Duration::ZERO };
                 let a =
                     (want.allowed, Some(rules[want.rule]), Duration::from_micros(want.retry_us), want.remaining, reset);
-                let b = summarize(local.check_at(&g, cost, support::at(now)).await);
+                let b = summarize(local.check(&g).cost(cost).at(support::at(now)).await);
                 assert_eq!(
                     a,
                     b,
@@ -122,9 +118,9 @@ async fn mixed_algorithms_decide_in_one_call() {
     let server = RedisServer::start();
     let build = |store: StoreHandle| {
         Limiter::builder("diff::mixed")
-            .limit_with(LimitType::Ip, [rule(10_000, 4)], Algorithm::TokenBucket, "rl:")
-            .limit_with(LimitType::Global, [rule(30_000, 10)], Algorithm::SlidingWindow, "rl:")
-            .limit_with(LimitType::Key, [rule(5_000, 3)], Algorithm::Gcra, "rl:")
+            .limit(Limit::new(LimitType::Ip, [rule(10_000, 4)]).algorithm(Algorithm::TokenBucket).prefix("rl:"))
+            .limit(Limit::new(LimitType::Global, [rule(30_000, 10)]).algorithm(Algorithm::SlidingWindow).prefix("rl:"))
+            .limit(Limit::new(LimitType::Key, [rule(5_000, 3)]).algorithm(Algorithm::Gcra).prefix("rl:"))
             .store(store)
             .refusal_cache(false)
             .build()
@@ -138,8 +134,8 @@ async fn mixed_algorithms_decide_in_one_call() {
         let ip = Subject::ip(["10.0.0.1", "10.0.0.2"][rng.below(2) as usize].parse().unwrap());
         let key = Subject::bytes(["a", "b", "c"][rng.below(3) as usize].as_bytes());
         let subjects = [ip, Subject::global(), key];
-        let a = summarize(remote.check_at(&subjects, 1, support::at(now)).await);
-        let b = summarize(local.check_at(&subjects, 1, support::at(now)).await);
+        let a = summarize(remote.check(&subjects).at(support::at(now)).await);
+        let b = summarize(local.check(&subjects).at(support::at(now)).await);
         assert_eq!(a, b, "call {i}");
     }
 }
@@ -149,7 +145,7 @@ async fn mixed_algorithms_decide_in_one_call() {
 async fn calls(l: &Limiter, at: u64, n: usize) -> usize {
     let mut ok = 0;
     for _ in 0..n {
-        ok += usize::from(l.check_at(&[Subject::global()], 1, support::at(at)).await.is_ok());
+        ok += usize::from(l.check(&[Subject::global()]).at(support::at(at)).await.is_ok());
     }
     ok
 }
@@ -161,7 +157,7 @@ async fn fixed_window_allows_twice_the_count_across_a_boundary() {
     let boundary = (T0 / (10 * S) + 1) * 10 * S;
     assert_eq!(calls(&l, boundary - MS, 8).await, 5);
     assert_eq!(calls(&l, boundary, 8).await, 5, "a new window: 10 calls within 1ms (documented 2x burst)");
-    let err = l.check_at(&[Subject::global()], 1, support::at(boundary + S)).await.unwrap_err();
+    let err = l.check(&[Subject::global()]).at(support::at(boundary + S)).await.unwrap_err();
     assert_eq!(err.retry_after(), Duration::from_secs(9), "retry at the next window");
 }
 
@@ -174,7 +170,7 @@ async fn sliding_window_counter_stays_within_its_error_bound() {
     let mut admitted = Vec::new();
     let mut t = T0;
     while t < T0 + 30 * S {
-        if l.check_at(&[Subject::global()], 1, support::at(t)).await.is_ok() {
+        if l.check(&[Subject::global()]).at(support::at(t)).await.is_ok() {
             admitted.push(t);
         }
         t += 10 * MS;
@@ -196,7 +192,7 @@ async fn token_bucket_refills_at_its_rate_and_caps_at_capacity() {
     // 10 per second, capacity 20.
     let l = limiter("prop::tb", redis_store(&server), Algorithm::TokenBucket, &[rule(1000, 10)], Some(20));
     assert_eq!(calls(&l, T0, 25).await, 20, "a full bucket holds the burst");
-    let err = l.check_at(&[Subject::global()], 1, support::at(T0)).await.unwrap_err();
+    let err = l.check(&[Subject::global()]).at(support::at(T0)).await.unwrap_err();
     assert_eq!(err.retry_after(), Duration::from_millis(100), "one token per 100ms");
     assert_eq!(calls(&l, T0 + 250 * MS, 5).await, 2, "2.5 tokens after 250ms");
     assert_eq!(calls(&l, T0 + 60 * S, 30).await, 20, "an idle minute refills to capacity, not beyond");
@@ -208,7 +204,7 @@ async fn leaky_bucket_drains_at_its_leak_rate() {
     let l = limiter("prop::lb", redis_store(&server), Algorithm::LeakyBucket, &[rule(1000, 10)], None);
     assert_eq!(calls(&l, T0, 15).await, 10, "the funnel holds its capacity");
     assert_eq!(calls(&l, T0 + 300 * MS, 5).await, 3, "300ms leaks 3 units");
-    let err = l.check_at(&[Subject::global()], 1, support::at(T0 + 300 * MS)).await.unwrap_err();
+    let err = l.check(&[Subject::global()]).at(support::at(T0 + 300 * MS)).await.unwrap_err();
     assert_eq!(err.retry_after(), Duration::from_millis(100));
 }
 
@@ -217,7 +213,7 @@ async fn gcra_spaces_calls_by_the_emission_interval() {
     let server = RedisServer::start();
     let l = limiter("prop::gcra", redis_store(&server), Algorithm::Gcra, &[rule(1000, 10)], None);
     assert_eq!(calls(&l, T0, 12).await, 10, "burst tolerance = count");
-    let err = l.check_at(&[Subject::global()], 1, support::at(T0)).await.unwrap_err();
+    let err = l.check(&[Subject::global()]).at(support::at(T0)).await.unwrap_err();
     assert_eq!(err.retry_after(), Duration::from_millis(100), "emission interval 1s/10");
     assert_eq!(calls(&l, T0 + 100 * MS, 3).await, 1);
     // Without burst (burst = 1) calls must be a full interval apart.
@@ -236,7 +232,7 @@ async fn o1_algorithms_use_constant_memory() {
     for alg in ALL {
         let l = limiter(&format!("mem::{alg:?}"), redis_store(&server), alg, &[rule(60_000, 10_000)], None);
         for i in 0..100 {
-            l.check_at(&[Subject::global()], 100, support::at(T0 + i * MS)).await.unwrap();
+            l.check(&[Subject::global()]).cost(100).at(support::at(T0 + i * MS)).await.unwrap();
         }
         let keys: Vec<String> = con.keys(format!("*mem::{alg:?}*")).unwrap();
         assert_eq!(keys.len(), 1);
@@ -288,13 +284,8 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
         let name = format!("ttl::{alg:?}");
         let lean = limiter(&name, redis_store(&server), alg, &rules, None);
         let general = Limiter::builder(&name)
-            .limit_with(LimitType::Global, rules, alg, ratelimit::store::DEFAULT_PREFIX)
-            .limit_with(
-                LimitType::User,
-                [rule(1000, 1_000_000)],
-                Algorithm::SlidingWindow,
-                ratelimit::store::DEFAULT_PREFIX,
-            )
+            .limit(Limit::new(LimitType::Global, rules).algorithm(alg))
+            .limit(Limit::new(LimitType::User, [rule(1000, 1_000_000)]).algorithm(Algorithm::SlidingWindow))
             .store(redis_store(&server))
             .refusal_cache(false)
             .build()
@@ -304,9 +295,9 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
         for i in 0..120 {
             let cost = [1, 1, 2, 0][rng.below(4) as usize];
             let _ = if i % 3 == 0 {
-                general.check(&[Subject::global(), user.clone()], cost).await
+                general.check(&[Subject::global(), user.clone()]).cost(cost).await
             } else {
-                lean.check(&[Subject::global()], cost).await
+                lean.check(&[Subject::global()]).cost(cost).await
             };
             let key = format!(
                 "{}{{ttl::{alg:?}|global|}}:{}:2sx40-500msx15",
@@ -339,7 +330,7 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
 async fn expiry_moves_in_200_admissions(con: &mut redis::Connection, busy: &Limiter) -> u64 {
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).unwrap();
     for _ in 0..200 {
-        busy.check(&[Subject::global()], 1).await.unwrap();
+        busy.check(&[Subject::global()]).await.unwrap();
     }
     let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
     let calls = |cmd: &str| support::command_stat(&info, cmd, "calls") as u64;
@@ -359,8 +350,8 @@ async fn sliding_keys_expire_after_their_newest_unit_leaves() {
     let rules = [rule(long / 1000, 12), rule(short / 1000, 5)];
     let lean = limiter("ttl::sliding", redis_store(&server), Algorithm::SlidingWindow, &rules, None);
     let general = Limiter::builder("ttl::sliding")
-        .limit_with(LimitType::Global, rules, Algorithm::SlidingWindow, ratelimit::store::DEFAULT_PREFIX)
-        .limit_with(LimitType::User, [rule(1000, 1_000_000)], Algorithm::Gcra, ratelimit::store::DEFAULT_PREFIX)
+        .limit(Limit::new(LimitType::Global, rules).algorithm(Algorithm::SlidingWindow))
+        .limit(Limit::new(LimitType::User, [rule(1000, 1_000_000)]).algorithm(Algorithm::Gcra))
         .store(redis_store(&server))
         .refusal_cache(false)
         .build()
@@ -376,11 +367,11 @@ async fn sliding_keys_expire_after_their_newest_unit_leaves() {
     let refunded = limiter("ttl::sliding_refund", redis_store(&server), Algorithm::SlidingWindow, &rules, None);
     let refunded_key = format!("{}{{ttl::sliding_refund|global|}}:sw:2sx12-500msx5", ratelimit::store::DEFAULT_PREFIX);
     let g = [Subject::global()];
-    let first = refunded.check_at(&g, 1, support::at(start)).await.unwrap();
-    refunded.check_at(&g, 1, support::at(start + long * 9 / 10)).await.unwrap();
+    let first = refunded.check(&g).at(support::at(start)).await.unwrap();
+    refunded.check(&g).at(support::at(start + long * 9 / 10)).await.unwrap();
     first.refund().await.unwrap();
     let third = start + long * 3 / 2;
-    refunded.check_at(&g, 1, support::at(third)).await.unwrap();
+    refunded.check(&g).at(support::at(third)).await.unwrap();
     let expires_ms: u64 = redis::cmd("PEXPIRETIME").arg(&refunded_key).query(&mut con).unwrap();
     assert!(expires_ms * 1000 >= third + long, "expires at {expires_ms}ms, a unit counts until {}µs", third + long);
 
@@ -391,9 +382,9 @@ async fn sliding_keys_expire_after_their_newest_unit_leaves() {
         let when = support::at(at);
         let cost = [1, 1, 2][rng.below(3) as usize];
         let permit = if i % 4 == 0 {
-            general.check_at(&[Subject::global(), Subject::bytes(&b"u"[..])], cost, when).await
+            general.check(&[Subject::global(), Subject::bytes(&b"u"[..])]).cost(cost).at(when).await
         } else {
-            lean.check_at(&[Subject::global()], cost, when).await
+            lean.check(&[Subject::global()]).cost(cost).at(when).await
         };
         if let Ok(p) = permit {
             kept.push(p);
@@ -472,17 +463,24 @@ fn matters_until(alg: Algorithm, fields: &std::collections::HashMap<String, Vec<
 fn o1_stack(name: &str, store: StoreHandle, sliding: bool) -> Limiter {
     let p = "o1:";
     let mut b = Limiter::builder(name)
-        .limit_with(LimitType::Ip, [rule(10_000, 6), rule(2_000, 3)], Algorithm::TokenBucket, p)
-        .burst(8)
-        .limit_with(LimitType::Key, [rule(5_000, 4)], Algorithm::Gcra, p)
-        .burst(6)
-        .limit_with(LimitType::Global, [rule(20_000, 30), rule(7_000, 12)], Algorithm::FixedWindow, p)
-        .limit_with(LimitType::User, [rule(9_000, 8)], Algorithm::SlidingWindowCounter, p)
-        .limit_with(LimitType::Ip, [rule(6_000, 5)], Algorithm::LeakyBucket, p);
+        .limit(
+            Limit::new(LimitType::Ip, [rule(10_000, 6), rule(2_000, 3)])
+                .algorithm(Algorithm::TokenBucket)
+                .prefix(p)
+                .burst(8),
+        )
+        .limit(Limit::new(LimitType::Key, [rule(5_000, 4)]).algorithm(Algorithm::Gcra).prefix(p).burst(6))
+        .limit(
+            Limit::new(LimitType::Global, [rule(20_000, 30), rule(7_000, 12)])
+                .algorithm(Algorithm::FixedWindow)
+                .prefix(p),
+        )
+        .limit(Limit::new(LimitType::User, [rule(9_000, 8)]).algorithm(Algorithm::SlidingWindowCounter).prefix(p))
+        .limit(Limit::new(LimitType::Ip, [rule(6_000, 5)]).algorithm(Algorithm::LeakyBucket).prefix(p));
     if sliding {
-        b = b.limit_with(LimitType::User, [rule(4_000, 3)], Algorithm::SlidingWindow, "o1sw:");
+        b = b.limit(Limit::new(LimitType::User, [rule(4_000, 3)]).algorithm(Algorithm::SlidingWindow).prefix("o1sw:"));
     }
-    // Exact retry-afters are compared: without the refusal cache (tested in tests/deny_cache.rs).
+    // Exact retry-afters are compared: without the refusal cache (tested in tests/refusal_cache.rs).
     b.store(store).refusal_cache(false).build().unwrap()
 }
 
@@ -500,8 +498,8 @@ async fn compare_random_calls(remote: &[&Limiter], local: &[&Limiter], n: usize,
         let user = Subject::bytes(["u1", "u2"][rng.below(2) as usize].as_bytes());
         let subjects = [ip.clone(), key, Subject::global(), user.clone(), ip, user];
         let take = 5 + usize::from(which == 1);
-        let a = summarize(remote[which].check_at(&subjects[..take], cost, support::at(now)).await);
-        let b = summarize(local[which].check_at(&subjects[..take], cost, support::at(now)).await);
+        let a = summarize(remote[which].check(&subjects[..take]).cost(cost).at(support::at(now)).await);
+        let b = summarize(local[which].check(&subjects[..take]).cost(cost).at(support::at(now)).await);
         assert_eq!(a, b, "call {i} at +{}µs cost {cost} through limiter {which}", now - T0);
         allowed += usize::from(a.0);
     }

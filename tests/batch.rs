@@ -6,7 +6,7 @@ mod support;
 
 use ratelimit::store::DEFAULT_PREFIX;
 use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
-use ratelimit::{Algorithm, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::{Algorithm, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ async fn concurrent_callers_on_one_key_admit_exactly_the_limit() {
     let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
     let limiter = Arc::new(
         Limiter::builder("batch::one_key")
-            .limit(LimitType::Global, [Rule::from_millis(600_000, LIMIT).unwrap()])
+            .limit(Limit::new(LimitType::Global, [Rule::from_millis(600_000, LIMIT).unwrap()]))
             .store(store.clone())
             .refusal_cache(false)
             .build()
@@ -38,11 +38,11 @@ async fn concurrent_callers_on_one_key_admit_exactly_the_limit() {
     );
     // Connected and warm (another key), then the scripts gone as after a server restart.
     let warm_up = Limiter::builder("batch::warm_up")
-        .limit(LimitType::Global, [Rule::from_millis(1_000, 1).unwrap()])
+        .limit(Limit::new(LimitType::Global, [Rule::from_millis(1_000, 1).unwrap()]))
         .store(store.clone())
         .build()
         .unwrap();
-    warm_up.check(&[Subject::global()], 1).await.unwrap();
+    warm_up.check(&[Subject::global()]).await.unwrap();
     let mut con = server.client();
     assert_coalesced(&mut con, &limiter, None, LIMIT, "SlidingWindow").await;
     let key = "rate_limit:{batch::one_key|global|}:sw:10mx500";
@@ -94,13 +94,13 @@ fn limiters(store: &StoreHandle) -> [Limiter; 3] {
     let sw = |w: u64, n: u64| Rule::from_millis(w, n).unwrap();
     let build = |b: ratelimit::LimiterBuilder| b.store(store.clone()).refusal_cache(false).build().unwrap();
     [
-        build(Limiter::builder("batch::single").limit(LimitType::Key, [sw(1_000, 5)])),
+        build(Limiter::builder("batch::single").limit(Limit::new(LimitType::Key, [sw(1_000, 5)]))),
         build(
             Limiter::builder("batch::stacked")
-                .limit_with(LimitType::Ip, [sw(10_000, 8), sw(1_000, 3)], Algorithm::SlidingWindow, DEFAULT_PREFIX)
-                .limit(LimitType::Key, [sw(2_000, 4)]),
+                .limit(Limit::new(LimitType::Ip, [sw(10_000, 8), sw(1_000, 3)]).algorithm(Algorithm::SlidingWindow))
+                .limit(Limit::new(LimitType::Key, [sw(2_000, 4)])),
         ),
-        build(Limiter::builder("batch::costly").limit(LimitType::Key, [sw(5_000, 10)])),
+        build(Limiter::builder("batch::costly").limit(Limit::new(LimitType::Key, [sw(5_000, 10)]))),
     ]
 }
 
@@ -121,8 +121,8 @@ async fn run_task(limiters: &[Limiter], task: u64) -> Vec<Answer> {
     for (which, cost, at) in schedule(task, limiters.len() as u64) {
         let l = &limiters[which];
         let r = match which {
-            1 => l.check_at(&[Subject::ip(ip), Subject::bytes(key.as_bytes())], cost, support::at(at)).await,
-            _ => l.check_at(&[Subject::bytes(key.as_bytes())], cost, support::at(at)).await,
+            1 => l.check(&[Subject::ip(ip), Subject::bytes(key.as_bytes())]).cost(cost).at(support::at(at)).await,
+            _ => l.check(&[Subject::bytes(key.as_bytes())]).cost(cost).at(support::at(at)).await,
         };
         out.push(answer(r));
     }
@@ -173,7 +173,7 @@ fn blocking_calls_one_at_a_time() {
     let server = RedisServer::start();
     let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
     let limiter = Limiter::builder("batch::blocking")
-        .limit(LimitType::Global, [Rule::from_millis(60_000, 3).unwrap()])
+        .limit(Limit::new(LimitType::Global, [Rule::from_millis(60_000, 3).unwrap()]))
         .store(store)
         .refusal_cache(false)
         .build()
@@ -181,10 +181,10 @@ fn blocking_calls_one_at_a_time() {
     let mut con = server.client();
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
     for left in [2, 1, 0] {
-        let permit = limiter.check_blocking(&[Subject::global()], 1).unwrap();
+        let permit = limiter.check(&[Subject::global()]).blocking().unwrap();
         assert_eq!(permit.quota().unwrap().remaining, left);
     }
-    let refused = limiter.check_blocking(&[Subject::global()], 1).unwrap_err();
+    let refused = limiter.check(&[Subject::global()]).blocking().unwrap_err();
     assert!(refused.retry_after() > Duration::from_secs(59), "{refused}");
     assert_eq!(evalsha_calls(&mut con), 4, "one script run per call");
 }
@@ -198,9 +198,8 @@ async fn concurrent_calls_with_a_shadow_limit_are_never_refused_by_it() {
     let rule = |count| Rule::from_millis(600_000, count).unwrap();
     let limiter = Arc::new(
         Limiter::builder("batch::shadowed")
-            .limit(LimitType::Key, [rule(10_000)])
-            .limit(LimitType::Global, [rule(50)])
-            .mode(ratelimit::Mode::Shadow)
+            .limit(Limit::new(LimitType::Key, [rule(10_000)]))
+            .limit(Limit::new(LimitType::Global, [rule(50)]).mode(ratelimit::Mode::Shadow))
             .store(store.clone())
             .refusal_cache(false)
             .build()
@@ -213,7 +212,7 @@ async fn concurrent_calls_with_a_shadow_limit_are_never_refused_by_it() {
                 let subjects = [Subject::bytes(&b"k"[..]), Subject::global()];
                 let mut refused = 0;
                 for _ in 0..10 {
-                    if limiter.check(&subjects, 1).await.is_err() {
+                    if limiter.check(&subjects).await.is_err() {
                         refused += 1;
                     }
                 }
@@ -248,7 +247,7 @@ async fn concurrent_o1_callers_on_one_key_admit_exactly_the_limit() {
         let rule = Rule::from_millis(3_600_000, LIMIT).unwrap();
         let limiter = Arc::new(
             Limiter::builder(&name)
-                .limit_with(LimitType::Global, [rule], alg, DEFAULT_PREFIX)
+                .limit(Limit::new(LimitType::Global, [rule]).algorithm(alg))
                 .store(store.clone())
                 .refusal_cache(false)
                 .build()
@@ -267,19 +266,17 @@ async fn concurrent_o1_callers_on_one_key_admit_exactly_the_limit() {
 fn o1_limiters(store: &StoreHandle) -> [Limiter; 5] {
     let r = |w: u64, n: u64| Rule::from_millis(w, n).unwrap();
     let build = |b: ratelimit::LimiterBuilder| b.store(store.clone()).refusal_cache(false).build().unwrap();
-    let key = |name: &str, rules: &[Rule], alg: Algorithm| {
-        Limiter::builder(name).limit_with(LimitType::Key, rules.iter().copied(), alg, DEFAULT_PREFIX)
-    };
+    let key = |rules: &[Rule], alg: Algorithm| Limit::new(LimitType::Key, rules.iter().copied()).algorithm(alg);
     [
-        build(key("batch::gcra", &[r(1_000, 5)], Algorithm::Gcra)),
+        build(Limiter::builder("batch::gcra").limit(key(&[r(1_000, 5)], Algorithm::Gcra))),
         build(
             Limiter::builder("batch::o1_stacked")
-                .limit_with(LimitType::Ip, [r(10_000, 8), r(1_000, 3)], Algorithm::TokenBucket, DEFAULT_PREFIX)
-                .limit_with(LimitType::Key, [r(2_000, 4)], Algorithm::FixedWindow, DEFAULT_PREFIX),
+                .limit(Limit::new(LimitType::Ip, [r(10_000, 8), r(1_000, 3)]).algorithm(Algorithm::TokenBucket))
+                .limit(Limit::new(LimitType::Key, [r(2_000, 4)]).algorithm(Algorithm::FixedWindow)),
         ),
-        build(key("batch::swc", &[r(5_000, 10)], Algorithm::SlidingWindowCounter)),
-        build(key("batch::leaky", &[r(1_000, 5)], Algorithm::LeakyBucket).burst(3)),
-        build(key("batch::sw", &[r(1_000, 5)], Algorithm::SlidingWindow)),
+        build(Limiter::builder("batch::swc").limit(key(&[r(5_000, 10)], Algorithm::SlidingWindowCounter))),
+        build(Limiter::builder("batch::leaky").limit(key(&[r(1_000, 5)], Algorithm::LeakyBucket).burst(3))),
+        build(Limiter::builder("batch::sw").limit(key(&[r(1_000, 5)], Algorithm::SlidingWindow))),
     ]
 }
 

@@ -4,7 +4,7 @@
 
 mod support;
 
-use ratelimit::{store::RedisStore, LimitType, Limiter, Rule, Subject};
+use ratelimit::{store::RedisStore, Limit, LimitType, Limiter, Rule, Subject};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,7 +14,7 @@ const URL_VAR: &str = "RATELIMIT_SKEW_CHILD_REDIS_URL";
 
 fn limiter(url: &str) -> Limiter {
     Limiter::builder("skew::shared")
-        .limit(LimitType::Global, [Rule::new(Duration::from_secs(60), 10).unwrap()])
+        .limit(Limit::new(LimitType::Global, [Rule::new(Duration::from_secs(60), 10).unwrap()]))
         .store(Arc::new(RedisStore::open(url, Duration::from_secs(2)).unwrap()))
         .build()
         .unwrap()
@@ -30,7 +30,7 @@ fn unix_secs() -> u64 {
 fn skew_child() {
     let Ok(url) = std::env::var(URL_VAR) else { return };
     let limiter = limiter(&url);
-    let admitted = (0..6).filter(|_| limiter.check_blocking(&[Subject::global()], 1).is_ok()).count();
+    let admitted = (0..6).filter(|_| limiter.check(&[Subject::global()]).blocking().is_ok()).count();
     println!("CHILD now={} admitted={admitted}", unix_secs());
 }
 
@@ -38,7 +38,7 @@ fn skew_child() {
 fn redis_clients_with_skewed_clocks_share_one_window() {
     let server = RedisServer::start();
     let limiter = limiter(&server.url());
-    let here = (0..6).filter(|_| limiter.check_blocking(&[Subject::global()], 1).is_ok()).count();
+    let here = (0..6).filter(|_| limiter.check(&[Subject::global()]).blocking().is_ok()).count();
     assert_eq!(here, 6);
 
     let exe = std::env::current_exe().unwrap();
@@ -59,5 +59,5 @@ fn redis_clients_with_skewed_clocks_share_one_window() {
     let skew = unix_secs().abs_diff(field("now="));
     assert!(skew > 3000, "the child's clock must really be skewed (got {skew}s)");
     assert_eq!(field("admitted="), 4, "the skewed client sees the same window: 10 - 6 = 4 left");
-    assert!(limiter.check_blocking(&[Subject::global()], 1).is_err());
+    assert!(limiter.check(&[Subject::global()]).blocking().is_err());
 }

@@ -3,9 +3,7 @@
 
 mod support;
 
-use ratelimit::{
-    __private::cluster_slot, store::ClusterStore, store::StoreHandle, FailurePolicy, LimitType, Limiter, Rule, Subject,
-};
+use ratelimit::{store::ClusterStore, store::StoreHandle, FailurePolicy, Limit, LimitType, Limiter, Rule, Subject};
 use redis::Commands;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,15 +36,18 @@ async fn cluster_exact_per_ip_and_all_or_nothing_across_slots() {
     let store = cluster_store(&cluster, Duration::from_secs(2));
 
     // Exactness per IP, under concurrency.
-    let per_ip =
-        Limiter::builder("cl::ip").limit(LimitType::Ip, [rule(60_000, 50)]).store(store.clone()).build().unwrap();
+    let per_ip = Limiter::builder("cl::ip")
+        .limit(Limit::new(LimitType::Ip, [rule(60_000, 50)]))
+        .store(store.clone())
+        .build()
+        .unwrap();
     let tasks: Vec<_> = (0..4)
         .map(|_| {
             let l = per_ip.clone();
             tokio::spawn(async move {
                 let mut ok = 0;
                 for _ in 0..30 {
-                    ok += usize::from(l.check(&[ip("192.0.2.10")], 1).await.is_ok());
+                    ok += usize::from(l.check(&[ip("192.0.2.10")]).await.is_ok());
                 }
                 ok
             })
@@ -60,38 +61,38 @@ async fn cluster_exact_per_ip_and_all_or_nothing_across_slots() {
 
     // Ip stacked with User, the two subjects in different slots.
     let stacked = Limiter::builder("cl::orders")
-        .limit(LimitType::Ip, [rule(60_000, 15)])
-        .limit(LimitType::User, [rule(60_000, 2)])
+        .limit(Limit::new(LimitType::Ip, [rule(60_000, 15)]))
+        .limit(Limit::new(LimitType::User, [rule(60_000, 2)]))
         .store(store.clone())
         .build()
         .unwrap();
     let ip_key = key_of("cl::orders", "ip", "198.51.100.7", "1mx15");
-    let ip_slot = cluster_slot(ip_key.as_bytes());
+    let ip_slot = cluster.slot_of(ip_key.as_bytes());
     // A user whose log lives on another primary than the IP's.
     let (name, user_slot) = (0..100)
         .map(|i| format!("alice{i}"))
         .map(|n| {
-            let slot = cluster_slot(key_of("cl::orders", "user", &n, "1mx2").as_bytes());
+            let slot = cluster.slot_of(key_of("cl::orders", "user", &n, "1mx2").as_bytes());
             (n, slot)
         })
         .find(|&(_, slot)| cluster.primary_of(slot) != cluster.primary_of(ip_slot))
         .expect("some user on another primary");
     assert_ne!(ip_slot, user_slot);
     let alice = [ip("198.51.100.7"), user(&name)];
-    assert!(stacked.check(&alice, 1).await.is_ok());
-    assert!(stacked.check(&alice, 1).await.is_ok());
+    assert!(stacked.check(&alice).await.is_ok());
+    assert!(stacked.check(&alice).await.is_ok());
     let ip_count = || -> usize { cluster.client_for_slot(ip_slot).zcard(&ip_key).unwrap() };
     assert_eq!(ip_count(), 2);
     for _ in 0..5 {
-        let err = stacked.check(&alice, 1).await.unwrap_err();
+        let err = stacked.check(&alice).await.unwrap_err();
         assert_eq!(err.limit_type(), LimitType::User);
     }
     assert_eq!(ip_count(), 2, "the IP slot admitted each denied call, then released it");
     // The IP budget is intact: 13 more calls from other users pass, the 14th is denied by the IP.
     for i in 0..13 {
-        assert!(stacked.check(&[ip("198.51.100.7"), user(&format!("u{i}"))], 1).await.is_ok(), "call {i}");
+        assert!(stacked.check(&[ip("198.51.100.7"), user(&format!("u{i}"))]).await.is_ok(), "call {i}");
     }
-    let err = stacked.check(&[ip("198.51.100.7"), user("late")], 1).await.unwrap_err();
+    let err = stacked.check(&[ip("198.51.100.7"), user("late")]).await.unwrap_err();
     assert_eq!(err.limit_type(), LimitType::Ip);
 }
 
@@ -102,16 +103,16 @@ async fn cluster_release_restores_o1_algorithms() {
     use ratelimit::Algorithm;
     let cluster = RedisCluster::start(3, 0);
     let limiter = Limiter::builder("cl::o1")
-        .limit_with(LimitType::Ip, [rule(60_000, 3)], Algorithm::TokenBucket, "rl:")
-        .limit_with(LimitType::User, [rule(60_000, 1)], Algorithm::Gcra, "rl:")
+        .limit(Limit::new(LimitType::Ip, [rule(60_000, 3)]).algorithm(Algorithm::TokenBucket).prefix("rl:"))
+        .limit(Limit::new(LimitType::User, [rule(60_000, 1)]).algorithm(Algorithm::Gcra).prefix("rl:"))
         .store(cluster_store(&cluster, Duration::from_secs(2)))
         .build()
         .unwrap();
-    let ip_slot = cluster_slot(b"rl:{cl::o1|ip|198.51.100.9}:tb:1mx3");
+    let ip_slot = cluster.slot_of(b"rl:{cl::o1|ip|198.51.100.9}:tb:1mx3");
     let name = (0..100)
         .map(|i| format!("bob{i}"))
         .find(|n| {
-            let slot = cluster_slot(format!("rl:{{cl::o1|user|{n}}}:gcra:1mx1").as_bytes());
+            let slot = cluster.slot_of(format!("rl:{{cl::o1|user|{n}}}:gcra:1mx1").as_bytes());
             cluster.primary_of(slot) != cluster.primary_of(ip_slot)
         })
         .expect("a user on another primary");
@@ -120,10 +121,7 @@ async fn cluster_release_restores_o1_algorithms() {
     let call = |user: String| {
         let limiter = limiter.clone();
         async move {
-            limiter
-                .check_at(&[ip("198.51.100.9"), Subject::bytes(user.into_bytes())], 1, support::at(T))
-                .await
-                .map(|_| ())
+            limiter.check(&[ip("198.51.100.9"), Subject::bytes(user.into_bytes())]).at(support::at(T)).await.map(|_| ())
         }
     };
     assert!(call(name.clone()).await.is_ok(), "token 1 of 3, the user's one call");
@@ -143,7 +141,7 @@ async fn cluster_global_limit_shared_by_two_clients() {
     let cluster = RedisCluster::start(3, 0);
     let build = || {
         Limiter::builder("cl::global")
-            .limit(LimitType::Global, [rule(60_000, 30)])
+            .limit(Limit::new(LimitType::Global, [rule(60_000, 30)]))
             .store(cluster_store(&cluster, Duration::from_secs(2)))
             .build()
             .unwrap()
@@ -151,8 +149,8 @@ async fn cluster_global_limit_shared_by_two_clients() {
     let (a, b) = (build(), build());
     let mut admitted = 0;
     for _ in 0..25 {
-        admitted += usize::from(a.check(&[Subject::global()], 1).await.is_ok());
-        admitted += usize::from(b.check(&[Subject::global()], 1).await.is_ok());
+        admitted += usize::from(a.check(&[Subject::global()]).await.is_ok());
+        admitted += usize::from(b.check(&[Subject::global()]).await.is_ok());
     }
     assert_eq!(admitted, 30);
 }
@@ -162,15 +160,15 @@ async fn cluster_failover_keeps_answering_and_resumes_exact_limiting() {
     let mut cluster = RedisCluster::start(3, 1);
     let timeout = Duration::from_millis(250);
     let limiter = Limiter::builder("cl::failover")
-        .limit(LimitType::Key, [rule(60_000, 1_000_000)])
+        .limit(Limit::new(LimitType::Key, [rule(60_000, 1_000_000)]))
         .on_error(FailurePolicy::Allow)
         .store(cluster_store(&cluster, timeout))
         .build()
         .unwrap();
     let subject = [Subject::bytes(&b"hot"[..])];
-    assert!(limiter.check(&subject, 1).await.unwrap().quota().is_some());
+    assert!(limiter.check(&subject).await.unwrap().quota().is_some());
 
-    let slot = cluster_slot(key_of("cl::failover", "key", "hot", "1mx1000000").as_bytes());
+    let slot = cluster.slot_of(key_of("cl::failover", "key", "hot", "1mx1000000").as_bytes());
     let primary = cluster.primary_of(slot);
     cluster.kill(primary);
 
@@ -179,7 +177,7 @@ async fn cluster_failover_keeps_answering_and_resumes_exact_limiting() {
     let mut slowest = Duration::ZERO;
     loop {
         let t = Instant::now();
-        let permit = limiter.check(&subject, 1).await.expect("fail open");
+        let permit = limiter.check(&subject).await.expect("fail open");
         slowest = slowest.max(t.elapsed());
         if permit.quota().is_some() {
             break;
@@ -197,13 +195,13 @@ async fn cluster_failover_keeps_answering_and_resumes_exact_limiting() {
 
     // Exact limiting resumes on the promoted replica by itself.
     let exact = Limiter::builder("cl::after_failover")
-        .limit(LimitType::Key, [rule(60_000, 10)])
+        .limit(Limit::new(LimitType::Key, [rule(60_000, 10)]))
         .store(cluster_store(&cluster, Duration::from_secs(2)))
         .build()
         .unwrap();
     let mut admitted = 0;
     for _ in 0..15 {
-        admitted += usize::from(exact.check(&subject, 1).await.is_ok());
+        admitted += usize::from(exact.check(&subject).await.is_ok());
     }
     assert_eq!(admitted, 10);
 }
@@ -217,9 +215,8 @@ async fn cluster_shadow_limits_beside_enforced_ones() {
     let cluster = RedisCluster::start(3, 0);
     let store = cluster_store(&cluster, Duration::from_secs(2));
     let limiter = Limiter::builder("cl::shadow")
-        .limit(LimitType::Ip, [rule(60_000, 5)])
-        .limit(LimitType::User, [rule(60_000, 4)])
-        .mode(ratelimit::Mode::Shadow)
+        .limit(Limit::new(LimitType::Ip, [rule(60_000, 5)]))
+        .limit(Limit::new(LimitType::User, [rule(60_000, 4)]).mode(ratelimit::Mode::Shadow))
         .store(store)
         .build()
         .unwrap();
@@ -229,22 +226,22 @@ async fn cluster_shadow_limits_beside_enforced_ones() {
     };
     for (address, same_slot) in [("198.51.100.20", false), ("198.51.100.21", true)] {
         let ip_key = key_of("cl::shadow", "ip", address, "1mx5");
-        let ip_slot = cluster_slot(ip_key.as_bytes());
+        let ip_slot = cluster.slot_of(ip_key.as_bytes());
         let user_key = |n: &str| key_of("cl::shadow", "user", n, "1mx4");
         let name = (0..1_000_000)
             .map(|i| format!("u{i}"))
-            .find(|n| (cluster_slot(user_key(n).as_bytes()) == ip_slot) == same_slot)
+            .find(|n| (cluster.slot_of(user_key(n).as_bytes()) == ip_slot) == same_slot)
             .expect("a user in the wanted slot");
-        let user_slot = cluster_slot(user_key(&name).as_bytes());
+        let user_slot = cluster.slot_of(user_key(&name).as_bytes());
         let subjects = [ip(address), user(&name)];
         // Connected and loaded: the counts start with the decisions.
-        limiter.check(&[ip("192.0.2.99"), user("warm")], 1).await.unwrap();
+        limiter.check(&[ip("192.0.2.99"), user("warm")]).await.unwrap();
         let before = evalsha(ip_slot);
         let mut outcomes = Vec::new();
         // The shadow limit holds 1, 2, would hold 5 of 4 (records nothing), then is not
         // decided (the enforced limit refuses).
         for cost in [1, 1, 3, 1] {
-            outcomes.push(limiter.check(&subjects, cost).await.is_ok());
+            outcomes.push(limiter.check(&subjects).cost(cost).await.is_ok());
         }
         assert_eq!(outcomes, [true, true, true, false], "same slot: {same_slot}");
         let count = |slot: u16, key: &str| -> usize { cluster.client_for_slot(slot).zcard(key).unwrap() };

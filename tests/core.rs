@@ -5,8 +5,8 @@
 mod support;
 
 use ratelimit::{
-    clock::ManualClock, store::MemoryStore, store::RedisStore, store::StoreHandle, Cause, FailurePolicy, LimitType,
-    Limiter, RateLimited, Rule, Subject,
+    clock::ManualClock, store::MemoryStore, store::RedisStore, store::StoreHandle, Cause, FailurePolicy, Limit,
+    LimitType, Limiter, RateLimited, Rule, Subject,
 };
 use redis::Commands;
 use std::collections::HashSet;
@@ -56,15 +56,18 @@ fn snapshot(server: &RedisServer) -> Vec<Log> {
 
 async fn concurrent_calls_admit_exactly_the_limit(store: StoreHandle) {
     const LIMIT: u64 = 100;
-    let limiter =
-        Limiter::builder("core::exact").limit(LimitType::Ip, [rule(60_000, LIMIT)]).store(store).build().unwrap();
+    let limiter = Limiter::builder("core::exact")
+        .limit(Limit::new(LimitType::Ip, [rule(60_000, LIMIT)]))
+        .store(store)
+        .build()
+        .unwrap();
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let limiter = limiter.clone();
             tokio::spawn(async move {
                 let mut admitted = 0u64;
                 for _ in 0..40 {
-                    if limiter.check(&[ip("203.0.113.7")], 1).await.is_ok() {
+                    if limiter.check(&[ip("203.0.113.7")]).await.is_ok() {
                         admitted += 1;
                     }
                 }
@@ -96,14 +99,14 @@ async fn memory_concurrent_calls_admit_exactly_the_limit() {
 #[test]
 fn memory_threads_admit_exactly_the_limit() {
     let limiter = Limiter::builder("core::threads")
-        .limit(LimitType::Global, [rule(60_000, 1000)])
+        .limit(Limit::new(LimitType::Global, [rule(60_000, 1000)]))
         .store(Arc::new(MemoryStore::new()))
         .build()
         .unwrap();
     let admitted: u64 = std::thread::scope(|s| {
         let handles: Vec<_> = (0..4)
             .map(|_| {
-                s.spawn(|| (0..600).filter(|_| limiter.check_blocking(&[Subject::global()], 1).is_ok()).count() as u64)
+                s.spawn(|| (0..600).filter(|_| limiter.check(&[Subject::global()]).blocking().is_ok()).count() as u64)
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).sum()
@@ -115,8 +118,8 @@ fn memory_threads_admit_exactly_the_limit() {
 
 fn three_rules_two_subjects(store: StoreHandle) -> Limiter {
     Limiter::builder("core::all_or_nothing")
-        .limit(LimitType::Ip, [rule(60_000, 10), rule(30_000, 5)])
-        .limit(LimitType::User, [rule(60_000, 2)])
+        .limit(Limit::new(LimitType::Ip, [rule(60_000, 10), rule(30_000, 5)]))
+        .limit(Limit::new(LimitType::User, [rule(60_000, 2)]))
         .store(store)
         .build()
         .unwrap()
@@ -127,21 +130,21 @@ async fn redis_denied_call_changes_no_key() {
     let server = RedisServer::start();
     let limiter = three_rules_two_subjects(redis_store(&server));
     let subjects = [ip("198.51.100.1"), user("alice")];
-    assert!(limiter.check(&subjects, 1).await.is_ok());
-    assert!(limiter.check(&subjects, 1).await.is_ok());
+    assert!(limiter.check(&subjects).await.is_ok());
+    assert!(limiter.check(&subjects).await.is_ok());
     let before = snapshot(&server);
     assert_eq!(before.len(), 2, "one log per subject");
     assert!(before.iter().all(|(_, members)| members.len() == 2));
 
     // The user's rule denies: the IP's log must not record the call either.
-    let err = limiter.check(&subjects, 1).await.unwrap_err();
+    let err = limiter.check(&subjects).await.unwrap_err();
     assert_eq!(err.cause(), Cause::Exceeded);
     assert_eq!(err.limit_type(), LimitType::User);
     assert_eq!(err.rule(), Some(rule(60_000, 2)));
     assert_eq!(snapshot(&server), before, "a denied call must leave every key unchanged");
 
     // Another user on the same IP is still admitted, and both logs grow by one.
-    assert!(limiter.check(&[ip("198.51.100.1"), user("bob")], 1).await.is_ok());
+    assert!(limiter.check(&[ip("198.51.100.1"), user("bob")]).await.is_ok());
     let ip_key = &before.iter().find(|(k, _)| k.windows(4).any(|w| w == b"|ip|")).unwrap().0;
     let n: usize = server.client().zcard(ip_key).unwrap();
     assert_eq!(n, 3);
@@ -152,14 +155,14 @@ fn memory_denied_call_records_nothing() {
     let clock = Arc::new(ManualClock::new(1_000_000));
     let limiter = three_rules_two_subjects(Arc::new(MemoryStore::with_clock(clock.clone())));
     let alice = [ip("198.51.100.1"), user("alice")];
-    assert!(limiter.check_blocking(&alice, 1).is_ok());
-    assert!(limiter.check_blocking(&alice, 1).is_ok());
-    assert!(limiter.check_blocking(&alice, 1).is_err());
+    assert!(limiter.check(&alice).blocking().is_ok());
+    assert!(limiter.check(&alice).blocking().is_ok());
+    assert!(limiter.check(&alice).blocking().is_err());
     // Had the denied call been recorded under the IP, these 3 would exceed the 30s rule of 5.
     for other in ["u1", "u2", "u3"] {
-        assert!(limiter.check_blocking(&[ip("198.51.100.1"), user(other)], 1).is_ok());
+        assert!(limiter.check(&[ip("198.51.100.1"), user(other)]).blocking().is_ok());
     }
-    let err = limiter.check_blocking(&[ip("198.51.100.1"), user("u4")], 1).unwrap_err();
+    let err = limiter.check(&[ip("198.51.100.1"), user("u4")]).blocking().unwrap_err();
     assert_eq!((err.limit_type(), err.rule()), (LimitType::Ip, Some(rule(30_000, 5))));
 }
 
@@ -169,19 +172,22 @@ fn memory_denied_call_records_nothing() {
 const T0: u64 = 4_000_000_000_000_000;
 
 async fn retry_after_is_exact(store: StoreHandle) {
-    let limiter =
-        Limiter::builder("core::retry").limit(LimitType::Global, [rule(1000, 2)]).store(store).build().unwrap();
+    let limiter = Limiter::builder("core::retry")
+        .limit(Limit::new(LimitType::Global, [rule(1000, 2)]))
+        .store(store)
+        .build()
+        .unwrap();
     let g = [Subject::global()];
-    assert!(limiter.check_at(&g, 1, support::at(T0)).await.is_ok());
-    assert!(limiter.check_at(&g, 1, support::at(T0 + 100_000)).await.is_ok());
-    let err = limiter.check_at(&g, 1, support::at(T0 + 200_000)).await.unwrap_err();
+    assert!(limiter.check(&g).at(support::at(T0)).await.is_ok());
+    assert!(limiter.check(&g).at(support::at(T0 + 100_000)).await.is_ok());
+    let err = limiter.check(&g).at(support::at(T0 + 200_000)).await.unwrap_err();
     // The oldest call (at T0) leaves the 1s window at T0 + 1s: 800ms after the denied call.
     assert_eq!(err.retry_after(), Duration::from_millis(800));
     let at = T0 + 200_000 + 800_000;
-    assert!(limiter.check_at(&g, 1, support::at(at - 1)).await.is_err(), "one µs early is still denied");
-    assert!(limiter.check_at(&g, 1, support::at(at)).await.is_ok(), "waiting retry_after admits the call");
+    assert!(limiter.check(&g).at(support::at(at - 1)).await.is_err(), "one µs early is still denied");
+    assert!(limiter.check(&g).at(support::at(at)).await.is_ok(), "waiting retry_after admits the call");
     // A cost-2 call needs both the T0+100ms and the new call to leave.
-    let err = limiter.check_at(&g, 2, support::at(at)).await.unwrap_err();
+    let err = limiter.check(&g).cost(2).at(support::at(at)).await.unwrap_err();
     assert_eq!(err.retry_after(), Duration::from_millis(1000));
 }
 
@@ -201,19 +207,19 @@ async fn memory_retry_after_is_exact() {
 async fn redis_retry_after_on_server_time() {
     let server = RedisServer::start();
     let limiter = Limiter::builder("core::retry_live")
-        .limit(LimitType::Global, [rule(1500, 1)])
+        .limit(Limit::new(LimitType::Global, [rule(1500, 1)]))
         .store(redis_store(&server))
         .build()
         .unwrap();
     let g = [Subject::global()];
-    assert!(limiter.check(&g, 1).await.is_ok());
-    let wait = limiter.check(&g, 1).await.unwrap_err().retry_after();
+    assert!(limiter.check(&g).await.is_ok());
+    let wait = limiter.check(&g).await.unwrap_err().retry_after();
     assert!(wait > Duration::from_millis(1000) && wait <= Duration::from_millis(1500), "{wait:?}");
     tokio::time::sleep(wait / 3).await;
-    assert!(limiter.check(&g, 1).await.is_err(), "a third of the wait is not enough");
-    let wait = limiter.check(&g, 1).await.unwrap_err().retry_after();
+    assert!(limiter.check(&g).await.is_err(), "a third of the wait is not enough");
+    let wait = limiter.check(&g).await.unwrap_err().retry_after();
     tokio::time::sleep(wait + Duration::from_millis(50)).await;
-    assert!(limiter.check(&g, 1).await.is_ok(), "waiting retry_after is enough");
+    assert!(limiter.check(&g).await.is_ok(), "waiting retry_after is enough");
 }
 
 // ---------- TTLs ----------
@@ -222,12 +228,12 @@ async fn redis_retry_after_on_server_time() {
 async fn redis_keys_have_ttls_and_vanish() {
     let server = RedisServer::start();
     let limiter = Limiter::builder("core::ttl")
-        .limit(LimitType::Ip, [rule(600, 5), rule(300, 2)])
-        .limit(LimitType::Global, [rule(400, 100)])
+        .limit(Limit::new(LimitType::Ip, [rule(600, 5), rule(300, 2)]))
+        .limit(Limit::new(LimitType::Global, [rule(400, 100)]))
         .store(redis_store(&server))
         .build()
         .unwrap();
-    limiter.check(&[ip("192.0.2.1"), Subject::global()], 1).await.unwrap();
+    limiter.check(&[ip("192.0.2.1"), Subject::global()]).await.unwrap();
     let mut con = server.client();
     let all = keys(&server);
     assert_eq!(all.len(), 2);
@@ -247,16 +253,19 @@ async fn redis_keys_have_ttls_and_vanish() {
 fn memory_evicts_idle_subjects() {
     let clock = Arc::new(ManualClock::new(T0));
     let store = Arc::new(MemoryStore::with_clock(clock.clone()));
-    let limiter =
-        Limiter::builder("core::evict").limit(LimitType::User, [rule(1000, 5)]).store(store.clone()).build().unwrap();
+    let limiter = Limiter::builder("core::evict")
+        .limit(Limit::new(LimitType::User, [rule(1000, 5)]))
+        .store(store.clone())
+        .build()
+        .unwrap();
     for i in 0..5000 {
-        limiter.check_blocking(&[user(&format!("user-{i}"))], 1).unwrap();
+        limiter.check(&[user(&format!("user-{i}"))]).blocking().unwrap();
     }
     assert_eq!(store.len(), 5000);
     clock.advance(Duration::from_millis(1001));
     // Traffic from a new subject sweeps the idle ones as the shards are used.
     for _ in 0..70_000 {
-        limiter.check_blocking(&[user("active")], 0).unwrap();
+        limiter.check(&[user("active")]).cost(0).blocking().unwrap();
     }
     assert_eq!(store.len(), 0, "idle subjects are evicted");
 }
@@ -268,18 +277,18 @@ fn a_pinned_time_ahead_of_the_clock_sweeps_no_state() {
     let clock = Arc::new(ManualClock::new(T0));
     let store = Arc::new(MemoryStore::with_clock(clock.clone()));
     let limiter = Limiter::builder("core::pinned_sweep")
-        .limit(LimitType::User, [rule(1000, 2)])
+        .limit(Limit::new(LimitType::User, [rule(1000, 2)]))
         .store(store.clone())
         .build()
         .unwrap();
     let early = support::at(T0 + 10_000_000);
-    limiter.check_blocking_at(&[user("early")], 2, early).unwrap();
+    limiter.check(&[user("early")]).cost(2).at(early).blocking().unwrap();
     // Enough calls an hour later to sweep every shard many times over.
     let late = support::at(T0 + 3_600_000_000);
     for _ in 0..70_000 {
-        limiter.check_blocking_at(&[user("late")], 0, late).unwrap();
+        limiter.check(&[user("late")]).cost(0).at(late).blocking().unwrap();
     }
-    let e = limiter.check_blocking_at(&[user("early")], 1, early).unwrap_err();
+    let e = limiter.check(&[user("early")]).at(early).blocking().unwrap_err();
     assert_eq!(e.cause(), ratelimit::Cause::Exceeded, "{e}");
 }
 
@@ -288,7 +297,7 @@ fn a_pinned_time_ahead_of_the_clock_sweeps_no_state() {
 async fn redis_log_stays_bounded_by_the_limit() {
     let server = RedisServer::start();
     let limiter = Limiter::builder("core::bounded")
-        .limit(LimitType::Global, [rule(1000, 5)])
+        .limit(Limit::new(LimitType::Global, [rule(1000, 5)]))
         .store(redis_store(&server))
         .build()
         .unwrap();
@@ -296,7 +305,7 @@ async fn redis_log_stays_bounded_by_the_limit() {
     let (mut admitted, mut largest) = (0, 0);
     // 200 windows of demand at twice the limit.
     for i in 0..2000u64 {
-        admitted += usize::from(limiter.check_at(&[Subject::global()], 1, support::at(T0 + i * 100_000)).await.is_ok());
+        admitted += usize::from(limiter.check(&[Subject::global()]).at(support::at(T0 + i * 100_000)).await.is_ok());
         let key = &keys(&server)[0];
         largest = largest.max(con.zcard::<_, usize>(key).unwrap());
     }
@@ -310,8 +319,9 @@ async fn redis_log_stays_bounded_by_the_limit() {
 async fn redis_hostile_subjects_never_share_keys() {
     let server = RedisServer::start();
     let store = redis_store(&server);
-    let limiter =
-        |t| Limiter::builder("core::hostile").limit(t, [rule(60_000, 1)]).store(store.clone()).build().unwrap();
+    let limiter = |t| {
+        Limiter::builder("core::hostile").limit(Limit::new(t, [rule(60_000, 1)])).store(store.clone()).build().unwrap()
+    };
     let (users, ips) = (limiter(LimitType::User), limiter(LimitType::Ip));
     let long = "x".repeat(10_000);
     let hostile: Vec<Subject<'static>> = vec![
@@ -331,9 +341,9 @@ async fn redis_hostile_subjects_never_share_keys() {
         user("203.0.113.9"),
     ];
     for s in &hostile {
-        users.check(std::slice::from_ref(s), 1).await.unwrap();
+        users.check(std::slice::from_ref(s)).await.unwrap();
     }
-    ips.check(&[ip("203.0.113.9")], 1).await.unwrap();
+    ips.check(&[ip("203.0.113.9")]).await.unwrap();
     let all = keys(&server);
     assert_eq!(all.len(), hostile.len() + 1, "every subject has its own key");
     assert_eq!(all.iter().collect::<HashSet<_>>().len(), all.len());
@@ -342,9 +352,9 @@ async fn redis_hostile_subjects_never_share_keys() {
     }
     // Each subject used its one unit: a second call of each is denied, of the IP too.
     for s in &hostile {
-        assert!(users.check(std::slice::from_ref(s), 1).await.is_err());
+        assert!(users.check(std::slice::from_ref(s)).await.is_err());
     }
-    assert!(ips.check(&[ip("203.0.113.9")], 1).await.is_err());
+    assert!(ips.check(&[ip("203.0.113.9")]).await.is_err());
 }
 
 // ---------- the two stores agree ----------
@@ -356,10 +366,10 @@ async fn redis_and_memory_decide_alike() {
     let server = RedisServer::start();
     let build = |store: StoreHandle| {
         Limiter::builder("core::differential")
-            .limit(LimitType::Ip, [rule(1000, 5), rule(300, 2)])
-            .limit(LimitType::Global, [rule(2000, 8)])
+            .limit(Limit::new(LimitType::Ip, [rule(1000, 5), rule(300, 2)]))
+            .limit(Limit::new(LimitType::Global, [rule(2000, 8)]))
             .store(store)
-            // The stores' own answers (the refusal cache: tests/deny_cache.rs).
+            // The stores' own answers (the refusal cache: tests/refusal_cache.rs).
             .refusal_cache(false)
             .build()
             .unwrap()
@@ -378,8 +388,8 @@ async fn redis_and_memory_decide_alike() {
         now += next(120_000);
         let cost = [1, 1, 1, 2, 0, 3][next(6) as usize];
         let subjects = [ip(["10.0.0.1", "10.0.0.2", "10.0.0.3"][next(3) as usize]), Subject::global()];
-        let a = summarize(remote.check_at(&subjects, cost, support::at(now)).await);
-        let b = summarize(local.check_at(&subjects, cost, support::at(now)).await);
+        let a = summarize(remote.check(&subjects).cost(cost).at(support::at(now)).await);
+        let b = summarize(local.check(&subjects).cost(cost).at(support::at(now)).await);
         assert_eq!(a, b, "at {now}");
         allowed += usize::from(a.0);
     }
@@ -404,12 +414,12 @@ fn summarize(r: Result<ratelimit::Permit, RateLimited>) -> Summary {
 fn redis_blocking_check_needs_no_runtime() {
     let server = RedisServer::start();
     let limiter = Limiter::builder("core::blocking")
-        .limit(LimitType::Key, [rule(60_000, 3)])
+        .limit(Limit::new(LimitType::Key, [rule(60_000, 3)]))
         .store(redis_store(&server))
         .build()
         .unwrap();
     let key = [Subject::bytes(&b"report"[..])];
-    let results: Vec<bool> = (0..5).map(|_| limiter.check_blocking(&key, 1).is_ok()).collect();
+    let results: Vec<bool> = (0..5).map(|_| limiter.check(&key).blocking().is_ok()).collect();
     assert_eq!(results, [true, true, true, false, false]);
 }
 
@@ -421,15 +431,14 @@ fn redis_blocking_check_in_force_waits_for_a_slow_store() {
     let server = RedisServer::start();
     let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(3)).unwrap());
     let limiter = Limiter::builder("core::blocking_in_force")
-        .limit(LimitType::Key, [rule(60_000, 3)])
-        .limit(LimitType::Global, [rule(60_000, 1)])
-        .mode(ratelimit::Mode::Shadow)
+        .limit(Limit::new(LimitType::Key, [rule(60_000, 3)]))
+        .limit(Limit::new(LimitType::Global, [rule(60_000, 1)]).mode(ratelimit::Mode::Shadow))
         .on_error(FailurePolicy::Deny)
         .store(store)
         .build()
         .unwrap();
     let key = [Subject::bytes(&b"report"[..]), Subject::global()];
-    assert!(limiter.check_blocking(&key, 1).is_ok(), "connected");
+    assert!(limiter.check(&key).blocking().is_ok(), "connected");
     server.pause();
     let slow = std::thread::scope(|s| {
         s.spawn(|| {
@@ -437,12 +446,12 @@ fn redis_blocking_check_in_force_waits_for_a_slow_store() {
             server.resume();
         });
         let started = std::time::Instant::now();
-        let decided = limiter.check_blocking(&key, 1);
+        let decided = limiter.check(&key).blocking();
         (decided.map(|p| p.quota().map(|q| q.remaining)), started.elapsed())
     });
     assert_eq!(slow.0.map_err(|e| e.cause()), Ok(Some(1)), "decided by the store, not refused");
     assert!(slow.1 >= Duration::from_millis(250), "it waited for the store: {:?}", slow.1);
-    let refused = limiter.check_blocking(&key, 1).and_then(|_| limiter.check_blocking(&key, 1)).unwrap_err();
+    let refused = limiter.check(&key).blocking().and_then(|_| limiter.check(&key).blocking()).unwrap_err();
     assert_eq!(refused.cause(), Cause::Exceeded, "the enforced limit still decides");
 }
 
@@ -451,7 +460,7 @@ fn redis_blocking_check_in_force_waits_for_a_slow_store() {
 fn failing_limiter(server: &RedisServer, policy: FailurePolicy, timeout: Duration) -> Limiter {
     let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), timeout).unwrap());
     Limiter::builder(format!("core::failure::{policy:?}"))
-        .limit(LimitType::Global, [rule(60_000, 1000)])
+        .limit(Limit::new(LimitType::Global, [rule(60_000, 1000)]))
         .on_error(policy)
         .store(store)
         .build()
@@ -462,7 +471,7 @@ fn failing_limiter(server: &RedisServer, policy: FailurePolicy, timeout: Duratio
 async fn until_recovered(limiter: &Limiter, within: Duration) {
     let deadline = std::time::Instant::now() + within;
     loop {
-        if let Ok(p) = limiter.check(&[Subject::global()], 1).await {
+        if let Ok(p) = limiter.check(&[Subject::global()]).await {
             if p.quota().is_some() {
                 return;
             }
@@ -478,15 +487,15 @@ async fn redis_killed_and_restarted() {
     let timeout = Duration::from_millis(200);
     let open = failing_limiter(&server, FailurePolicy::Allow, timeout);
     let closed = failing_limiter(&server, FailurePolicy::Deny, timeout);
-    assert!(open.check(&[Subject::global()], 1).await.unwrap().quota().is_some());
-    assert!(closed.check(&[Subject::global()], 1).await.is_ok());
+    assert!(open.check(&[Subject::global()]).await.unwrap().quota().is_some());
+    assert!(closed.check(&[Subject::global()]).await.is_ok());
 
     server.kill();
     for _ in 0..3 {
         let started = std::time::Instant::now();
-        let permit = open.check(&[Subject::global()], 1).await.expect("fail open lets the call through");
+        let permit = open.check(&[Subject::global()]).await.expect("fail open lets the call through");
         assert!(permit.quota().is_none(), "no quota: the store did not decide");
-        let err = closed.check(&[Subject::global()], 1).await.unwrap_err();
+        let err = closed.check(&[Subject::global()]).await.unwrap_err();
         assert_eq!(err.cause(), Cause::StoreUnavailable);
         assert!(std::error::Error::source(&err).is_some(), "the store error is the source");
         assert!(started.elapsed() < Duration::from_secs(2), "a dead Redis answers fast: {:?}", started.elapsed());
@@ -509,8 +518,8 @@ async fn redis_stopped_answers_within_the_timeout() {
     server.pause();
     for _ in 0..3 {
         let started = std::time::Instant::now();
-        assert!(open.check(&[Subject::global()], 1).await.unwrap().quota().is_none());
-        let err = closed.check(&[Subject::global()], 1).await.unwrap_err();
+        assert!(open.check(&[Subject::global()]).await.unwrap().quota().is_none());
+        let err = closed.check(&[Subject::global()]).await.unwrap_err();
         assert_eq!(err.cause(), Cause::StoreUnavailable);
         let took = started.elapsed();
         // Two calls, each bounded by the 200ms timeout; generous slack for a loaded machine.
@@ -521,7 +530,7 @@ async fn redis_stopped_answers_within_the_timeout() {
     let callers: Vec<_> = (0..200)
         .map(|_| {
             let open = open.clone();
-            tokio::spawn(async move { open.check(&[Subject::global()], 1).await.is_ok() })
+            tokio::spawn(async move { open.check(&[Subject::global()]).await.is_ok() })
         })
         .collect();
     for caller in callers {
@@ -539,16 +548,18 @@ async fn redis_stopped_answers_within_the_timeout() {
 #[cfg(feature = "axum")]
 #[test]
 fn a_misconfigured_limiter_is_a_500_naming_it() {
-    use ratelimit::__private::{check_blocking, StaticLimiter};
-    static INVALID: StaticLimiter = StaticLimiter::new(|| Limiter::builder("core_test::invalid").build());
-    let e = check_blocking(&INVALID, &[Subject::global()], 1, None).unwrap_err();
+    use ratelimit::__private::LazyLimiter;
+    static INVALID: LazyLimiter =
+        LazyLimiter::new(|| "core_test::invalid".to_owned(), |name| Limiter::builder(name).build());
+    let e = INVALID.get().unwrap_err();
     assert_eq!(e.cause(), Cause::Misconfigured);
     assert_eq!(e.limiter(), "core_test::invalid");
     assert_eq!(e.status(), 500);
     assert!(e.headers().get("retry-after").is_none());
     assert_eq!(e.json_body(), r#"{"error":"rate_limiter_misconfigured","limiter":"core_test::invalid"}"#);
-    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<ratelimit::store::StoreError>());
-    assert!(matches!(source, Some(ratelimit::store::StoreError::Misconfigured { .. })), "{source:?}");
+    // A build error, not a store's: no store was ever asked.
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<ratelimit::error::BuildError>());
+    assert_eq!(source, Some(&ratelimit::error::BuildError::NoLimits));
     assert!(e.to_string().contains("core_test::invalid"), "{e}");
 }
 
@@ -560,27 +571,25 @@ async fn a_cost_that_can_never_fit_is_refused_without_a_wait() {
     let stores: [(&str, StoreHandle); 2] = [("memory", Arc::new(MemoryStore::new())), ("redis", redis_store(&server))];
     for (name, store) in stores {
         let limiter = Limiter::builder(format!("core::cost_too_high::{name}"))
-            .limit(LimitType::Global, [Rule::new(Duration::from_secs(10), 5).unwrap()])
-            .limit_with(
-                LimitType::User,
-                [Rule::new(Duration::from_secs(1), 9).unwrap()],
-                ratelimit::Algorithm::Gcra,
-                ratelimit::store::DEFAULT_PREFIX,
+            .limit(Limit::new(LimitType::Global, [Rule::new(Duration::from_secs(10), 5).unwrap()]))
+            .limit(
+                Limit::new(LimitType::User, [Rule::new(Duration::from_secs(1), 9).unwrap()])
+                    .algorithm(ratelimit::Algorithm::Gcra)
+                    .burst(2),
             )
-            .burst(2)
             .store(store)
             .build()
             .unwrap();
         let subjects = [Subject::global(), user("alice")];
         // Cost 3: the first limit has room for 5, the bucket holds 2.
-        let e = limiter.check(&subjects, 3).await.unwrap_err();
+        let e = limiter.check(&subjects).cost(3).await.unwrap_err();
         assert_eq!(e.cause(), Cause::CostTooHigh, "{name}: {e}");
         assert_eq!(e.retry_after(), Duration::ZERO, "{name}");
         assert_eq!(e.rule(), Some(Rule::new(Duration::from_secs(1), 9).unwrap()), "{name}");
         assert!(e.to_string().contains("can never fit"), "{name}: {e}");
         // Nothing was recorded: the whole burst and the whole window are still there.
-        assert!(limiter.check(&subjects, 2).await.is_ok(), "{name}");
-        let e = limiter.check(&subjects, 6).await.unwrap_err();
+        assert!(limiter.check(&subjects).cost(2).await.is_ok(), "{name}");
+        let e = limiter.check(&subjects).cost(6).await.unwrap_err();
         assert_eq!(e.cause(), Cause::CostTooHigh, "{name}");
         assert_eq!(e.rule(), Some(Rule::new(Duration::from_secs(10), 5).unwrap()), "{name}");
     }

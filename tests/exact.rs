@@ -13,7 +13,7 @@ use definition::{build, compare, subjects, LimitSpec, RuleModel};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratelimit::store::StoreHandle;
-use ratelimit::{Algorithm, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::{Algorithm, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
 use schedule::{limits_strategy, runner, stores, T0};
 use std::sync::Arc;
 use support::RedisServer;
@@ -24,11 +24,11 @@ const S: u64 = 1_000_000;
 /// store's own answers).
 fn limiter(store: &StoreHandle, name: &str, alg: Algorithm, window_ms: u64, count: u64, burst: Option<u64>) -> Limiter {
     let rule = Rule::from_millis(window_ms, count).unwrap();
-    let mut b = Limiter::builder(name).limit_with(LimitType::Global, [rule], alg, ratelimit::store::DEFAULT_PREFIX);
+    let mut limit = Limit::new(LimitType::Global, [rule]).algorithm(alg);
     if let Some(n) = burst {
-        b = b.burst(n);
+        limit = limit.burst(n);
     }
-    b.store(store.clone()).refusal_cache(false).build().unwrap()
+    Limiter::builder(name).limit(limit).store(store.clone()).refusal_cache(false).build().unwrap()
 }
 
 /// What a call answered: admitted with (remaining, reset µs), or refused with retry-after µs.
@@ -49,12 +49,12 @@ fn answer(r: Result<ratelimit::Permit<'_>, RateLimited>) -> Answer {
 }
 
 async fn call(l: &Limiter, cost: u64, at: u64) -> Answer {
-    answer(l.check_at(&[Subject::global()], cost, support::at(at)).await)
+    answer(l.check(&[Subject::global()]).cost(cost).at(support::at(at)).await)
 }
 
 /// (remaining, reset µs) of the limit's rule, read by a peek at `at`.
 async fn peek(l: &Limiter, at: u64) -> (u64, u128) {
-    let s = l.peek_at(&[Subject::global()], support::at(at)).await.unwrap();
+    let s = l.peek(&[Subject::global()]).at(support::at(at)).await.unwrap();
     (s[0].remaining, s[0].reset.as_micros())
 }
 
@@ -138,7 +138,7 @@ async fn gcra_120000_per_second_admits_what_the_definition_admits() {
                 tat_n = start + window_us;
                 expected.push(dt);
             }
-            if l.check_at(&[Subject::global()], 1, support::at(T0 + dt)).await.is_ok() {
+            if l.check(&[Subject::global()]).at(support::at(T0 + dt)).await.is_ok() {
                 admitted_at.push(dt);
             }
         }

@@ -124,8 +124,8 @@ async fn run(
             _ => 1 + s.random % fitting,
         };
         let got = match clock {
-            Some(_) => l.check(&subjects, c).await,
-            None => l.check_at(&subjects, c, support::at(t)).await,
+            Some(_) => l.check(&subjects).cost(c).await,
+            None => l.check(&subjects).cost(c).at(support::at(t)).await,
         };
         let before: Vec<_> = blocks.iter().map(|p| p.until).collect();
         let was_blocked = blocks.iter().any(|p| p.until.is_some_and(|(end, _)| end > t));
@@ -212,12 +212,12 @@ async fn a_pinned_refund_reaches_the_previous_window_of_a_counter() {
         }];
         let l = build(&store, "exact_policies::counter_refund", &limits);
         let g = subjects(&limits);
-        let first = l.check_at(&g, 1, support::at(T0 + 100_000)).await.unwrap();
-        l.check_at(&g, 1, support::at(T0 + 1_100_000)).await.unwrap();
+        let first = l.check(&g).at(support::at(T0 + 100_000)).await.unwrap();
+        l.check(&g).at(support::at(T0 + 1_100_000)).await.unwrap();
         first.refund().await.unwrap();
         // 10 − 1 counted in this window − ⌈0 · 0.9⌉ of the previous one: 9 (8 while the
         // refunded unit still weighed).
-        let p = l.check_at(&g, 0, support::at(T0 + 1_100_000)).await.unwrap();
+        let p = l.check(&g).cost(0).at(support::at(T0 + 1_100_000)).await.unwrap();
         assert_eq!(p.quota().unwrap().remaining, 9, "{}", store.describe());
     }
 }

@@ -12,7 +12,7 @@ mod prometheus;
 mod server;
 mod support;
 
-use ratelimit::{rate_limiter, Cause, FailurePolicy, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::{rate_limiter, Cause, FailurePolicy, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -327,34 +327,34 @@ async fn local_decisions_are_exact_while_the_store_is_down() {
 
     // By hand, at pinned times: the local store keeps the same time as the call.
     let limiter = Limiter::builder("failure::local")
-        .limit(LimitType::Ip, [Rule::new(Duration::from_secs(10), 2).unwrap()])
+        .limit(Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(10), 2).unwrap()]))
         .on_error(FailurePolicy::Local)
         .build()
         .unwrap();
     let who = [Subject::ip(support::addr("203.0.113.9"))];
     let t0 = 1_700_000_000_000_000;
-    assert!(limiter.check_at(&who, 1, support::at(t0)).await.is_ok());
-    let quota = limiter.check_at(&who, 1, support::at(t0 + 1)).await.unwrap().quota().expect("decided in memory");
+    assert!(limiter.check(&who).at(support::at(t0)).await.is_ok());
+    let quota = limiter.check(&who).at(support::at(t0 + 1)).await.unwrap().quota().expect("decided in memory");
     assert_eq!(quota.remaining, 0);
-    let refused = limiter.check_at(&who, 1, support::at(t0 + 2)).await.unwrap_err();
+    let refused = limiter.check(&who).at(support::at(t0 + 2)).await.unwrap_err();
     assert_eq!(refused.cause(), Cause::Exceeded);
     assert_eq!(refused.retry_after(), Duration::from_micros(10_000_000 - 2));
-    assert!(limiter.check_at(&who, 1, support::at(t0 + 10_000_000)).await.is_ok(), "the window slid");
+    assert!(limiter.check(&who).at(support::at(t0 + 10_000_000)).await.is_ok(), "the window slid");
     assert!(limiter.peek(&who).await.is_err(), "reads report the store's failure");
 
     // What was taken in memory is given back in memory: a refund, and a concurrency slot.
     let limiter = Limiter::builder("failure::local_give_back")
-        .limit(LimitType::Ip, [Rule::new(Duration::from_secs(10), 1).unwrap()])
-        .concurrency(LimitType::Ip, 1)
+        .limit(Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(10), 1).unwrap()]))
+        .limit(Limit::concurrency(LimitType::Ip, 1))
         .on_error(FailurePolicy::Local)
         .build()
         .unwrap();
     let both = [who[0].clone(), who[0].clone()];
-    let permit = limiter.check(&both, 1).await.expect("decided in memory");
-    let busy = limiter.check(&both, 1).await.unwrap_err();
+    let permit = limiter.check(&both).await.expect("decided in memory");
+    let busy = limiter.check(&both).await.unwrap_err();
     assert!(matches!(busy.cause(), Cause::Exceeded | Cause::Concurrency), "{busy}");
     permit.refund().await.expect("refunded in memory");
-    let again = limiter.check(&both, 1).await.expect("the unit and the slot are free again");
+    let again = limiter.check(&both).await.expect("the unit and the slot are free again");
     drop(again);
-    assert!(limiter.check(&both, 1).await.is_err(), "the unit stays counted once not refunded");
+    assert!(limiter.check(&both).await.is_err(), "the unit stays counted once not refunded");
 }

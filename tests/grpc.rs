@@ -10,7 +10,7 @@ mod grpc;
 use grpc::{call_say_hello, HelloRequest};
 use ratelimit::store::RedisStore;
 use ratelimit::tonic::RequestContextLayer;
-use ratelimit::{Cause, FailurePolicy, LimitType, Limiter, Rule, Subject};
+use ratelimit::{Cause, FailurePolicy, Limit, LimitType, Limiter, Rule, Subject};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,12 +127,12 @@ async fn status_codes_of_every_cause() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let redis = RedisStore::open(&format!("redis://{closed}/"), Duration::from_millis(200)).unwrap();
     let down = Limiter::builder("grpc_down")
-        .limit(LimitType::Ip, rule())
+        .limit(Limit::new(LimitType::Ip, rule()))
         .store(Arc::new(redis))
         .on_error(FailurePolicy::Deny)
         .build()
         .unwrap();
-    let e = down.check(&ip, 1).await.unwrap_err();
+    let e = down.check(&ip).await.unwrap_err();
     assert_eq!(e.cause(), Cause::StoreUnavailable);
     let status = tonic::Status::from(e);
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
@@ -141,13 +141,14 @@ async fn status_codes_of_every_cause() {
 
     // No identity to count for (no request context): a server bug, INTERNAL, no retry-after.
     let memory = || Arc::new(ratelimit::store::MemoryStore::new());
-    let limiter = Limiter::builder("grpc_missing").limit(LimitType::Ip, rule()).store(memory()).build().unwrap();
-    let status = tonic::Status::from(limiter.check(&[Subject::missing()], 1).await.unwrap_err());
+    let limiter =
+        Limiter::builder("grpc_missing").limit(Limit::new(LimitType::Ip, rule())).store(memory()).build().unwrap();
+    let status = tonic::Status::from(limiter.check(&[Subject::missing()]).await.unwrap_err());
     assert_eq!(status.code(), Code::Internal, "{status:?}");
     assert!(status.metadata().get("retry-after").is_none());
 
     // A cost that can never fit: RESOURCE_EXHAUSTED, and no retry-after (waiting cannot help).
-    let status = tonic::Status::from(limiter.check(&ip, 3).await.unwrap_err());
+    let status = tonic::Status::from(limiter.check(&ip).cost(3).await.unwrap_err());
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert!(status.metadata().get("retry-after").is_none());
 }

@@ -7,9 +7,9 @@
 mod support;
 
 use ratelimit::clock::ManualClock;
-use ratelimit::rule::LimiterError;
-use ratelimit::store::{MemoryStore, RedisStore, StoreHandle, DEFAULT_PREFIX};
-use ratelimit::{rate_limiter, Algorithm, Cause, FailurePolicy, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::error::BuildError;
+use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
+use ratelimit::{rate_limiter, Algorithm, Cause, FailurePolicy, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -32,16 +32,11 @@ const RUN: Duration = Duration::from_secs(3);
 
 /// A global limit of `count` per `window`, in hot-key mode when `sync` is given.
 fn global(store: StoreHandle, algorithm: Algorithm, window: Duration, count: u64, sync: Option<Duration>) -> Limiter {
-    let mut b = Limiter::builder("hot_keys::global").limit_with(
-        LimitType::Global,
-        [Rule::new(window, count).unwrap()],
-        algorithm,
-        DEFAULT_PREFIX,
-    );
+    let mut limit = Limit::new(LimitType::Global, [Rule::new(window, count).unwrap()]).algorithm(algorithm);
     if let Some(sync) = sync {
-        b = b.sync(sync);
+        limit = limit.sync(sync);
     }
-    b.store(store).on_error(FailurePolicy::Deny).build().unwrap()
+    Limiter::builder("hot_keys::global").limit(limit).store(store).on_error(FailurePolicy::Deny).build().unwrap()
 }
 
 fn now_us() -> u64 {
@@ -59,20 +54,20 @@ fn one_process_admits_exactly_while_its_reserves_follow_the_store() {
     let l = global(store.clone(), Algorithm::FixedWindow, second, 100, Some(Duration::from_millis(100)));
     let exact = global(store, Algorithm::FixedWindow, second, 100, None);
     let g = [Subject::global()];
-    let passed = (0..500).filter(|_| l.check_blocking(&g, 1).is_ok()).count();
+    let passed = (0..500).filter(|_| l.check(&g).blocking().is_ok()).count();
     assert_eq!(passed, 100, "the whole quota, through reserves of at most 10");
     // The store counted every unit: an exact limiter on the same keys sees no room.
-    assert_eq!(exact.peek_blocking(&g).unwrap()[0].remaining, 0);
-    let refused = l.check_blocking(&g, 1).unwrap_err();
+    assert_eq!(exact.peek(&g).blocking().unwrap()[0].remaining, 0);
+    let refused = l.check(&g).blocking().unwrap_err();
     assert_eq!(refused.cause(), Cause::Exceeded);
     assert!(refused.retry_after() > Duration::ZERO && refused.retry_after() <= Duration::from_secs(1));
     // The next window: the reserve refills from the store, and a reset forgets it.
     clock.advance(Duration::from_secs(1));
-    assert!(l.check_blocking(&g, 1).is_ok());
-    assert!(exact.peek_blocking(&g).unwrap()[0].remaining < 100, "the batch is counted in the store");
-    l.reset_blocking(&g).unwrap();
-    assert_eq!(exact.peek_blocking(&g).unwrap()[0].remaining, 100);
-    let passed = (0..500).filter(|_| l.check_blocking(&g, 1).is_ok()).count();
+    assert!(l.check(&g).blocking().is_ok());
+    assert!(exact.peek(&g).blocking().unwrap()[0].remaining < 100, "the batch is counted in the store");
+    l.reset(&g).blocking().unwrap();
+    assert_eq!(exact.peek(&g).blocking().unwrap()[0].remaining, 100);
+    let passed = (0..500).filter(|_| l.check(&g).blocking().is_ok()).count();
     assert_eq!(passed, 100, "after a reset, the whole quota again");
 }
 
@@ -81,26 +76,28 @@ fn a_sync_limit_stacked_with_an_exact_one_counts_all_or_nothing() {
     let clock = Arc::new(ManualClock::new(1_767_225_600_000_000));
     let store: StoreHandle = Arc::new(MemoryStore::with_clock(clock));
     let l = Limiter::builder("hot_keys::stacked")
-        .limit(LimitType::Global, [Rule::new(Duration::from_secs(10), 1_000).unwrap()])
-        .sync(Duration::from_secs(1))
-        .limit(LimitType::Ip, [Rule::new(Duration::from_secs(10), 3).unwrap()])
+        .limit(
+            Limit::new(LimitType::Global, [Rule::new(Duration::from_secs(10), 1_000).unwrap()])
+                .sync(Duration::from_secs(1)),
+        )
+        .limit(Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(10), 3).unwrap()]))
         .store(store)
         .build()
         .unwrap();
     let alice = [Subject::global(), Subject::ip("203.0.113.1".parse().unwrap())];
     let bob = [Subject::global(), Subject::ip("203.0.113.2".parse().unwrap())];
     for _ in 0..3 {
-        assert!(l.check_blocking(&alice, 1).is_ok());
+        assert!(l.check(&alice).blocking().is_ok());
     }
     // Refused by the exact limit: the global units go back to the reserve.
     for _ in 0..50 {
-        let e = l.check_blocking(&alice, 1).unwrap_err();
+        let e = l.check(&alice).blocking().unwrap_err();
         assert_eq!(e.limit_type(), LimitType::Ip);
     }
     for _ in 0..3 {
-        assert!(l.check_blocking(&bob, 1).is_ok());
+        assert!(l.check(&bob).blocking().is_ok());
     }
-    let statuses = l.peek_blocking(&alice).unwrap();
+    let statuses = l.peek(&alice).blocking().unwrap();
     assert_eq!(statuses[1].remaining, 0, "the exact limit, in the attribute order");
     // Six calls admitted; the store's global count is six plus what this process holds in its
     // reserve (at most what the rule earns in one interval: 100).
@@ -112,15 +109,15 @@ fn a_sync_limit_stacked_with_an_exact_one_counts_all_or_nothing() {
 fn sync_is_checked_when_the_limiter_is_built() {
     let rule = || [Rule::new(Duration::from_secs(1), 10).unwrap()];
     let build = |b: ratelimit::LimiterBuilder| b.store(Arc::new(MemoryStore::new())).build().err();
-    let too_long = Limiter::builder("hot_keys::bad").limit(LimitType::Global, rule()).sync(Duration::from_secs(2));
-    assert_eq!(build(too_long), Some(LimiterError::InvalidSync(Duration::from_secs(2))));
+    let too_long =
+        Limiter::builder("hot_keys::bad").limit(Limit::new(LimitType::Global, rule()).sync(Duration::from_secs(2)));
+    assert_eq!(build(too_long), Some(BuildError::InvalidSync(Duration::from_secs(2))));
     let with_block = Limiter::builder("hot_keys::bad")
-        .limit(LimitType::Global, rule())
-        .block(Duration::from_secs(5))
-        .sync(Duration::from_millis(10));
-    assert_eq!(build(with_block), Some(LimiterError::SyncWithPolicy));
-    let slots = Limiter::builder("hot_keys::bad").concurrency(LimitType::Global, 3).sync(Duration::from_millis(10));
-    assert_eq!(build(slots), Some(LimiterError::SyncWithPolicy));
+        .limit(Limit::new(LimitType::Global, rule()).block(Duration::from_secs(5)).sync(Duration::from_millis(10)));
+    assert_eq!(build(with_block), Some(BuildError::SyncWithBlockOrConcurrency));
+    let slots = Limiter::builder("hot_keys::bad")
+        .limit(Limit::concurrency(LimitType::Global, 3).sync(Duration::from_millis(10)));
+    assert_eq!(build(slots), Some(BuildError::SyncWithBlockOrConcurrency));
 }
 
 #[test]
@@ -131,7 +128,7 @@ fn the_overrides_file_puts_a_limit_in_hot_key_mode() {
     let store: StoreHandle = Arc::new(MemoryStore::with_clock(clock));
     let build = |name: &str| {
         Limiter::builder(name)
-            .limit(LimitType::Global, [Rule::new(Duration::from_secs(60), 1_000).unwrap()])
+            .limit(Limit::new(LimitType::Global, [Rule::new(Duration::from_secs(60), 1_000).unwrap()]))
             .store(store.clone())
             .build()
             .unwrap()
@@ -140,13 +137,13 @@ fn the_overrides_file_puts_a_limit_in_hot_key_mode() {
     file.apply("[[limit]]\nlimiter = \"hot_keys::configured\"\ntype = \"global\"\nsync = \"1s\"\n");
     let g = [Subject::global()];
     for _ in 0..4 {
-        configured.check_blocking(&g, 1).unwrap();
-        plain.check_blocking(&g, 1).unwrap();
+        configured.check(&g).blocking().unwrap();
+        plain.check(&g).blocking().unwrap();
     }
     // Exact: the store counts each call. Hot-key mode: batches of 1, 2 and 4 as the reserve
     // runs out within its interval, 7 units counted for the 4 calls.
-    assert_eq!(plain.peek_blocking(&g).unwrap()[0].remaining, 996);
-    assert_eq!(configured.peek_blocking(&g).unwrap()[0].remaining, 993);
+    assert_eq!(plain.peek(&g).blocking().unwrap()[0].remaining, 996);
+    assert_eq!(configured.peek(&g).blocking().unwrap()[0].remaining, 993);
     file.apply("");
 }
 
@@ -184,7 +181,7 @@ fn hot_key_worker() {
                     let mut admitted = Vec::new();
                     while std::time::Instant::now() < until {
                         calls.fetch_add(1, Ordering::Relaxed);
-                        if l.check(&[Subject::global()], 1).await.is_ok() {
+                        if l.check(&[Subject::global()]).await.is_ok() {
                             admitted.push(now_us());
                         }
                         tokio::task::yield_now().await;
@@ -261,7 +258,7 @@ fn after_an_outage_the_store_holds_every_unit_handed_out() {
     let g = [Subject::global()];
     // Fill a reserve or two (at most 500 units: what the rule earns in 500 ms).
     let mut before = 0;
-    while before < 40 && l.check_blocking(&g, 1).is_ok() {
+    while before < 40 && l.check(&g).blocking().is_ok() {
         before += 1;
     }
     server.pause();
@@ -269,7 +266,7 @@ fn after_an_outage_the_store_holds_every_unit_handed_out() {
     let mut during = 0;
     let mut unavailable = 0;
     for _ in 0..600 {
-        match l.check_blocking(&g, 1) {
+        match l.check(&g).blocking() {
             Ok(_) => during += 1,
             Err(e) if e.cause() == Cause::StoreUnavailable => {
                 unavailable += 1;
@@ -284,13 +281,13 @@ fn after_an_outage_the_store_holds_every_unit_handed_out() {
     assert!(unavailable >= 1, "the store's failure reached the calls once the reserve ran out");
     assert!(during <= 500, "{during} passed from a reserve of at most 500");
     // Everything handed out was counted in the store before it was handed out.
-    let statuses = exact.peek_blocking(&g).unwrap();
+    let statuses = exact.peek(&g).blocking().unwrap();
     let counted = count - statuses[0].remaining;
     assert!(counted >= before + during, "store counted {counted}, handed out {}", before + during);
     // And the store answers again: fills resume (at the latest after the window rolls over).
     let back = (0..200).any(|_| {
         std::thread::sleep(Duration::from_millis(10));
-        l.check_blocking(&g, 1).is_ok()
+        l.check(&g).blocking().is_ok()
     });
     assert!(back, "decisions came back after the outage");
 }

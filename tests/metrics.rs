@@ -12,8 +12,8 @@ mod support;
 
 use prometheus::{recorder, scrape, Scrape};
 use ratelimit::{
-    store::MemoryStore, store::RedisStore, store::StoreError, store::StoreHandle, Cause, FailurePolicy, LimitType,
-    Limiter, Rule, Subject,
+    store::MemoryStore, store::RedisStore, store::StoreError, store::StoreHandle, Cause, FailurePolicy, Limit,
+    LimitType, Limiter, Rule, Subject,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +30,7 @@ fn decisions(s: &Scrape, limiter: &str, outcome: &str) -> f64 {
 fn limiter(name: &str, limit_type: LimitType, count: u64, store: StoreHandle, on_error: FailurePolicy) -> Limiter {
     recorder();
     Limiter::builder(name)
-        .limit(limit_type, [Rule::new(Duration::from_secs(60), count).expect("rule")])
+        .limit(Limit::new(limit_type, [Rule::new(Duration::from_secs(60), count).expect("rule")]))
         .store(store)
         .on_error(on_error)
         .build()
@@ -63,16 +63,16 @@ fn memory_decisions_are_counted_exactly() {
 
     let before = scrape();
     let duration_before = before.count(DURATION_COUNT, &[("store", "memory")]);
-    let results: Vec<bool> = (0..8).map(|_| by_ip.check_blocking(std::slice::from_ref(&ip), 1).is_ok()).collect();
+    let results: Vec<bool> = (0..8).map(|_| by_ip.check(std::slice::from_ref(&ip)).blocking().is_ok()).collect();
     assert_eq!(results, [true, true, true, true, true, false, false, false]);
     for _ in 0..3 {
-        let _ = by_user.check_blocking(std::slice::from_ref(&user), 1);
+        let _ = by_user.check(std::slice::from_ref(&user)).blocking();
     }
-    let missing = by_user.check_blocking(&[Subject::missing()], 1).expect_err("no user");
+    let missing = by_user.check(&[Subject::missing()]).blocking().expect_err("no user");
     assert_eq!(missing.cause(), Cause::SubjectMissing);
     // Enough calls on this thread for the 1-in-64 timing sample to fire at least 4 times.
     for _ in 0..256 {
-        let _ = by_ip.check_blocking(std::slice::from_ref(&ip), 1);
+        let _ = by_ip.check(std::slice::from_ref(&ip)).blocking();
     }
 
     let s = scrape();
@@ -105,10 +105,10 @@ async fn redis_decisions_latency_and_errors() {
     let s0 = scrape();
     let mut allowed = 0;
     for _ in 0..6 {
-        allowed += usize::from(open.check(&ip, 1).await.is_ok());
+        allowed += usize::from(open.check(&ip).await.is_ok());
     }
     assert_eq!(allowed, 4);
-    closed.check(&[Subject::global()], 1).await.expect("room");
+    closed.check(&[Subject::global()]).await.expect("room");
     let s1 = scrape();
     assert_eq!(decisions(&s1, "metrics_test::redis_open", "allowed"), 4.0);
     assert_eq!(decisions(&s1, "metrics_test::redis_open", "denied"), 2.0);
@@ -132,7 +132,7 @@ async fn redis_decisions_latency_and_errors() {
     let auth = |s: &Scrape| s.count(ERRORS, &[("store", "redis"), ("kind", "auth")]);
     let all = |s: &Scrape| s.sum(ERRORS, &[("store", "redis")]);
     for _ in 0..2 {
-        let permit = wrong_pw.check(&[Subject::global()], 1).await.expect("fail open");
+        let permit = wrong_pw.check(&[Subject::global()]).await.expect("fail open");
         assert!(permit.quota().is_none(), "let through unchecked");
     }
     let s2 = scrape();
@@ -141,7 +141,7 @@ async fn redis_decisions_latency_and_errors() {
     // Without AUTH, Redis answers a long command with "unauthenticated multibulk length" and
     // closes the connection (the next call may find it broken: a connection error).
     for _ in 0..2 {
-        no_pw.check(&[Subject::global()], 1).await.expect("fail open");
+        no_pw.check(&[Subject::global()]).await.expect("fail open");
     }
     let s2b = scrape();
     assert_eq!(decisions(&s2b, "metrics_test::redis_no_pw", "failed_open"), 2.0);
@@ -153,9 +153,9 @@ async fn redis_decisions_latency_and_errors() {
     // A hung Redis (SIGSTOP): the call gives up at the timeout; the error is a `Timeout`, and
     // its metric's kind comes from that variant.
     redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("").exec(&mut admin).expect("no password");
-    closed.check(&[Subject::global()], 1).await.expect("room");
+    closed.check(&[Subject::global()]).await.expect("room");
     redis.pause();
-    let e = closed.check(&[Subject::global()], 1).await.expect_err("fail closed");
+    let e = closed.check(&[Subject::global()]).await.expect_err("fail closed");
     redis.resume();
     let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<StoreError>());
     assert!(matches!(source, Some(StoreError::Timeout { .. })), "{source:?}");
@@ -170,7 +170,7 @@ async fn redis_decisions_latency_and_errors() {
     assert_eq!(keys.len(), 1, "one log");
     let saved: Vec<u8> = redis::cmd("DUMP").arg(&keys[0]).query(&mut admin).expect("dump");
     redis::cmd("SET").arg(&keys[0]).arg("not a log").exec(&mut admin).expect("set");
-    let e = closed.check(&[Subject::global()], 1).await.expect_err("fail closed");
+    let e = closed.check(&[Subject::global()]).await.expect_err("fail closed");
     redis::cmd("RESTORE").arg(&keys[0]).arg(0).arg(saved).arg("REPLACE").exec(&mut admin).expect("restore");
     let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<StoreError>());
     assert!(matches!(source, Some(StoreError::Script { .. })), "{source:?}");
@@ -181,7 +181,7 @@ async fn redis_decisions_latency_and_errors() {
     let closed_port = format!("redis://127.0.0.1:{}/", support::free_port());
     let nowhere: StoreHandle = Arc::new(RedisStore::open(&closed_port, timeout).expect("store"));
     let nowhere = limiter("metrics_test::closed_port", LimitType::Global, 100, nowhere, FailurePolicy::Deny);
-    let e = nowhere.check(&[Subject::global()], 1).await.expect_err("fail closed");
+    let e = nowhere.check(&[Subject::global()]).await.expect_err("fail closed");
     let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<StoreError>());
     assert!(matches!(source, Some(StoreError::Connection { .. })), "{source:?}");
     let s2e = scrape();
@@ -196,10 +196,10 @@ async fn redis_decisions_latency_and_errors() {
     // Another IP: the first one's refusal stands in the local cache whatever the store does.
     let other_ip = [Subject::ip("203.0.113.100".parse().unwrap())];
     for _ in 0..3 {
-        open.check(&other_ip, 1).await.expect("fail open");
+        open.check(&other_ip).await.expect("fail open");
     }
     for _ in 0..2 {
-        let e = closed.check(&[Subject::global()], 1).await.expect_err("fail closed");
+        let e = closed.check(&[Subject::global()]).await.expect_err("fail closed");
         assert_eq!(e.cause(), Cause::StoreUnavailable);
     }
     let s3 = scrape();
@@ -228,7 +228,7 @@ async fn redis_decisions_latency_and_errors() {
 fn metric_names_and_label_sets() {
     let store: StoreHandle = Arc::new(MemoryStore::new());
     let l = limiter("metrics_test::names", LimitType::Global, 1, store, FailurePolicy::Allow);
-    let _ = l.check_blocking(&[Subject::global()], 1);
+    let _ = l.check(&[Subject::global()]).blocking();
     let s = scrape();
     // Every outcome series exists from the limiter's construction on, at 0 until it happens.
     for outcome in ["allowed", "denied", "shadow_denied", "exempt", "failed_open", "failed_closed", "subject_missing"] {
@@ -268,7 +268,7 @@ fn counts_of_many_threads_are_exact() {
                 s.spawn(|| {
                     barrier.wait();
                     for _ in 0..CALLS {
-                        let _ = l.check_blocking(&[Subject::global()], 1);
+                        let _ = l.check(&[Subject::global()]).blocking();
                     }
                 });
             }
@@ -292,8 +292,8 @@ fn counts_reach_the_recorder_unasked_and_on_drop() {
     let kept = limiter("metrics_test::unasked", LimitType::Global, 100, store.clone(), FailurePolicy::Allow);
     let dropped = limiter("metrics_test::dropped", LimitType::Global, 100, store, FailurePolicy::Allow);
     for _ in 0..7 {
-        let _ = kept.check_blocking(&[Subject::global()], 1);
-        let _ = dropped.check_blocking(&[Subject::global()], 1);
+        let _ = kept.check(&[Subject::global()]).blocking();
+        let _ = dropped.check(&[Subject::global()]).blocking();
     }
     drop(dropped);
     let s = prometheus::scrape_unflushed();

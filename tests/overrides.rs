@@ -9,7 +9,7 @@
 mod server;
 mod support;
 
-use ratelimit::{store::MemoryStore, store::StoreHandle, LimitType, Limiter, Mode, Rule, Subject};
+use ratelimit::{store::MemoryStore, store::StoreHandle, Limit, LimitType, Limiter, Mode, Rule, Subject};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
@@ -43,26 +43,25 @@ fn ip(text: &str) -> Subject<'static> {
 }
 
 fn passes(limiter: &Limiter, subjects: &[Subject<'_>], n: usize) -> usize {
-    (0..n).filter(|_| limiter.check_blocking(subjects, 1).is_ok()).count()
+    (0..n).filter(|_| limiter.check(subjects).blocking().is_ok()).count()
 }
 
 /// Every scenario, on one store; limiter names carry `tag` so stores do not share counts.
 fn scenarios(store: StoreHandle, tag: &str) {
     let _guard = locked();
     let build = |name: &str, t: LimitType, r: Rule| {
-        Limiter::builder(format!("{tag}::{name}")).limit(t, [r]).store(store.clone()).build().unwrap()
+        Limiter::builder(format!("{tag}::{name}")).limit(Limit::new(t, [r])).store(store.clone()).build().unwrap()
     };
     let hello = build("hello", LimitType::Ip, rule(60, 5));
     let watched = build("watched", LimitType::Global, rule(60, 1));
     let orders = Limiter::builder(format!("{tag}::orders"))
-        .limit(LimitType::User, [rule(60, 1)])
-        .limit(LimitType::Ip, [rule(60, 1)])
+        .limit(Limit::new(LimitType::User, [rule(60, 1)]))
+        .limit(Limit::new(LimitType::Ip, [rule(60, 1)]))
         .store(store.clone())
         .build()
         .unwrap();
     let attr_shadow = Limiter::builder(format!("{tag}::attr_shadow"))
-        .limit(LimitType::Global, [rule(60, 1)])
-        .mode(Mode::Shadow)
+        .limit(Limit::new(LimitType::Global, [rule(60, 1)]).mode(Mode::Shadow))
         .store(store.clone())
         .build()
         .unwrap();
@@ -93,7 +92,7 @@ users = ["ops-bot"]
     // Override rules apply, and show as the rules in force.
     let a = [ip("203.0.113.1")];
     assert_eq!(passes(&hello, &a, 5), 2, "{tag}: the file's 2/1m replaces the attribute's 5/1m");
-    let e = hello.check_blocking(&a, 1).unwrap_err();
+    let e = hello.check(&a).blocking().unwrap_err();
     assert_eq!(e.rule(), Some(rule(60, 2)));
     let names: Vec<String> = e.policies().iter().map(|p| p.name()).collect();
     assert_eq!(names, ["ip-1h", "ip-1m"]);
@@ -132,7 +131,7 @@ type = "global"
 mode = "enforce"
 "#
     ));
-    assert!(watched.check_blocking(&[Subject::global()], 1).is_err(), "{tag}: shadow counted the calls");
+    assert!(watched.check(&[Subject::global()]).blocking().is_err(), "{tag}: shadow counted the calls");
     assert_eq!(passes(&hello, &exempt_ip, 5), 3, "{tag}: exempt calls were not counted");
     assert_eq!(passes(&hello, &a, 5), 3, "{tag}: changed rules start fresh counts");
     assert_eq!(passes(&attr_shadow, &[Subject::global()], 3), 3, "{tag}: the attribute's shadow stays");
@@ -150,7 +149,7 @@ mode = "enforce"
     apply(&format!("[[limit]]\nlimiter = \"{tag}::watched\"\ntype = \"global\"\nmode = \"off\"\n"));
     assert_eq!(passes(&watched, &[Subject::global()], 5), 5, "{tag}: off");
     apply("");
-    assert!(watched.check_blocking(&[Subject::global()], 1).is_err(), "{tag}: the attribute's rule again");
+    assert!(watched.check(&[Subject::global()]).blocking().is_err(), "{tag}: the attribute's rule again");
     assert_eq!(passes(&hello, &[ip("203.0.113.3")], 7), 5, "{tag}: the attribute's 5/1m again");
 }
 
@@ -175,7 +174,7 @@ fn exemptions_read_every_address_form() {
     use ratelimit::subject::IpValue;
     let _guard = locked();
     let limiter = Limiter::builder("addr::exempt")
-        .limit(LimitType::Ip, [rule(60, 1)])
+        .limit(Limit::new(LimitType::Ip, [rule(60, 1)]))
         .store(Arc::new(MemoryStore::new()))
         .build()
         .unwrap();
@@ -225,8 +224,9 @@ fn the_refusal_cache_works_under_the_file() {
     let redis = RedisServer::start();
     let store: StoreHandle =
         Arc::new(ratelimit::store::RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open"));
-    let build =
-        |name: &str| Limiter::builder(name).limit(LimitType::Ip, [rule(60, 100)]).store(store.clone()).build().unwrap();
+    let build = |name: &str| {
+        Limiter::builder(name).limit(Limit::new(LimitType::Ip, [rule(60, 100)])).store(store.clone()).build().unwrap()
+    };
     let enforced = build("cache::enforced");
     let shadowed = build("cache::shadowed");
     apply(
@@ -275,8 +275,8 @@ fn peek_and_reset_follow_the_file() {
     let store: StoreHandle =
         Arc::new(ratelimit::store::RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open"));
     let login = Limiter::builder("admin::login")
-        .limit(LimitType::Ip, [rule(60, 100)])
-        .limit(LimitType::User, [rule(60, 100)])
+        .limit(Limit::new(LimitType::Ip, [rule(60, 100)]))
+        .limit(Limit::new(LimitType::User, [rule(60, 100)]))
         .store(store)
         .build()
         .unwrap();
@@ -290,12 +290,12 @@ rules = ["2/1m"]
     );
     let who = [ip("192.0.2.44"), Subject::bytes(&b"mallory"[..])];
     assert_eq!(passes(&login, &who, 5), 2, "the file's 2 per minute for the user");
-    let status = login.peek_blocking(&who).expect("peek");
+    let status = login.peek(&who).blocking().expect("peek");
     let user = status.iter().find(|s| s.limit == 1).expect("the user limit, by its place");
     assert_eq!((user.policy.rule.count(), user.remaining), (2, 0), "{status:?}");
     let by_ip = status.iter().find(|s| s.limit == 0).expect("the ip limit");
     assert_eq!((by_ip.policy.rule.count(), by_ip.remaining), (100, 98), "{status:?}");
-    login.reset_blocking(&[Subject::missing(), Subject::bytes(&b"mallory"[..])]).expect("reset the user");
+    login.reset(&[Subject::missing(), Subject::bytes(&b"mallory"[..])]).blocking().expect("reset the user");
     assert_eq!(passes(&login, &who, 5), 2, "reset under the file's rules gives the user's 2 back");
     apply("");
 }
@@ -306,7 +306,7 @@ fn a_decision_in_flight_keeps_its_rules() {
     // Many threads decide while the file flips between two rule sets; every refusal names one
     // of the two rule sets whole, never a mix.
     let limiter = Limiter::builder("flip::f")
-        .limit(LimitType::Global, [rule(60, 1_000_000), rule(1, 1_000_000)])
+        .limit(Limit::new(LimitType::Global, [rule(60, 1_000_000), rule(1, 1_000_000)]))
         .store(Arc::new(MemoryStore::new()))
         .build()
         .unwrap();
@@ -319,7 +319,7 @@ fn a_decision_in_flight_keeps_its_rules() {
             std::thread::spawn(move || {
                 let mut seen = 0;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    if let Err(e) = limiter.check_blocking(&[Subject::global()], 1) {
+                    if let Err(e) = limiter.check(&[Subject::global()]).blocking() {
                         let names: Vec<String> = e.policies().iter().map(|p| p.name()).collect();
                         let whole = names == ["global-1h", "global-1m"]
                             || names == ["global-2h", "global-2m"]
@@ -454,7 +454,8 @@ fn a_malformed_file_stops_the_example_server() {
 fn the_file_sets_a_block() {
     let _guard = locked();
     let store: StoreHandle = Arc::new(ratelimit::store::MemoryStore::new());
-    let login = Limiter::builder("file::login").limit(LimitType::Ip, [rule(60, 2)]).store(store).build().unwrap();
+    let login =
+        Limiter::builder("file::login").limit(Limit::new(LimitType::Ip, [rule(60, 2)])).store(store).build().unwrap();
     apply(
         r#"
 [[limit]]
@@ -465,6 +466,6 @@ block = "5m"
     );
     let who = [ip("192.0.2.45")];
     assert_eq!(passes(&login, &who, 2), 2);
-    assert_eq!(login.check_blocking(&who, 1).unwrap_err().retry_after(), Duration::from_secs(300));
+    assert_eq!(login.check(&who).blocking().unwrap_err().retry_after(), Duration::from_secs(300));
     apply("");
 }

@@ -6,7 +6,7 @@ mod support;
 
 use ratelimit::clock::ManualClock;
 use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
-use ratelimit::{rate_limiter, Algorithm, Cause, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::{rate_limiter, Algorithm, Cause, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,16 +30,11 @@ fn name(what: &str) -> String {
 
 /// `count` per `window_ms` on `Ip`, with `algorithm`, and maybe a block.
 fn limiter(store: &StoreHandle, alg: Algorithm, window_ms: u64, count: u64, block: Option<Duration>) -> Limiter {
-    let mut b = Limiter::builder(name("l")).limit_with(
-        LimitType::Ip,
-        [Rule::from_millis(window_ms, count).unwrap()],
-        alg,
-        "rate_limit:",
-    );
+    let mut limit = Limit::new(LimitType::Ip, [Rule::from_millis(window_ms, count).unwrap()]).algorithm(alg);
     if let Some(block) = block {
-        b = b.block(block);
+        limit = limit.block(block);
     }
-    b.store(store.clone()).refusal_cache(false).build().unwrap()
+    Limiter::builder(name("l")).limit(limit).store(store.clone()).refusal_cache(false).build().unwrap()
 }
 
 /// The memory store and a real Redis: every feature is held to the same answers on both.
@@ -49,7 +44,7 @@ fn stores(server: &RedisServer) -> Vec<(&'static str, StoreHandle)> {
 
 /// The remaining quota of the first rule now (pinned at `us`).
 async fn remaining(l: &Limiter, subject: &Subject<'_>, us: u64) -> u64 {
-    l.peek_at(std::slice::from_ref(subject), at(us)).await.unwrap()[0].remaining
+    l.peek(std::slice::from_ref(subject)).at(at(us)).await.unwrap()[0].remaining
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -65,17 +60,17 @@ async fn a_refund_gives_the_units_back_with_every_algorithm_on_every_store() {
             let s = std::slice::from_ref(&who);
             // Mid-window, so that the fixed windows do not turn over.
             let t = T0 + 1_000_000;
-            let permits: Vec<_> = (0..3).map(|_| l.check_blocking_at(s, 1, at(t)).expect("room")).collect();
-            assert!(l.check_blocking_at(s, 1, at(t)).is_err(), "{store_name} {alg:?}: full");
+            let permits: Vec<_> = (0..3).map(|_| l.check(s).at(at(t)).blocking().expect("room")).collect();
+            assert!(l.check(s).at(at(t)).blocking().is_err(), "{store_name} {alg:?}: full");
             for p in permits {
                 p.refund().await.unwrap();
             }
             assert_eq!(remaining(&l, &who, t).await, 3, "{store_name} {alg:?}: all given back");
             // Never more than the capacity: a second refund of the same call cannot happen
             // (`refund` takes the permit), and refunds of units that are gone give nothing.
-            let kept = l.check_blocking_at(s, 2, at(t)).unwrap();
-            let refunded = l.check_blocking_at(s, 1, at(t)).unwrap();
-            assert!(l.check_blocking_at(s, 1, at(t)).is_err(), "{store_name} {alg:?}: full again");
+            let kept = l.check(s).cost(2).at(at(t)).blocking().unwrap();
+            let refunded = l.check(s).at(at(t)).blocking().unwrap();
+            assert!(l.check(s).at(at(t)).blocking().is_err(), "{store_name} {alg:?}: full again");
             refunded.refund().await.unwrap();
             assert_eq!(remaining(&l, &who, t).await, 1, "{store_name} {alg:?}: only the refunded call left");
             drop(kept);
@@ -91,14 +86,14 @@ fn a_refund_is_a_no_op_once_the_units_no_longer_count() {
         let store: StoreHandle = Arc::new(MemoryStore::with_clock(clock.clone()));
         let l = limiter(&store, alg, 1_000, 2, None);
         let who = [ip("203.0.113.2")];
-        let old = l.check_blocking(&who, 1).unwrap();
+        let old = l.check(&who).blocking().unwrap();
         // A whole window later the call counts nowhere: its refund must not make room beyond
         // the rules (two fresh calls fill the quota, the refund of the old one gives nothing).
         clock.advance(Duration::from_millis(1_500));
-        let _a = l.check_blocking(&who, 1).unwrap();
-        let _b = l.check_blocking(&who, 1).unwrap();
-        old.refund_blocking().unwrap();
-        assert!(l.check_blocking(&who, 1).is_err(), "{alg:?}: a stale refund made room");
+        let _a = l.check(&who).blocking().unwrap();
+        let _b = l.check(&who).blocking().unwrap();
+        old.refund().blocking().unwrap();
+        assert!(l.check(&who).blocking().is_err(), "{alg:?}: a stale refund made room");
     }
 }
 
@@ -110,12 +105,12 @@ async fn stale_refunds_on_redis_give_nothing() {
     for alg in Algorithm::ALL {
         let l = limiter(&store, alg, 300, 2, None);
         let who = [ip("203.0.113.3")];
-        let old = l.check(&who, 1).await.unwrap();
+        let old = l.check(&who).await.unwrap();
         std::thread::sleep(Duration::from_millis(700));
-        let _a = l.check(&who, 1).await.unwrap();
-        let _b = l.check(&who, 1).await.unwrap();
+        let _a = l.check(&who).await.unwrap();
+        let _b = l.check(&who).await.unwrap();
         old.refund().await.unwrap();
-        assert!(l.check(&who, 1).await.is_err(), "{alg:?}: a stale refund made room");
+        assert!(l.check(&who).await.is_err(), "{alg:?}: a stale refund made room");
     }
 }
 
@@ -134,7 +129,7 @@ async fn refund_races_never_exceed_the_limit_nor_go_negative() {
                     tokio::spawn(async move {
                         let mut kept = 0;
                         for i in 0..25u64 {
-                            let Ok(permit) = l.check(&[ip("198.51.100.9")], 1).await else { continue };
+                            let Ok(permit) = l.check(&[ip("198.51.100.9")]).await else { continue };
                             let now = held.fetch_add(1, Ordering::SeqCst) + 1;
                             peak.fetch_max(now, Ordering::SeqCst);
                             if (task + i) % 3 != 0 {
@@ -162,14 +157,14 @@ async fn refund_races_never_exceed_the_limit_nor_go_negative() {
             assert_eq!(left, 10 - kept, "{store_name} {alg:?}: the quota is used by kept calls only");
             // And exactly the rest of the quota is still there to be taken.
             let mut more = 0;
-            while l.check(&[ip("198.51.100.9")], 1).await.is_ok() {
+            while l.check(&[ip("198.51.100.9")]).await.is_ok() {
                 more += 1;
                 assert!(more <= 10, "{store_name} {alg:?}: more than the limit admitted");
             }
             assert_eq!(kept + more, 10, "{store_name} {alg:?}: refunds gave back exactly what they took");
             // More refunds than calls never go below zero: nothing to give back is a no-op.
             for _ in 0..3 {
-                if let Ok(p) = l.check(&[ip("198.51.100.9")], 1).await {
+                if let Ok(p) = l.check(&[ip("198.51.100.9")]).await {
                     p.refund().await.unwrap();
                 }
             }
@@ -191,29 +186,29 @@ async fn a_refusal_starts_a_block_that_refusals_do_not_extend() {
             let who = [ip("192.0.2.50")];
             let t = T0 + 1_000;
             for _ in 0..5 {
-                l.check_at(&who, 1, at(t)).await.unwrap();
+                l.check(&who).at(at(t)).await.unwrap();
             }
-            let first = l.check_at(&who, 1, at(t + 1_000)).await.unwrap_err();
+            let first = l.check(&who).at(at(t + 1_000)).await.unwrap_err();
             assert_eq!(first.cause(), Cause::Exceeded, "{store_name} {alg:?}");
             assert_eq!(first.retry_after(), block, "{store_name} {alg:?}: the whole block");
             assert_eq!(first.rule(), Some(Rule::from_millis(60_000, 5).unwrap()));
             // 90 s later the rule alone would have room again; the block still refuses, and
             // these refusals do not extend it.
             for s in [30, 61, 90, 119] {
-                let e = l.check_at(&who, 1, at(t + 1_000 + s * 1_000_000)).await.unwrap_err();
+                let e = l.check(&who).at(at(t + 1_000 + s * 1_000_000)).await.unwrap_err();
                 assert_eq!(e.retry_after(), block - Duration::from_secs(s), "{store_name} {alg:?} at +{s}s");
             }
             // Once the block has run out, the subject starts afresh.
-            l.check_at(&who, 1, at(t + 1_000 + 120_000_000)).await.expect("the block ended");
+            l.check(&who).at(at(t + 1_000 + 120_000_000)).await.expect("the block ended");
             // Another subject was never blocked.
-            l.check_at(&[ip("192.0.2.51")], 1, at(t + 2_000)).await.unwrap();
+            l.check(&[ip("192.0.2.51")]).at(at(t + 2_000)).await.unwrap();
             // A reset forgets the block too.
             for _ in 0..5 {
-                let _ = l.check_at(&who, 1, at(t + 200_000_000)).await;
+                let _ = l.check(&who).at(at(t + 200_000_000)).await;
             }
-            assert!(l.check_at(&who, 1, at(t + 200_000_001)).await.is_err());
+            assert!(l.check(&who).at(at(t + 200_000_001)).await.is_err());
             l.reset(&who).await.unwrap();
-            l.check_at(&who, 1, at(t + 200_000_002)).await.expect("reset lifted the block");
+            l.check(&who).at(at(t + 200_000_002)).await.expect("reset lifted the block");
         }
     }
 }
@@ -222,20 +217,19 @@ async fn a_refusal_starts_a_block_that_refusals_do_not_extend() {
 async fn the_refusal_cache_answers_a_block_without_the_store() {
     let server = RedisServer::start();
     let l = Limiter::builder(name("cache"))
-        .limit(LimitType::Ip, [Rule::from_millis(60_000, 2).unwrap()])
-        .block(Duration::from_secs(60))
+        .limit(Limit::new(LimitType::Ip, [Rule::from_millis(60_000, 2).unwrap()]).block(Duration::from_secs(60)))
         .store(redis(&server))
         .refusal_cache(true)
         .build()
         .unwrap();
     let who = [ip("192.0.2.60")];
-    l.check(&who, 1).await.unwrap();
-    l.check(&who, 1).await.unwrap();
-    let first = l.check(&who, 1).await.unwrap_err();
+    l.check(&who).await.unwrap();
+    l.check(&who).await.unwrap();
+    let first = l.check(&who).await.unwrap_err();
     assert!(first.retry_after() > Duration::from_secs(59));
     let before = server.calls("evalsha");
     for _ in 0..20 {
-        let e = l.check(&who, 1).await.unwrap_err();
+        let e = l.check(&who).await.unwrap_err();
         assert!(e.retry_after() > Duration::from_secs(58) && e.retry_after() <= Duration::from_secs(60));
     }
     assert_eq!(server.calls("evalsha"), before, "refusals during a block need no store call");
@@ -246,36 +240,35 @@ fn the_block_key_shares_the_limits_slot_and_expires() {
     let server = RedisServer::start();
     let limiter_name = name("keys");
     let l = Limiter::builder(&limiter_name)
-        .limit(LimitType::Ip, [Rule::from_millis(60_000, 1).unwrap()])
-        .block(Duration::from_secs(30))
+        .limit(Limit::new(LimitType::Ip, [Rule::from_millis(60_000, 1).unwrap()]).block(Duration::from_secs(30)))
         .store(redis(&server))
         .build()
         .unwrap();
     let who = [ip("192.0.2.70")];
-    l.check_blocking(&who, 1).unwrap();
-    l.check_blocking(&who, 1).unwrap_err();
+    l.check(&who).blocking().unwrap();
+    l.check(&who).blocking().unwrap_err();
     let mut c = server.client();
     let key = format!("rate_limit:{{{limiter_name}|ip|192.0.2.70}}:sw:1mx1:blk");
     let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut c).unwrap();
     assert!(ttl > 28_000 && ttl <= 31_000, "the block key expires with the block ({ttl} ms)");
-    assert_eq!(
-        ratelimit::__private::cluster_slot(key.as_bytes()),
-        ratelimit::__private::cluster_slot(format!("rate_limit:{{{limiter_name}|ip|192.0.2.70}}:sw:1mx1").as_bytes())
-    );
 }
 
 // ---------------------------------------------------------------------------------------------
 // Concurrency
 
 fn concurrency(store: &StoreHandle, n: u64, lease: Duration) -> Limiter {
-    Limiter::builder(name("cc")).concurrency(LimitType::Ip, n).lease(lease).store(store.clone()).build().unwrap()
+    Limiter::builder(name("cc"))
+        .limit(Limit::concurrency(LimitType::Ip, n).lease(lease))
+        .store(store.clone())
+        .build()
+        .unwrap()
 }
 
 /// Waits (up to 5 s) until `l` admits a call for `who`: a slot freed in the background.
 async fn admitted_soon<'l>(l: &'l Limiter, who: &[Subject<'_>]) -> ratelimit::Permit<'l> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        match l.check(who, 1).await {
+        match l.check(who).await {
             Ok(p) => return p,
             Err(e) => {
                 assert_eq!(e.cause(), Cause::Concurrency);
@@ -292,15 +285,15 @@ async fn at_most_n_calls_in_flight_and_a_dropped_permit_frees_its_slot() {
     for (store_name, store) in stores(&server) {
         let l = concurrency(&store, 2, Duration::from_secs(60));
         let who = [ip("203.0.113.80")];
-        let a = l.check(&who, 1).await.unwrap();
-        let b = l.check(&who, 1).await.unwrap();
-        let refused = l.check(&who, 1).await.unwrap_err();
+        let a = l.check(&who).await.unwrap();
+        let b = l.check(&who).await.unwrap();
+        let refused = l.check(&who).await.unwrap_err();
         assert_eq!(refused.cause(), Cause::Concurrency, "{store_name}");
         assert_eq!(refused.rule(), None);
         assert!(refused.retry_after() <= Duration::from_millis(100) && !refused.retry_after().is_zero());
         assert!(refused.to_string().contains("too many calls in flight"), "{refused}");
         // Another subject has its own slots.
-        let _other = l.check(&[ip("203.0.113.81")], 1).await.unwrap();
+        let _other = l.check(&[ip("203.0.113.81")]).await.unwrap();
         drop(a);
         let c = admitted_soon(&l, &who).await;
         drop((b, c));
@@ -316,11 +309,11 @@ async fn a_lost_slot_is_freed_when_its_lease_ends() {
         let l = concurrency(&store, 1, Duration::from_secs(30));
         let who = [ip("203.0.113.90")];
         // A permit never dropped: its process died.
-        std::mem::forget(l.check_at(&who, 1, at(T0)).await.unwrap());
-        let e = l.check_at(&who, 1, at(T0 + 29_999_999)).await.unwrap_err();
+        std::mem::forget(l.check(&who).at(at(T0)).await.unwrap());
+        let e = l.check(&who).at(at(T0 + 29_999_999)).await.unwrap_err();
         assert_eq!(e.cause(), Cause::Concurrency, "{store_name}");
         assert_eq!(e.retry_after(), Duration::from_micros(1), "{store_name}: the lease ends in 1 µs");
-        let p = l.check_at(&who, 1, at(T0 + 30_000_000)).await.expect("the lease ended");
+        let p = l.check(&who).at(at(T0 + 30_000_000)).await.expect("the lease ended");
         drop(p);
     }
 }
@@ -329,28 +322,27 @@ async fn a_lost_slot_is_freed_when_its_lease_ends() {
 async fn concurrency_stacked_with_rules_admits_in_one_round_trip() {
     let server = RedisServer::start();
     let l = Limiter::builder(name("stacked"))
-        .limit(LimitType::Ip, [Rule::from_millis(60_000, 3).unwrap()])
-        .block(Duration::from_secs(60))
-        .concurrency(LimitType::Ip, 2)
+        .limit(Limit::new(LimitType::Ip, [Rule::from_millis(60_000, 3).unwrap()]).block(Duration::from_secs(60)))
+        .limit(Limit::concurrency(LimitType::Ip, 2))
         .store(redis(&server))
         .refusal_cache(false)
         .build()
         .unwrap();
     let who = [ip("203.0.113.100"), ip("203.0.113.100")];
     // Once the scripts are loaded (a first call may meet NOSCRIPT and load them).
-    l.check(&[ip("203.0.113.101"), ip("203.0.113.101")], 1).await.unwrap().refund().await.unwrap();
+    l.check(&[ip("203.0.113.101"), ip("203.0.113.101")]).await.unwrap().refund().await.unwrap();
     let before = server.calls("evalsha");
-    let a = l.check(&who, 1).await.unwrap();
+    let a = l.check(&who).await.unwrap();
     assert_eq!(server.calls("evalsha") - before, 1, "one EVALSHA to admit");
-    let b = l.check(&who, 1).await.unwrap();
-    let full = l.check(&who, 1).await.unwrap_err();
+    let b = l.check(&who).await.unwrap();
+    let full = l.check(&who).await.unwrap_err();
     assert_eq!(full.cause(), Cause::Concurrency);
     assert_eq!(server.calls("evalsha") - before, 3, "one EVALSHA per decision, refused ones too");
     drop(a);
     drop(b);
     // The concurrency refusal took nothing from the rule: one unit is left of 3.
     let c = admitted_soon(&l, &who).await;
-    let exceeded = l.check(&who, 1).await.unwrap_err();
+    let exceeded = l.check(&who).await.unwrap_err();
     assert_eq!(exceeded.cause(), Cause::Exceeded);
     assert_eq!(exceeded.retry_after(), Duration::from_secs(60), "the block started");
     drop(c);
@@ -392,7 +384,7 @@ async fn refund_on_ok_counts_only_failures_and_a_block_follows() {
     assert_eq!(login(peer, "guess").await, Err(LoginError::Limited(Cause::Exceeded)));
     assert_eq!(login(peer, "letmein").await, Err(LoginError::Limited(Cause::Exceeded)));
     let l = ratelimit::limiter("policies::login").expect("registered");
-    let e = l.check(&[Subject::ip(peer)], 1).await.unwrap_err();
+    let e = l.check(&[Subject::ip(peer)]).await.unwrap_err();
     assert!(e.retry_after() > Duration::from_secs(119), "{e}");
 }
 
@@ -482,8 +474,7 @@ const HOLDER_REDIS: &str = "RATELIMIT_TEST_SLOT_HOLDER_REDIS";
 
 fn holder(store: StoreHandle) -> Limiter {
     Limiter::builder("policies::holder")
-        .concurrency(LimitType::Key, 1)
-        .lease(Duration::from_secs(3))
+        .limit(Limit::concurrency(LimitType::Key, 1).lease(Duration::from_secs(3)))
         .store(store)
         .build()
         .unwrap()
@@ -496,7 +487,7 @@ fn slot_holder_process() {
     let Ok(url) = std::env::var(HOLDER_REDIS) else { return };
     let store: StoreHandle = Arc::new(RedisStore::open(&url, Duration::from_secs(2)).unwrap());
     let l = holder(store);
-    let permit = l.check_blocking(&[Subject::bytes(&b"job"[..])], 1).expect("a free slot");
+    let permit = l.check(&[Subject::bytes(&b"job"[..])]).blocking().expect("a free slot");
     println!("held");
     std::thread::sleep(Duration::from_secs(60));
     drop(permit);
@@ -521,9 +512,9 @@ fn a_killed_process_frees_its_slot_by_lease() {
 
     let l = holder(redis(&server));
     let job = [Subject::bytes(&b"job"[..])];
-    assert_eq!(l.check_blocking(&job, 1).unwrap_err().cause(), Cause::Concurrency, "the dead process's slot");
+    assert_eq!(l.check(&job).blocking().unwrap_err().cause(), Cause::Concurrency, "the dead process's slot");
     let admitted = loop {
-        match l.check_blocking(&job, 1) {
+        match l.check(&job).blocking() {
             Ok(p) => break p,
             Err(e) => assert_eq!(e.cause(), Cause::Concurrency),
         }
@@ -547,10 +538,9 @@ async fn refunds_blocks_and_slots_on_a_cluster() {
     // An IP limit with a block and a concurrency limit on the IP, and a user limit (another
     // slot, most likely): one script per slot.
     let l = Limiter::builder(name("cluster"))
-        .limit(LimitType::Ip, [Rule::from_millis(60_000, 3).unwrap()])
-        .block(Duration::from_secs(90))
-        .concurrency(LimitType::Ip, 2)
-        .limit(LimitType::User, [Rule::from_millis(60_000, 100).unwrap()])
+        .limit(Limit::new(LimitType::Ip, [Rule::from_millis(60_000, 3).unwrap()]).block(Duration::from_secs(90)))
+        .limit(Limit::concurrency(LimitType::Ip, 2))
+        .limit(Limit::new(LimitType::User, [Rule::from_millis(60_000, 100).unwrap()]))
         .store(store)
         .refusal_cache(false)
         .build()
@@ -558,20 +548,20 @@ async fn refunds_blocks_and_slots_on_a_cluster() {
     let who = [ip("198.51.100.40"), ip("198.51.100.40"), Subject::bytes(&b"carol"[..])];
     // Refunded calls never count, and free their slots.
     for _ in 0..10 {
-        l.check(&who, 1).await.unwrap().refund().await.unwrap();
+        l.check(&who).await.unwrap().refund().await.unwrap();
     }
     let statuses = l.peek(&who).await.unwrap();
     assert_eq!(statuses.iter().map(|s| s.remaining).collect::<Vec<_>>(), [3, 100]);
     // Two in flight, a third refused for concurrency.
-    let a = l.check(&who, 1).await.unwrap();
-    let b = l.check(&who, 1).await.unwrap();
-    assert_eq!(l.check(&who, 1).await.unwrap_err().cause(), Cause::Concurrency);
+    let a = l.check(&who).await.unwrap();
+    let b = l.check(&who).await.unwrap();
+    assert_eq!(l.check(&who).await.unwrap_err().cause(), Cause::Concurrency);
     drop(a);
     let c = admitted_soon(&l, &who).await;
     drop((b, c));
     // Three units used: the next is refused and blocks for 90 s.
     let e = loop {
-        match l.check(&who, 1).await {
+        match l.check(&who).await {
             Err(e) if e.cause() == Cause::Exceeded => break e,
             Err(e) => {
                 assert_eq!(e.cause(), Cause::Concurrency);
@@ -581,7 +571,7 @@ async fn refunds_blocks_and_slots_on_a_cluster() {
         }
     };
     assert_eq!(e.retry_after(), Duration::from_secs(90));
-    let again = l.check(&who, 1).await.unwrap_err();
+    let again = l.check(&who).await.unwrap_err();
     assert!(again.retry_after() <= Duration::from_secs(90) && again.retry_after() > Duration::from_secs(88));
 }
 
@@ -590,17 +580,17 @@ fn wait_waits_for_a_free_slot() {
     let store: StoreHandle = Arc::new(MemoryStore::new());
     let l = concurrency(&store, 1, Duration::from_secs(60));
     let who = [ip("203.0.113.120")];
-    let held = l.check_blocking(&who, 1).unwrap();
+    let held = l.check(&who).blocking().unwrap();
     // Without waiting: refused. With a wait longer than the call that holds the slot: admitted
     // once it ends.
-    assert_eq!(l.until_ready_blocking(&who, 1, Duration::from_millis(1)).unwrap_err().cause(), Cause::Concurrency);
+    assert_eq!(l.check(&who).wait(Duration::from_millis(1)).blocking().unwrap_err().cause(), Cause::Concurrency);
     std::thread::scope(|s| {
         s.spawn(move || {
             std::thread::sleep(Duration::from_millis(200));
             drop(held);
         });
         let started = Instant::now();
-        let permit = l.until_ready_blocking(&who, 1, Duration::from_secs(5)).expect("a slot within 5 s");
+        let permit = l.check(&who).wait(Duration::from_secs(5)).blocking().expect("a slot within 5 s");
         assert!(started.elapsed() >= Duration::from_millis(150), "{:?}", started.elapsed());
         drop(permit);
     });
@@ -616,23 +606,22 @@ async fn refunds_blocks_and_slots_through_sentinel() {
     let spec = SentinelSpec::new([set.sentinel_url()], support::sentinel::MASTER);
     let store: StoreHandle = Arc::new(SentinelStore::open(&spec, Duration::from_secs(2)).unwrap());
     let l = Limiter::builder(name("sentinel"))
-        .limit(LimitType::Ip, [Rule::from_millis(60_000, 2).unwrap()])
-        .block(Duration::from_secs(120))
-        .concurrency(LimitType::Ip, 1)
+        .limit(Limit::new(LimitType::Ip, [Rule::from_millis(60_000, 2).unwrap()]).block(Duration::from_secs(120)))
+        .limit(Limit::concurrency(LimitType::Ip, 1))
         .store(store)
         .refusal_cache(false)
         .build()
         .unwrap();
     let who = [ip("198.51.100.60"), ip("198.51.100.60")];
     for _ in 0..5 {
-        l.check(&who, 1).await.unwrap().refund().await.unwrap();
+        l.check(&who).await.unwrap().refund().await.unwrap();
     }
-    let held = l.check(&who, 1).await.unwrap();
-    assert_eq!(l.check(&who, 1).await.unwrap_err().cause(), Cause::Concurrency);
+    let held = l.check(&who).await.unwrap();
+    assert_eq!(l.check(&who).await.unwrap_err().cause(), Cause::Concurrency);
     drop(held);
     drop(admitted_soon(&l, &who).await);
     let e = loop {
-        match l.check(&who, 1).await {
+        match l.check(&who).await {
             Err(e) if e.cause() == Cause::Exceeded => break e,
             Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
             Ok(p) => panic!("a third unit was admitted: {p:?}"),
@@ -653,14 +642,14 @@ fn refunds_racing_on_one_memory_log_give_back_every_unit() {
             for _ in 0..4 {
                 s.spawn(|| {
                     for _ in 0..20_000 {
-                        if let Ok(p) = l.check_blocking(&[ip("198.51.100.10")], 1) {
-                            p.refund_blocking().unwrap();
+                        if let Ok(p) = l.check(&[ip("198.51.100.10")]).blocking() {
+                            p.refund().blocking().unwrap();
                         }
                     }
                 });
             }
         });
-        let left = l.peek_blocking(&[ip("198.51.100.10")]).unwrap()[0].remaining;
+        let left = l.peek(&[ip("198.51.100.10")]).blocking().unwrap()[0].remaining;
         assert_eq!(left, 1_000, "{alg:?}: every refund gave its unit back");
     }
 }

@@ -4,8 +4,8 @@
 mod support;
 
 use ratelimit::{
-    store::SentinelSpec, store::SentinelStore, store::StoreHandle, Cause, FailurePolicy, LimitType, Limiter, Rule,
-    Subject,
+    store::SentinelSpec, store::SentinelStore, store::StoreHandle, Cause, FailurePolicy, Limit, LimitType, Limiter,
+    Rule, Subject,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ fn store(set: &SentinelSet, timeout: Duration) -> StoreHandle {
 
 fn limiter(name: &str, count: u64, policy: FailurePolicy, store: &StoreHandle) -> Limiter {
     Limiter::builder(name)
-        .limit(LimitType::Key, [Rule::from_millis(600_000, count).unwrap()])
+        .limit(Limit::new(LimitType::Key, [Rule::from_millis(600_000, count).unwrap()]))
         .on_error(policy)
         .store(store.clone())
         .build()
@@ -34,7 +34,7 @@ fn recorded(port: u16, limiter: &str) -> u64 {
 /// Decides until one is made by the store (not failed open), within `limit`.
 async fn until_decided(limiter: &Limiter, subject: &[Subject<'_>], limit: Duration) {
     let deadline = Instant::now() + limit;
-    while limiter.check(subject, 1).await.expect("fail open").quota().is_none() {
+    while limiter.check(subject).await.expect("fail open").quota().is_none() {
         assert!(Instant::now() < deadline, "no decision by the store within {limit:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -53,7 +53,7 @@ async fn decisions_resume_on_the_promoted_replica_after_the_primary_dies() {
 
     until_decided(&open, &hot, Duration::from_secs(10)).await;
     for _ in 0..10 {
-        assert!(exact.check(&hot, 1).await.is_ok());
+        assert!(exact.check(&hot).await.is_ok());
     }
     let old = set.first_primary();
     assert_eq!(set.primary_port(), Some(old));
@@ -69,8 +69,8 @@ async fn decisions_resume_on_the_promoted_replica_after_the_primary_dies() {
     let mut promoted_at = None;
     let resumed_at = loop {
         let t = Instant::now();
-        let permit = open.check(&hot, 1).await.expect("fail open lets the call through");
-        match closed.check(&hot, 1).await {
+        let permit = open.check(&hot).await.expect("fail open lets the call through");
+        match closed.check(&hot).await {
             Ok(_) => {}
             Err(e) => {
                 assert_eq!(e.cause(), Cause::StoreUnavailable, "{e}");
@@ -105,7 +105,7 @@ async fn decisions_resume_on_the_promoted_replica_after_the_primary_dies() {
     assert_eq!(recorded(new, "sn::exact"), 10);
     let mut admitted = 0;
     for _ in 0..25 {
-        admitted += usize::from(exact.check(&hot, 1).await.is_ok());
+        admitted += usize::from(exact.check(&hot).await.is_ok());
     }
     assert_eq!(admitted, 20);
     assert_eq!(recorded(new, "sn::exact"), 30);
@@ -128,7 +128,7 @@ async fn a_hung_primary_is_left_when_the_sentinel_names_another() {
     let mut slowest = Duration::ZERO;
     loop {
         let t = Instant::now();
-        let decided = open.check(&hot, 1).await.expect("fail open").quota().is_some();
+        let decided = open.check(&hot).await.expect("fail open").quota().is_some();
         slowest = slowest.max(t.elapsed());
         if decided && paused.elapsed() > timeout {
             break;
@@ -154,7 +154,7 @@ async fn a_demoted_primary_is_left_for_the_new_one() {
     let counted = limiter("sn::manual", 1_000_000, FailurePolicy::Deny, &store);
     let hot = [Subject::bytes(&b"hot"[..])];
     let deadline = Instant::now() + Duration::from_secs(10);
-    while counted.check(&hot, 1).await.is_err() {
+    while counted.check(&hot).await.is_err() {
         assert!(Instant::now() < deadline, "no decision before the failover");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -172,7 +172,7 @@ async fn a_demoted_primary_is_left_for_the_new_one() {
     let (mut demoted_at, mut failures, mut calls) = (None, 0, 0);
     loop {
         calls += 1;
-        let outcome = counted.check(&hot, 1).await;
+        let outcome = counted.check(&hot).await;
         if let Err(e) = &outcome {
             assert_eq!(e.cause(), Cause::StoreUnavailable, "{e}");
         }
@@ -195,7 +195,7 @@ async fn a_demoted_primary_is_left_for_the_new_one() {
     assert_eq!(failures, 0, "calls failed after the demotion");
     // And every later call is decided on the new primary.
     for _ in 0..20 {
-        assert!(counted.check(&hot, 1).await.is_ok());
+        assert!(counted.check(&hot).await.is_ok());
     }
     let on_new = recorded(new, "sn::manual");
     assert!(on_new >= 21, "{on_new} entries on the new primary");
@@ -225,7 +225,7 @@ async fn passwords_of_the_sentinel_and_the_data_nodes() {
         let limiter = limiter("sn::auth_missing", 100, FailurePolicy::Deny, &store);
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            let e = limiter.check(&[Subject::bytes(&b"hot"[..])], 1).await.expect_err("no password, no decision");
+            let e = limiter.check(&[Subject::bytes(&b"hot"[..])]).await.expect_err("no password, no decision");
             let source = std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default();
             // The first calls may see the background lookup still running.
             if !source.contains("did not answer") || Instant::now() > deadline {
@@ -253,15 +253,15 @@ async fn peek_and_reset_reach_the_primary() {
     let hot = [Subject::bytes(&b"hot"[..])];
     until_decided(&exact, &hot, Duration::from_secs(10)).await;
     for _ in 0..4 {
-        assert!(exact.check(&hot, 1).await.is_ok());
+        assert!(exact.check(&hot).await.is_ok());
     }
-    assert!(exact.check(&hot, 1).await.is_err(), "the budget of 5 is spent");
+    assert!(exact.check(&hot).await.is_err(), "the budget of 5 is spent");
     let status = exact.peek(&hot).await.expect("peek through the sentinel");
     assert_eq!(status.len(), 1);
     assert_eq!(status[0].remaining, 0);
     exact.reset(&hot).await.expect("reset through the sentinel");
     assert_eq!(exact.peek(&hot).await.expect("peek").first().map(|s| s.remaining), Some(5));
-    assert!(exact.check(&hot, 1).await.is_ok(), "a reset gives the whole budget back");
+    assert!(exact.check(&hot).await.is_ok(), "a reset gives the whole budget back");
 }
 
 /// Concurrent calls through the sentinel are coalesced on the primary as on one Redis: 64 tasks
@@ -277,7 +277,11 @@ async fn concurrent_calls_are_coalesced_on_the_primary() {
     for algorithm in [ratelimit::Algorithm::SlidingWindow, ratelimit::Algorithm::Gcra] {
         let limiter = Arc::new(
             Limiter::builder(format!("sn::batch::{algorithm:?}"))
-                .limit_with(LimitType::Global, [Rule::from_millis(600_000, 500).unwrap()], algorithm, "rl:")
+                .limit(
+                    Limit::new(LimitType::Global, [Rule::from_millis(600_000, 500).unwrap()])
+                        .algorithm(algorithm)
+                        .prefix("rl:"),
+                )
                 .on_error(FailurePolicy::Deny)
                 .refusal_cache(false)
                 .store(store.clone())

@@ -11,7 +11,7 @@ mod prometheus;
 mod support;
 
 use prometheus::{recorder, scrape, Scrape};
-use ratelimit::{store::MemoryStore, store::RedisStore, store::StoreHandle, LimitType, Limiter, Rule, Subject};
+use ratelimit::{store::MemoryStore, store::RedisStore, store::StoreHandle, Limit, LimitType, Limiter, Rule, Subject};
 use std::sync::Arc;
 use std::time::Duration;
 use support::RedisServer;
@@ -30,21 +30,20 @@ fn shadow_in_one_store_call(name: &str, store: StoreHandle, store_calls: Option<
     recorder();
     let rule = |count| Rule::new(Duration::from_secs(60), count).expect("rule");
     let limiter = Limiter::builder(name)
-        .limit(LimitType::Key, [rule(5)])
-        .limit(LimitType::Global, [rule(4)])
-        .mode(ratelimit::Mode::Shadow)
+        .limit(Limit::new(LimitType::Key, [rule(5)]))
+        .limit(Limit::new(LimitType::Global, [rule(4)]).mode(ratelimit::Mode::Shadow))
         .store(store.clone())
         .build()
         .expect("limiter");
     let subjects = [Subject::bytes(&b"alice"[..]), Subject::global()];
     // Connected, the scripts loaded: the count starts with the decisions.
-    let warm = Limiter::builder(format!("{name}::warm")).limit(LimitType::Global, [rule(4)]);
-    warm.store(store.clone()).build().expect("limiter").check_blocking(&[Subject::global()], 1).expect("room");
+    let warm = Limiter::builder(format!("{name}::warm")).limit(Limit::new(LimitType::Global, [rule(4)]));
+    warm.store(store.clone()).build().expect("limiter").check(&[Subject::global()]).blocking().expect("room");
     let before = scrape();
     let calls = store_calls.map(|count| count());
     let mut outcomes = Vec::new();
     for (n, cost) in [1, 1, 3, 1].into_iter().enumerate() {
-        outcomes.push(limiter.check_blocking(&subjects, cost).is_ok());
+        outcomes.push(limiter.check(&subjects).cost(cost).blocking().is_ok());
         if let (Some(count), Some(calls)) = (store_calls, calls) {
             assert_eq!(count() - calls, n as u64 + 1, "{name}: one store call per decision");
         }
@@ -55,8 +54,9 @@ fn shadow_in_one_store_call(name: &str, store: StoreHandle, store_calls: Option<
     assert_eq!(delta("allowed"), 3.0, "{name}");
     assert_eq!(delta("shadow_denied"), 1.0, "{name}: the shadow refusal is counted");
     assert_eq!(delta("denied"), 1.0, "{name}");
-    let twin = Limiter::builder(name).limit(LimitType::Global, [rule(4)]).store(store).build().expect("twin");
-    let status = twin.peek_blocking(&[Subject::global()]).expect("peek");
+    let twin =
+        Limiter::builder(name).limit(Limit::new(LimitType::Global, [rule(4)])).store(store).build().expect("twin");
+    let status = twin.peek(&[Subject::global()]).blocking().expect("peek");
     let remaining: Vec<u64> = status.iter().map(|s| s.remaining).collect();
     assert_eq!(remaining, [2], "{name}: the shadow limit counted the two calls it admitted, alone");
 }
@@ -69,10 +69,8 @@ fn shadow_block(name: &str, store: StoreHandle) {
     recorder();
     let rule = |count| Rule::new(Duration::from_secs(60), count).expect("rule");
     let limiter = Limiter::builder(name)
-        .limit(LimitType::Key, [rule(100)])
-        .limit(LimitType::Global, [rule(2)])
-        .block(Duration::from_secs(600))
-        .mode(ratelimit::Mode::Shadow)
+        .limit(Limit::new(LimitType::Key, [rule(100)]))
+        .limit(Limit::new(LimitType::Global, [rule(2)]).block(Duration::from_secs(600)).mode(ratelimit::Mode::Shadow))
         .store(store)
         .build()
         .expect("limiter");
@@ -80,7 +78,7 @@ fn shadow_block(name: &str, store: StoreHandle) {
     let t0 = std::time::SystemTime::now();
     let before = scrape();
     for at in [t0, t0, t0, t0 + Duration::from_secs(61)] {
-        limiter.check_blocking_at(&subjects, 1, at).expect("shadow never refuses");
+        limiter.check(&subjects).at(at).blocking().expect("shadow never refuses");
     }
     let s = scrape();
     let shadow_denied = decisions(&s, name, "shadow_denied") - decisions(&before, name, "shadow_denied");

@@ -13,7 +13,7 @@ mod server;
 mod support;
 
 use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
-use ratelimit::{rate_limiter, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::{rate_limiter, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::path::Path;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
@@ -47,8 +47,8 @@ fn rule(window_s: u64, count: u64) -> Rule {
 fn passes(limiter: &Limiter, subjects: &[Subject<'_>], tier: Option<&str>, n: usize) -> usize {
     (0..n)
         .filter(|_| match tier {
-            Some(t) => limiter.check_tier_blocking(subjects, 1, t).is_ok(),
-            None => limiter.check_blocking(subjects, 1).is_ok(),
+            Some(t) => limiter.check(subjects).tier(t).blocking().is_ok(),
+            None => limiter.check(subjects).blocking().is_ok(),
         })
         .count()
 }
@@ -72,10 +72,12 @@ fn scenarios(store: StoreHandle, tag: &str, keys: &dyn Fn() -> usize) {
     let _guard = locked();
     apply("");
     let search = Limiter::builder(format!("{tag}::search"))
-        .limit(LimitType::User, [rule(60, 5)])
-        .tier("pro", [rule(60, 50)])
-        .tier("team", [rule(60, 20), rule(3600, 200)])
-        .limit(LimitType::Global, [rule(60, 1000)])
+        .limit(
+            Limit::new(LimitType::User, [rule(60, 5)])
+                .tier("pro", [rule(60, 50)])
+                .tier("team", [rule(60, 20), rule(3600, 200)]),
+        )
+        .limit(Limit::new(LimitType::Global, [rule(60, 1000)]))
         .store(store.clone())
         .build()
         .unwrap();
@@ -86,15 +88,15 @@ fn scenarios(store: StoreHandle, tag: &str, keys: &dyn Fn() -> usize) {
     assert_eq!(passes(&search, &user("erin"), Some("team"), 30), 20, "{tag}: team");
 
     // Refusals and quotas name the tier's rules (and the untiered global limit's).
-    let e = search.check_tier_blocking(&user("carol"), 1, "pro").unwrap_err();
+    let e = search.check(&user("carol")).tier("pro").blocking().unwrap_err();
     assert_eq!(e.rule(), Some(rule(60, 50)), "{tag}: {e}");
     assert_eq!(user_policies(&e), [(60, 50)]);
     assert_eq!(e.policies().len(), 2, "{tag}: the global limit's rule too");
-    let e = search.check_tier_blocking(&user("erin"), 1, "team").unwrap_err();
+    let e = search.check(&user("erin")).tier("team").blocking().unwrap_err();
     assert_eq!(user_policies(&e), [(3600, 200), (60, 20)]);
-    let e = search.check_blocking(&user("alice"), 1).unwrap_err();
+    let e = search.check(&user("alice")).blocking().unwrap_err();
     assert_eq!(user_policies(&e), [(60, 5)]);
-    let permit = search.check_tier_blocking(&user("dave"), 1, "pro").unwrap();
+    let permit = search.check(&user("dave")).tier("pro").blocking().unwrap();
     let quota = permit.quota().expect("a quota");
     assert_eq!((quota.policy.rule, quota.remaining), (rule(60, 50), 49));
     drop(permit);
@@ -106,7 +108,7 @@ fn scenarios(store: StoreHandle, tag: &str, keys: &dyn Fn() -> usize) {
     assert_eq!(passes(&search, &user("bob"), None, 5), 2, "{tag}: the free counts are found again");
     assert_eq!(passes(&search, &user("bob"), Some("pro"), 5), 0, "{tag}: and so are the pro ones");
     // A reset forgets the subject in every tier.
-    search.reset_blocking(&user("bob")).unwrap();
+    search.reset(&user("bob")).blocking().unwrap();
     assert_eq!(passes(&search, &user("bob"), None, 6), 5, "{tag}: reset (free)");
     assert_eq!(passes(&search, &user("bob"), Some("pro"), 51), 50, "{tag}: reset (pro)");
 
@@ -114,11 +116,11 @@ fn scenarios(store: StoreHandle, tag: &str, keys: &dyn Fn() -> usize) {
     // keys: 1000 names leave one key, the one a call without a tier makes.
     let before = keys();
     let names: Vec<String> = (0..1000).map(|i| format!("plan-{i}")).collect();
-    let admitted = names.iter().filter(|t| search.check_tier_blocking(&user("frank"), 1, t).is_ok()).count();
+    let admitted = names.iter().filter(|t| search.check(&user("frank")).tier(t.as_str()).blocking().is_ok()).count();
     assert_eq!(admitted, 5, "{tag}: unknown tiers share the default rules");
     assert_eq!(keys(), before + 1, "{tag}: unknown tier names leave no state");
     for odd in ["", "PRO", "pro ", "pro\0", "🙂"] {
-        let e = search.check_tier_blocking(&user("frank"), 1, odd).unwrap_err();
+        let e = search.check(&user("frank")).tier(odd).blocking().unwrap_err();
         assert_eq!(user_policies(&e), [(60, 5)], "{tag}: {odd:?} is not pro");
     }
     assert_eq!(passes(&search, &user("frank"), None, 1), 0, "{tag}: the same counts as without a tier");
@@ -155,7 +157,7 @@ rules = ["12/1m"]
     assert_eq!(passes(&search, &user("ivan"), Some("enterprise"), 20), 12, "{tag}: a tier from the file");
     assert_eq!(passes(&search, &user("judy"), None, 20), 3, "{tag}: the file's default");
     assert_eq!(passes(&search, &user("judy"), Some("gold"), 20), 0, "{tag}: unknown: the default's counts");
-    let e = search.check_tier_blocking(&user("grace"), 1, "pro").unwrap_err();
+    let e = search.check(&user("grace")).tier("pro").blocking().unwrap_err();
     assert_eq!(user_policies(&e), [(60, 8)], "{tag}");
 
     // Reload: a tier's changed rules start fresh counts.
@@ -199,18 +201,16 @@ fn tiers_on_redis() {
     let _guard = locked();
     let store: StoreHandle = Arc::new(RedisStore::open(&redis.url(), Duration::from_secs(2)).expect("open"));
     let search = Limiter::builder("redis::reset")
-        .limit(LimitType::User, [rule(60, 1)])
-        .tier("pro", [rule(60, 2)])
-        .tier("team", [rule(60, 3)])
+        .limit(Limit::new(LimitType::User, [rule(60, 1)]).tier("pro", [rule(60, 2)]).tier("team", [rule(60, 3)]))
         .store(store)
         .build()
         .unwrap();
     let kim = [Subject::bytes(&b"kim"[..])];
     for tier in ["free", "pro", "team"] {
-        search.check_tier_blocking(&kim, 1, tier).unwrap();
+        search.check(&kim).tier(tier).blocking().unwrap();
     }
     let del = redis.calls("del");
-    search.reset_blocking(&kim).unwrap();
+    search.reset(&kim).blocking().unwrap();
     assert_eq!(redis.calls("del"), del + 1, "one DEL for every tier");
     let left: Vec<String> = redis::cmd("KEYS").arg("*|user|kim}*").query(&mut redis.client()).expect("KEYS");
     assert!(left.is_empty(), "{left:?}");
@@ -259,11 +259,16 @@ fn tier_entries_are_checked() {
 
     // In code: the builder refuses what cannot work.
     let build = |tiers: &[(&str, Vec<Rule>)]| {
-        let mut b = Limiter::builder("tiers::bad").limit(LimitType::Global, [rule(60, 5)]);
+        let mut limit = Limit::new(LimitType::Global, [rule(60, 5)]);
         for (name, rules) in tiers {
-            b = b.tier(*name, rules.clone());
+            limit = limit.tier(*name, rules.clone());
         }
-        b.store(Arc::new(MemoryStore::new())).build().map(|_| ()).map_err(|e| e.to_string())
+        Limiter::builder("tiers::bad")
+            .limit(limit)
+            .store(Arc::new(MemoryStore::new()))
+            .build()
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     };
     assert_eq!(build(&[("", vec![rule(60, 1)])]), Err("a tier needs a name, e.g. \"pro\"".to_owned()));
     let e = build(&[("pro", vec![rule(60, 1)]), ("pro", vec![rule(60, 2)])]).unwrap_err();

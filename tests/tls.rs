@@ -6,7 +6,7 @@
 mod support;
 
 use ratelimit::{
-    store::RedisStore, store::StoreHandle, store::TlsConfig, Cause, Config, FailurePolicy, LimitType, Limiter,
+    store::RedisStore, store::StoreHandle, store::TlsConfig, Cause, Config, FailurePolicy, Limit, LimitType, Limiter,
     RateLimited, Rule, Subject,
 };
 use std::error::Error;
@@ -19,7 +19,7 @@ const TIMEOUT: Duration = Duration::from_secs(3);
 
 fn limiter(name: &str, store: StoreHandle, on_error: FailurePolicy) -> Limiter {
     Limiter::builder(name)
-        .limit(LimitType::Global, [Rule::new(Duration::from_secs(60), 3).unwrap()])
+        .limit(Limit::new(LimitType::Global, [Rule::new(Duration::from_secs(60), 3).unwrap()]))
         .on_error(on_error)
         .store(store)
         .build()
@@ -31,7 +31,7 @@ async fn decides(store: StoreHandle, name: &str) {
     let limiter = limiter(name, store, FailurePolicy::Deny);
     let mut admitted = 0;
     for _ in 0..5 {
-        match limiter.check(&[Subject::global()], 1).await {
+        match limiter.check(&[Subject::global()]).await {
             Ok(_) => admitted += 1,
             Err(e) => assert_eq!(e.cause(), Cause::Exceeded, "{e}: {:?}", e.source().map(ToString::to_string)),
         }
@@ -48,10 +48,10 @@ fn source(e: &RateLimited) -> String {
 async fn fails_with_policy(store: StoreHandle, name: &str, names_problem: impl Fn(&str) -> bool) {
     let open = limiter(&format!("{name}::open"), store.clone(), FailurePolicy::Allow);
     for _ in 0..5 {
-        assert!(open.check(&[Subject::global()], 1).await.is_ok(), "fail-open lets calls through");
+        assert!(open.check(&[Subject::global()]).await.is_ok(), "fail-open lets calls through");
     }
     let closed = limiter(&format!("{name}::closed"), store, FailurePolicy::Deny);
-    let e = closed.check(&[Subject::global()], 1).await.expect_err("fail-closed refuses");
+    let e = closed.check(&[Subject::global()]).await.expect_err("fail-closed refuses");
     assert_eq!(e.cause(), Cause::StoreUnavailable);
     let why = source(&e);
     assert!(names_problem(&why), "the error should name the certificate problem: {why}");
@@ -118,7 +118,7 @@ async fn mutual_tls_needs_the_client_certificate() {
     let without = TlsConfig::new().ca_cert(&pki.ca_cert);
     let store = Arc::new(RedisStore::open_with_tls(&server.url(), TIMEOUT, &without).unwrap());
     let closed = limiter("tls::mtls_missing", store, FailurePolicy::Deny);
-    let e = closed.check(&[Subject::global()], 1).await.expect_err("no client certificate: refused");
+    let e = closed.check(&[Subject::global()]).await.expect_err("no client certificate: refused");
     assert_eq!(e.cause(), Cause::StoreUnavailable, "{e}");
 }
 

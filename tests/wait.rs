@@ -1,12 +1,12 @@
-//! Waiting for room: `Limiter::until_ready` and the attribute's `wait = …`, on
+//! Waiting for room: `Check::wait` and the attribute's `wait = …`, on
 //! memory, a real Redis shared by two processes, and a real Redis Cluster. Windows are short
 //! and the bounds generous (2-core machines under load).
 
 mod support;
 
 use ratelimit::{
-    rate_limiter, store::MemoryStore, store::RedisStore, store::StoreHandle, Cause, LimitType, Limiter, RateLimited,
-    Rule, Subject,
+    rate_limiter, store::MemoryStore, store::RedisStore, store::StoreHandle, Cause, Limit, LimitType, Limiter,
+    RateLimited, Rule, Subject,
 };
 use std::process::Command;
 use std::sync::Arc;
@@ -96,24 +96,24 @@ async fn stacked_attributes_share_one_wait() {
 #[tokio::test]
 async fn missing_subjects_and_store_failures_are_not_waited_out() {
     let l = Limiter::builder("wait::missing")
-        .limit(LimitType::User, [rule(1_000, 1)])
+        .limit(Limit::new(LimitType::User, [rule(1_000, 1)]))
         .store(Arc::new(MemoryStore::new()))
         .build()
         .unwrap();
     let start = Instant::now();
-    let e = l.until_ready(&[Subject::missing()], 1, Duration::from_secs(5)).await.unwrap_err();
+    let e = l.check(&[Subject::missing()]).wait(Duration::from_secs(5)).await.unwrap_err();
     assert_eq!(e.cause(), Cause::SubjectMissing);
     assert!(start.elapsed() < Duration::from_millis(500));
 
     // A store that does not answer: fail closed, the refusal comes back after one timeout.
     let down = Limiter::builder("wait::down")
-        .limit(LimitType::Global, [rule(1_000, 1)])
+        .limit(Limit::new(LimitType::Global, [rule(1_000, 1)]))
         .on_error(ratelimit::FailurePolicy::Deny)
         .store(Arc::new(RedisStore::open("redis://127.0.0.1:1/", Duration::from_millis(200)).unwrap()))
         .build()
         .unwrap();
     let start = Instant::now();
-    let e = down.until_ready(&[Subject::global()], 1, Duration::from_secs(10)).await.unwrap_err();
+    let e = down.check(&[Subject::global()]).wait(Duration::from_secs(10)).await.unwrap_err();
     assert_eq!(e.cause(), Cause::StoreUnavailable);
     assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
 }
@@ -122,7 +122,7 @@ async fn missing_subjects_and_store_failures_are_not_waited_out() {
 #[test]
 fn waiting_needs_no_timer_of_the_callers() {
     let l = Limiter::builder("wait::no_timer")
-        .limit(LimitType::Global, [rule(100, 1)])
+        .limit(Limit::new(LimitType::Global, [rule(100, 1)]))
         .store(Arc::new(MemoryStore::new()))
         .build()
         .unwrap();
@@ -130,7 +130,7 @@ fn waiting_needs_no_timer_of_the_callers() {
     let start = Instant::now();
     rt.block_on(async {
         for _ in 0..3 {
-            l.until_ready(&[Subject::global()], 1, Duration::from_secs(5)).await.unwrap();
+            l.check(&[Subject::global()]).wait(Duration::from_secs(5)).await.unwrap();
         }
     });
     assert!(start.elapsed() >= Duration::from_millis(200));
@@ -146,12 +146,16 @@ fn wait_child_worker() {
     let Ok(url) = std::env::var(CHILD_ENV) else { return };
     let start_at: u64 = std::env::var("RATELIMIT_WAIT_CHILD_START").unwrap().parse().unwrap();
     let store: StoreHandle = Arc::new(RedisStore::open(&url, Duration::from_secs(2)).unwrap());
-    let l = Limiter::builder("wait::fleet").limit(LimitType::Global, [rule(500, 4)]).store(store).build().unwrap();
+    let l = Limiter::builder("wait::fleet")
+        .limit(Limit::new(LimitType::Global, [rule(500, 4)]))
+        .store(store)
+        .build()
+        .unwrap();
     // Warm the connection, then start together.
-    l.peek_blocking(&[Subject::global()]).unwrap();
+    l.peek(&[Subject::global()]).blocking().unwrap();
     std::thread::sleep(Duration::from_micros(start_at.saturating_sub(unix_us())));
     for _ in 0..CALLS_PER_CHILD {
-        match l.until_ready_blocking(&[Subject::global()], 1, Duration::from_secs(20)) {
+        match l.check(&[Subject::global()]).wait(Duration::from_secs(20)).blocking() {
             Ok(_) => println!("ADMITTED {}", unix_us()),
             Err(e) => println!("REFUSED {e}"),
         }
@@ -213,8 +217,8 @@ async fn cluster_waiting_across_slots() {
     let store: StoreHandle = Arc::new(ClusterStore::open(&cluster.urls(), Duration::from_secs(2)).unwrap());
     // Ip and User usually live in different slots; the tighter rule is the user's.
     let l = Limiter::builder("wait::cluster")
-        .limit(LimitType::Ip, [rule(60_000, 100)])
-        .limit(LimitType::User, [rule(300, 2)])
+        .limit(Limit::new(LimitType::Ip, [rule(60_000, 100)]))
+        .limit(Limit::new(LimitType::User, [rule(300, 2)]))
         .store(store)
         .build()
         .unwrap();
@@ -227,7 +231,7 @@ async fn cluster_waiting_across_slots() {
             tokio::spawn(async move {
                 let mut times = Vec::new();
                 for _ in 0..2 {
-                    l.until_ready(&subjects, 1, Duration::from_secs(10)).await.unwrap();
+                    l.check(&subjects).wait(Duration::from_secs(10)).await.unwrap();
                     times.push(unix_us());
                 }
                 times

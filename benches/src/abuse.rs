@@ -46,7 +46,7 @@ pub fn start_server_with(binary: &PathBuf, redis: &RedisServer, env: &[(&str, &s
     let mut child = Command::new(binary)
         .args(["--listen", "127.0.0.1:0"])
         .env("REDIS_URL", redis.url())
-        .env_remove("RATELIMIT_DENY_CACHE")
+        .env_remove("RATELIMIT_REFUSAL_CACHE")
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

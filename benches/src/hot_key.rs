@@ -9,7 +9,7 @@
 use crate::report::{fmt, Figure, Report, Target, ROUNDS};
 use crate::support::{busiest_span, RedisServer};
 use ratelimit::store::{RedisStore, StoreHandle, DEFAULT_PREFIX};
-use ratelimit::{Algorithm, LimitType, Limiter, Rule, Subject};
+use ratelimit::{Limit, Algorithm, LimitType, Limiter, Rule, Subject};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -50,12 +50,7 @@ pub fn run_child() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().expect("runtime");
     rt.block_on(async move {
         let store: StoreHandle = Arc::new(RedisStore::open(&url, Duration::from_secs(2)).expect("redis"));
-        let mut b = Limiter::builder(format!("bench::hot::{mode}::{count}")).limit_with(
-            LimitType::Global,
-            [Rule::new(Duration::from_secs(1), count).expect("rule")],
-            if times { Algorithm::SlidingWindow } else { Algorithm::FixedWindow },
-            DEFAULT_PREFIX,
-        );
+        let mut b = Limiter::builder(format!("bench::hot::{mode}::{count}")).limit(Limit::new(LimitType::Global, [Rule::new(Duration::from_secs(1), count).expect("rule")]).algorithm(if times { Algorithm::SlidingWindow } else { Algorithm::FixedWindow }));
         if mode == "sync" {
             b = b.sync(SYNC);
         }
@@ -69,7 +64,7 @@ pub fn run_child() {
                     let mut admitted = Vec::new();
                     let mut n = 0u64;
                     while Instant::now() < deadline {
-                        let ok = l.check(&[Subject::global()], 1).await.is_ok();
+                        let ok = l.check(&[Subject::global()]).await.is_ok();
                         if ok && times {
                             admitted.push(now_us());
                         }

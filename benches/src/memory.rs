@@ -3,7 +3,7 @@
 
 use crate::report::{fmt, Figure, Report, Target, ROUNDS};
 use governor::{Quota, RateLimiter};
-use ratelimit::{
+use ratelimit::{Limit, 
     clock::ManualClock, rate_limiter, store::MemoryStore, Algorithm, LimitType, Limiter, RateLimited, Rule, Subject,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -94,7 +94,7 @@ fn cases_one<'a>(cases: &[Case<'a>], k: usize) -> &'a (dyn Fn(usize) + Sync) {
 
 fn memory_limiter(alg: Algorithm) -> Limiter {
     Limiter::builder(format!("bench::memory::{alg:?}"))
-        .limit_with(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")], alg, "m:")
+        .limit(Limit::new(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")]).algorithm(alg).prefix("m:"))
         .store(Arc::new(MemoryStore::new()))
         .build()
         .expect("limiter")
@@ -107,7 +107,7 @@ pub fn run_child() {
     let sliding = memory_limiter(Algorithm::SlidingWindow);
     let gcra = memory_limiter(Algorithm::Gcra);
     let by_hand = Limiter::builder("bench::by_hand")
-        .limit(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")])
+        .limit(Limit::new(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")]))
         .build()
         .expect("limiter");
 
@@ -115,13 +115,13 @@ pub fn run_child() {
         let _ = black_box(governor.check_key(&ips[i % SUBJECTS]));
     };
     let sw = |i: usize| {
-        black_box(sliding.check_blocking(&[Subject::ip(ips[i % SUBJECTS])], 1)).expect("allowed");
+        black_box(sliding.check(&[Subject::ip(ips[i % SUBJECTS])]).blocking()).expect("allowed");
     };
     let gc = |i: usize| {
-        black_box(gcra.check_blocking(&[Subject::ip(ips[i % SUBJECTS])], 1)).expect("allowed");
+        black_box(gcra.check(&[Subject::ip(ips[i % SUBJECTS])]).blocking()).expect("allowed");
     };
     let hand = |i: usize| {
-        black_box(by_hand.check_blocking(&[Subject::ip(ips[i % SUBJECTS])], 1)).expect("allowed");
+        black_box(by_hand.check(&[Subject::ip(ips[i % SUBJECTS])]).blocking()).expect("allowed");
     };
     let attr = |i: usize| black_box(decorated(ips[i % SUBJECTS])).expect("allowed");
 
@@ -130,7 +130,7 @@ pub fn run_child() {
         ("governor keyed (reference)", &gov),
         ("ratelimit SlidingWindow", &sw),
         ("ratelimit Gcra", &gc),
-        ("Limiter::check_blocking by hand", &hand),
+        ("Limiter::check(..).blocking() by hand", &hand),
         ("#[rate_limiter] fn", &attr),
     ];
     // One case alone, for an instruction count: `BENCH_CASE=3 BENCH_CALLS=100000 valgrind
@@ -188,12 +188,12 @@ fn bytes_per_subject() {
     let clock = Arc::new(ManualClock::new(4_000_000_000_000_000));
     let store = Arc::new(MemoryStore::with_clock(clock.clone()));
     let limiter = Limiter::builder("bench::bytes")
-        .limit(LimitType::User, [Rule::from_millis(1000, 10).expect("rule")])
+        .limit(Limit::new(LimitType::User, [Rule::from_millis(1000, 10).expect("rule")]))
         .store(store.clone())
         .build()
         .expect("limiter");
     let users: Vec<String> = (0..10_000).map(|i| format!("user-{i:05}")).collect();
-    let call = |u: &str, cost| limiter.check_blocking(&[Subject::bytes(u.as_bytes())], cost);
+    let call = |u: &str, cost| limiter.check(&[Subject::bytes(u.as_bytes())]).cost(cost).blocking();
     let _ = call("warm-up", 1);
     COUNTING.store(true, Ordering::SeqCst);
     let before = LIVE.load(Ordering::SeqCst);

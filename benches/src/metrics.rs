@@ -5,7 +5,7 @@
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --metrics-only
 
 use crate::report::{fmt, Figure, Report, Target, ROUNDS};
-use ratelimit::{store::MemoryStore, LimitType, Limiter, Rule, Subject};
+use ratelimit::{Limit, store::MemoryStore, LimitType, Limiter, Rule, Subject};
 use std::hint::black_box;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ fn calls() -> usize {
 
 fn limiter(name: &str) -> Limiter {
     Limiter::builder(name)
-        .limit(LimitType::Ip, [Rule::from_millis(60_000, 1_000_000_000).expect("rule")])
+        .limit(Limit::new(LimitType::Ip, [Rule::from_millis(60_000, 1_000_000_000).expect("rule")]))
         .store(Arc::new(MemoryStore::new()))
         .build()
         .expect("limiter")
@@ -27,7 +27,7 @@ fn limiter(name: &str) -> Limiter {
 
 fn run_calls(limiter: &Limiter, ips: &[IpAddr], n: usize) {
     for i in 0..n {
-        black_box(limiter.check_blocking(&[Subject::ip(ips[i % SUBJECTS])], 1)).expect("allowed");
+        black_box(limiter.check(&[Subject::ip(ips[i % SUBJECTS])]).blocking()).expect("allowed");
     }
 }
 
@@ -164,7 +164,7 @@ fn uninstrumented_twin() -> Option<std::path::PathBuf> {
     status.success().then(|| target.join("release").join("ratelimit-bench"))
 }
 
-/// Instructions per decision by hand (`Limiter::check_blocking`, no recorder, no subscriber)
+/// Instructions per decision by hand (`Limiter::check(..).blocking()`, no recorder, no subscriber)
 /// in this build and in the twin without instrumentation.
 fn instrumentation_cost(report: &mut Report) {
     let Some(twin) = uninstrumented_twin() else {

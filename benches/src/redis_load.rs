@@ -2,7 +2,7 @@
 
 use crate::report::{fmt, quantile, Figure, Report, Target, ROUNDS};
 use crate::support::RedisServer;
-use ratelimit::{rate_limiter, store::RedisStore, Algorithm, Config, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::{Limit, rate_limiter, store::RedisStore, Algorithm, Config, LimitType, Limiter, RateLimited, Rule, Subject};
 use redis::aio::MultiplexedConnection;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -107,7 +107,7 @@ async fn call(ctx: &Ctx, v: Variant, i: usize) {
         Variant::Seed1 => seed(ctx, 1, i).await,
         Variant::Seed3 => seed(ctx, 3, i).await,
         Variant::Lib1 => {
-            let permit = ctx.lib1.check(&[Subject::ip(ip)], 1).await.expect("allowed");
+            let permit = ctx.lib1.check(&[Subject::ip(ip)]).await.expect("allowed");
             assert!(permit.quota().is_some(), "decided by Redis");
         }
         Variant::Decorated1 => decorated_one(ip).await.expect("allowed"),
@@ -140,7 +140,7 @@ async fn context(server: &RedisServer) -> Arc<Ctx> {
         redis::cmd("SCRIPT").arg("LOAD").arg(SEED_SCRIPT).query_async(&mut conn).await.expect("load");
     let store = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(2)).expect("store"));
     let lib1 = Limiter::builder("bench::lib1")
-        .limit(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")])
+        .limit(Limit::new(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")]))
         .store(store)
         .build()
         .expect("limiter");
@@ -359,13 +359,13 @@ async fn memory_per_subject(server: &RedisServer) {
     let now = now_ms() * 1000;
     for limit in [100u64, 10_000] {
         let limiter = Limiter::builder(format!("bench::mem{limit}"))
-            .limit(LimitType::Ip, [Rule::from_millis(600_000, limit).expect("rule")])
+            .limit(Limit::new(LimitType::Ip, [Rule::from_millis(600_000, limit).expect("rule")]))
             .store(store.clone())
             .build()
             .expect("limiter");
         let ip = Subject::ip(IpAddr::from([192, 0, 2, 1]));
         for i in 0..limit {
-            limiter.check_at(std::slice::from_ref(&ip), 1, crate::support::at(now + i)).await.expect("fill");
+            limiter.check(std::slice::from_ref(&ip)).at(crate::support::at(now + i)).await.expect("fill");
         }
         let key = format!("rate_limit:{{bench::mem{limit}|ip|192.0.2.1}}:sw:10mx{limit}");
         let ours: u64 = redis::cmd("MEMORY").arg("USAGE").arg(&key).query_async(&mut conn).await.expect("usage");
@@ -396,17 +396,17 @@ async fn growth(server: &RedisServer) {
     for (alg, label) in [(Algorithm::SlidingWindow, "SlidingWindow"), (Algorithm::Gcra, "Gcra")] {
         for population in [10u64, 1000, 100_000] {
             let limiter = Limiter::builder(format!("bench::growth::{label}::{population}"))
-                .limit_with(LimitType::Global, [Rule::from_millis(3_600_000, HUGE).expect("rule")], alg, "g:")
+                .limit(Limit::new(LimitType::Global, [Rule::from_millis(3_600_000, HUGE).expect("rule")]).algorithm(alg).prefix("g:"))
                 .store(store.clone())
                 .build()
                 .expect("limiter");
             let g = [Subject::global()];
-            limiter.check_at(&g, population, crate::support::at(start)).await.expect("fill");
+            limiter.check(&g).cost(population).at(crate::support::at(start)).await.expect("fill");
             let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await.expect("reset");
             let mut samples = Vec::new();
             for i in 0..2000 {
                 let t = Instant::now();
-                limiter.check_at(&g, 1, crate::support::at(start + 1 + i)).await.expect("allowed");
+                limiter.check(&g).at(crate::support::at(start + 1 + i)).await.expect("allowed");
                 samples.push(t.elapsed().as_secs_f64() * 1e6);
             }
             samples.sort_by(f64::total_cmp);

@@ -7,7 +7,7 @@ use crate::parse::{self, Attr, Kind, Mode, OnError, Refund};
 use crate::validate::{self, Body, Limit, Plan, Shape};
 use crate::{bounds, stack};
 use proc_macro2::{Literal, Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned, ToTokens};
+use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{Error, Expr};
@@ -118,14 +118,14 @@ fn ended(prelude: TokenStream, body: TokenStream, plan: &Plan, shape: &Shape) ->
     let permit = syn::Ident::new(item::PERMIT, Span::mixed_site());
     let result = &shape.result;
     let refund = match plan.refund {
-        Some(Refund::OnOk) => quote!(#p::Refund::OnOk),
-        Some(Refund::OnErr) => quote!(#p::Refund::OnErr),
-        None => quote!(#p::Refund::Never),
+        Some(Refund::OnOk) => quote!(#p::RefundWhen::OnOk),
+        Some(Refund::OnErr) => quote!(#p::RefundWhen::OnErr),
+        None => quote!(#p::RefundWhen::Never),
     };
     match shape.body {
         Body::Blocking => quote! {
             #prelude
-            #p::end_blocking(#permit, #p::body::<#result, _>(move || { #body }), #refund)
+            #p::end(#permit, #p::body::<#result, _>(move || { #body }), #refund).blocking()
         },
         Body::Async | Body::BoxedAsync => quote! {
             #prelude
@@ -148,25 +148,28 @@ fn prelude(func: &Function, plan: &Plan, shape: &Shape, bounds: TokenStream, kee
 
     let build = build_limiter(&p, func, plan);
     let (bindings, subject_exprs) = subjects_of(&p, plan);
-    let cost = match &plan.cost {
-        Some(expr) => quote_spanned!(expr.span()=> #p::cost(&(#expr))),
-        None => quote!(1u64),
-    };
+    // The call, described once with the request API's options, then awaited or blocked on.
+    let cost = plan.cost.as_ref().map(|expr| quote_spanned!(expr.span()=> .cost(#p::cost(&(#expr)))));
     // The tier, like the subjects, is evaluated in the function's scope and bound by reference.
     let (tier_binding, tier) = match &plan.tier {
         Some(expr) => {
             // Located at the expression, so that a type error points at what the user wrote.
             let value = syn::Ident::new("__ratelimit_tier", Span::mixed_site().located_at(expr.span()));
-            (bind(&value, expr), quote_spanned!(expr.span()=> #p::tier(#value)))
+            (bind(&value, expr), Some(quote_spanned!(expr.span()=> .tier(#p::tier(#value)))))
         }
-        None => (TokenStream::new(), quote!(::core::option::Option::None)),
+        None => (TokenStream::new(), None),
     };
-    let check = match (shape.body, plan.wait.map(Literal::u64_suffixed)) {
-        (Body::Blocking, None) => quote!(#p::check_blocking(#limiter, &#subjects, #cost, #tier)),
-        (Body::Async | Body::BoxedAsync, None) => quote!(#p::check(#limiter, &#subjects, #cost, #tier).await),
-        (Body::Blocking, Some(ms)) => quote!(#p::until_ready_blocking(#limiter, &#subjects, #cost, #ms, #tier)),
-        (Body::Async | Body::BoxedAsync, Some(ms)) => {
-            quote!(#p::until_ready(#limiter, &#subjects, #cost, #ms, #tier).await)
+    let wait = plan.wait.map(Literal::u64_suffixed).map(|ms| quote!(.wait(::core::time::Duration::from_millis(#ms))));
+    let run = match shape.body {
+        Body::Blocking => quote!(.blocking()),
+        Body::Async | Body::BoxedAsync => quote!(.await),
+    };
+    // Hygienic: the user's own `cost` and `tier` expressions are evaluated in these arms.
+    let (built, refused) = (hygienic("__ratelimit_built"), hygienic("__ratelimit_refused"));
+    let check = quote! {
+        match #limiter.get() {
+            ::core::result::Result::Ok(#built) => #built.check(&#subjects) #cost #tier #wait #run,
+            ::core::result::Result::Err(#refused) => ::core::result::Result::Err(#refused),
         }
     };
     // `?` converts with `From` into the function's error type; when that type has no
@@ -174,8 +177,8 @@ fn prelude(func: &Function, plan: &Plan, shape: &Shape, bounds: TokenStream, kee
     let question = quote_spanned!(shape.result.span()=> ?);
     let head = quote! {
         #bounds
-        let #limiter: &'static #p::StaticLimiter = {
-            static LIMITER: #p::StaticLimiter = #p::StaticLimiter::new(|| #build);
+        let #limiter: &'static #p::LazyLimiter = {
+            static LIMITER: #p::LazyLimiter = #build;
             &LIMITER
         };
         #(#bindings)*
@@ -222,29 +225,23 @@ fn build_limiter(p: &TokenStream, func: &Function, plan: &Plan) -> TokenStream {
         };
         quote!(.on_error(#p::FailurePolicy::#variant))
     });
+    let name_arg = syn::Ident::new("__ratelimit_name", Span::mixed_site());
     quote! {
-        #p::registered(#p::Limiter::builder(#p::name(::core::module_path!(), #function, #name))
-            #(#limits)*
-            #on_error
-            .build())
+        #p::LazyLimiter::new(
+            || #p::name(::core::module_path!(), #function, #name),
+            |#name_arg| #p::Limiter::builder(#name_arg)
+                #(#limits)*
+                #on_error
+                .build(),
+        )
     }
 }
 
-/// One attribute's limit, as builder calls.
+/// One attribute's limit, as a `Limit` with its options.
 fn add_limit(p: &TokenStream, limit: &Limit) -> TokenStream {
     let kind = syn::Ident::new(limit.kind.variant(), Span::call_site());
-    let rules = limit.rules.iter().map(|r| {
-        let (window, count) = (Literal::u64_suffixed(r.window_ms), Literal::u64_suffixed(r.count));
-        quote!((#window, #count))
-    });
-    let algorithm = match &limit.algorithm {
-        Some(a) => a.clone(),
-        None => syn::Ident::new(parse::ALGORITHMS[0], Span::call_site()),
-    };
-    let prefix = match &limit.prefix {
-        Some(lit) => lit.to_token_stream(),
-        None => quote!(#p::DEFAULT_PREFIX),
-    };
+    let algorithm = limit.algorithm.as_ref().map(|a| quote!(.algorithm(#p::Algorithm::#a)));
+    let prefix = limit.prefix.as_ref().map(|lit| quote!(.prefix(#lit)));
     let burst = limit.burst.map(|b| {
         let b = Literal::u64_suffixed(b);
         quote!(.burst(#b))
@@ -264,11 +261,15 @@ fn add_limit(p: &TokenStream, limit: &Limit) -> TokenStream {
             quote!(.lease(#lease))
         });
         return quote! {
-            .concurrency_with(#p::LimitType::#kind, #n, #prefix)
-            #lease
-            #mode
+            .limit(#p::Limit::concurrency(#p::LimitType::#kind, #n) #prefix #lease #mode)
         };
     }
+    // Every literal was checked against the rules' bounds at compile time (`bounds`): the `?`
+    // is for the compiler, which cannot know it.
+    let rules = limit.rules.iter().map(|r| {
+        let (window, count) = (Literal::u64_suffixed(r.window_ms), Literal::u64_suffixed(r.count));
+        quote!(#p::Rule::from_millis(#window, #count)?)
+    });
     let block = limit.block.map(|ms| {
         let block = millis(ms);
         quote!(.block(#block))
@@ -278,11 +279,7 @@ fn add_limit(p: &TokenStream, limit: &Limit) -> TokenStream {
         quote!(.sync(#sync))
     });
     quote! {
-        .limit_ms(#p::LimitType::#kind, &[#(#rules),*], #p::Algorithm::#algorithm, #prefix)
-        #burst
-        #mode
-        #block
-        #sync
+        .limit(#p::Limit::new(#p::LimitType::#kind, [#(#rules),*]) #algorithm #prefix #burst #mode #block #sync)
     }
 }
 

@@ -94,7 +94,7 @@ use proc_macro::TokenStream;
 ///   overrides file (`RATELIMIT_CONFIG`) can change rules and modes without a rebuild.
 /// * **Tiers.** `tier = user.plan` (a `&str`, `String`, or an `Option` of one; `None` is no
 ///   tier) chooses the rules of this call: those a tier gets from code (`Config::tier`,
-///   `LimiterBuilder::tier`) or from the overrides file (`[[limit]]` with `tier = "pro"`), else
+///   `Limit::tier`) or from the overrides file (`[[limit]]` with `tier = "pro"`), else
 ///   the attribute's. Unknown tiers get the attribute's rules. See `docs/tiers.md`.
 /// * **Refunds, penalties, concurrency.** `refund = on_ok` counts only failures (logins),
 ///   `refund = on_err` makes failures free; `block = 2m` refuses a subject for 2 minutes once

@@ -26,7 +26,7 @@ pub mod __private;
 mod algorithm;
 pub mod config;
 pub mod context;
-mod error;
+pub mod error;
 #[cfg(feature = "http")]
 mod http;
 mod limiter;
@@ -37,16 +37,15 @@ pub mod store;
 
 pub use rt::clock;
 
-/// Rules' bounds and the errors of building a limiter.
+/// Rules' bounds.
 pub mod rule {
-    pub use crate::model::limit::LimiterError;
-    pub use crate::model::rule::{Rule, RuleError, MAX_COUNT, MAX_WINDOW};
+    pub use crate::model::rule::{MAX_COUNT, MAX_WINDOW};
 }
 
 /// What can be a subject: values of your own types, and how IPv6 clients are grouped.
 pub mod subject {
-    pub use crate::model::addr::{parse_ip, Cidr, CidrError, CidrErrorKind};
-    pub use crate::model::subject::{ip_key, IpValue, Subject, SubjectValue, DEFAULT_IPV6_PREFIX};
+    pub use crate::model::addr::{parse_ip, Cidr};
+    pub use crate::model::subject::{IpValue, SubjectValue, DEFAULT_IPV6_PREFIX};
 }
 
 /// What [`Limiter::peek`] reads ([`RuleStatus`](status::RuleStatus)), and the rules in force
@@ -55,14 +54,22 @@ pub mod status {
     pub use crate::model::policy::{Headroom, Policy, RuleStatus};
 }
 
+/// The requests a [`Limiter`] answers, each run awaited or [blocking](request::Check::blocking):
+/// what [`Limiter::check`], [`Limiter::peek`], [`Limiter::reset`] and [`Permit::refund`]
+/// return, and their futures.
+pub mod request {
+    pub use crate::limiter::permit::Refund;
+    pub use crate::limiter::request::{Check, CheckFuture, Peek, Reset, StoreFuture};
+}
+
 pub use algorithm::Algorithm;
 pub use config::{init, reload, Config, FailurePolicy};
-pub use error::{Cause, RateLimited};
 pub use limiter::permit::Permit;
 pub use limiter::registry::limiter;
 pub use limiter::{Limiter, LimiterBuilder};
-pub use model::addr::{parse_ip, Cidr, CidrError, CidrErrorKind};
+pub use model::limit::Limit;
 pub use model::limit_type::LimitType;
 pub use model::mode::Mode;
+pub use model::refusal::{Cause, RateLimited};
 pub use model::rule::Rule;
 pub use model::subject::Subject;

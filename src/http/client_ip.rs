@@ -51,7 +51,7 @@ pub enum ForwardedHeader {
 ///   trusted, the leftmost is. An entry that is not an address (`unknown`, an obfuscated
 ///   identifier, garbage) ends the walk and the header is ignored, as is an absent one; if no
 ///   header yields an address, the client is the peer.
-/// - Addresses are read as [`parse_ip`](ratelimit_runtime::parse_ip) reads them (ports,
+/// - Addresses are read as [`parse_ip`](ratelimit_runtime::subject::parse_ip) reads them (ports,
 ///   brackets, zone ids; `::ffff:192.0.2.1` is `192.0.2.1`), the peer's included.
 ///
 /// Forwarded headers are only as good as the proxy that writes them: restrict

@@ -37,17 +37,12 @@ mod client_ip;
 
 pub(crate) use client_ip::HeaderFields;
 pub use client_ip::{ClientIpResolver, ForwardedHeader};
-/// CIDR networks live in the runtime (the overrides file's exemptions use them too).
-pub use ratelimit_runtime::subject::{Cidr, CidrError, CidrErrorKind};
-
-/// The former name of [`RequestContextLayer`] (tower has its own `RateLimitLayer`).
-#[deprecated(note = "renamed `RequestContextLayer`")]
-pub type RateLimitLayer = RequestContextLayer;
 
 #[cfg(feature = "axum")]
 use axum::extract::ConnectInfo;
 use http::{HeaderName, Request, Response};
 use ratelimit_runtime::context::{self, RequestContext};
+use ratelimit_runtime::subject::Cidr;
 use ratelimit_runtime::subject::DEFAULT_IPV6_PREFIX;
 use std::future::Future;
 use std::net::IpAddr;

@@ -198,6 +198,13 @@ impl RedisCluster {
         }
     }
 
+    /// The slot of `key`, as the cluster itself computes it (`CLUSTER KEYSLOT`).
+    pub fn slot_of(&self, key: &[u8]) -> u16 {
+        let port = self.nodes.iter().find(|n| n.child.is_some()).expect("a running node").port;
+        let mut node = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut node).unwrap()
+    }
+
     /// A plain connection to the node serving `slot` (to inspect keys).
     pub fn client_for_slot(&self, slot: u16) -> redis::Connection {
         let port = self.primary_of(slot);

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use ratelimit::store::StoreHandle;
-use ratelimit::{Algorithm, LimitType, Limiter, Permit, Rule, Subject};
+use ratelimit::{Algorithm, Limit, LimitType, Limiter, Permit, Rule, Subject};
 
 /// One rule under its algorithm's definition, in exact integers (products as u128), kept apart
 /// from the scripts' arithmetic: only whether a call of cost c passes at t, and what an
@@ -328,13 +328,14 @@ pub struct LimitSpec {
 pub fn build(store: &StoreHandle, name: &str, limits: &[LimitSpec]) -> Limiter {
     let mut b = Limiter::builder(name);
     for l in limits {
-        b = b.limit_with(l.limit_type, l.rules.iter().copied(), l.alg, ratelimit::store::DEFAULT_PREFIX);
+        let mut limit = Limit::new(l.limit_type, l.rules.iter().copied()).algorithm(l.alg);
         if let Some(n) = l.burst {
-            b = b.burst(n);
+            limit = limit.burst(n);
         }
         if let Some(us) = l.block {
-            b = b.block(std::time::Duration::from_micros(us));
+            limit = limit.block(std::time::Duration::from_micros(us));
         }
+        b = b.limit(limit);
     }
     b.store(store.clone()).refusal_cache(false).build().unwrap()
 }
@@ -360,7 +361,7 @@ pub async fn compare(
     t: u64,
     c: u64,
 ) -> Result<Option<Expected>, String> {
-    let got = l.check_at(subjects, c, std::time::UNIX_EPOCH + std::time::Duration::from_micros(t)).await;
+    let got = l.check(subjects).cost(c).at(std::time::UNIX_EPOCH + std::time::Duration::from_micros(t)).await;
     judge(got, limits, expect(models, t, c), t, c).map(|(e, _)| e)
 }
 

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// The time `us` µs after the Unix epoch: a pinned time for `check_at` and `peek_at`.
+/// The time `us` µs after the Unix epoch: a pinned time for `Check::at` and `Peek::at`.
 pub fn at(us: u64) -> std::time::SystemTime {
     std::time::UNIX_EPOCH + Duration::from_micros(us)
 }
@@ -224,8 +224,8 @@ pub async fn remaining_of_concurrent_calls(
                 let mut remaining = Vec::new();
                 for _ in 0..CALLS {
                     let decided = match pinned {
-                        Some(at) => limiter.check_at(&[ratelimit::Subject::global()], 1, at).await,
-                        None => limiter.check(&[ratelimit::Subject::global()], 1).await,
+                        Some(at) => limiter.check(&[ratelimit::Subject::global()]).at(at).await,
+                        None => limiter.check(&[ratelimit::Subject::global()]).await,
                     };
                     match decided {
                         Ok(permit) => remaining.push(permit.quota().expect("a quota").remaining),

@@ -28,7 +28,8 @@
 //! Limiters read [`generation`] (one atomic load) on every call and rebuild their compiled limits
 //! when it changes; a decision keeps the table it started with to the end.
 
-use crate::model::addr::{Cidr, CidrError};
+use crate::error::{CidrError, OverridesError};
+use crate::model::addr::Cidr;
 use crate::model::limit_type::LimitType;
 use crate::model::mode::Mode;
 use crate::model::rule::Rule;
@@ -36,7 +37,6 @@ use crate::rt::lock::lock;
 use arc_swap::ArcSwapOption;
 use serde::Deserialize;
 use std::collections::HashSet;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once, PoisonError};
@@ -71,60 +71,6 @@ pub struct Overrides {
     exempt_ips: Vec<Cidr>,
     exempt_users: HashSet<Vec<u8>>,
 }
-
-/// Why an overrides file was refused: the file, the line and column, the value, and what is
-/// wrong. Displays as `overrides.toml:3:9: unknown type "ipp": expected …`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OverridesError {
-    file: String,
-    line: usize,
-    column: usize,
-    value: Option<String>,
-    message: String,
-}
-
-impl OverridesError {
-    /// The file (as given).
-    pub fn file(&self) -> &str {
-        &self.file
-    }
-    /// The line (1-based; 0 when the file could not be read at all).
-    pub fn line(&self) -> usize {
-        self.line
-    }
-    /// The column (1-based, in characters).
-    pub fn column(&self) -> usize {
-        self.column
-    }
-    /// The offending value as written, when there is one.
-    pub fn value(&self) -> Option<&str> {
-        self.value.as_deref()
-    }
-    /// What is wrong.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    fn whole_file(file: &str, message: String) -> OverridesError {
-        OverridesError { file: file.to_owned(), line: 0, column: 0, value: None, message }
-    }
-}
-
-impl fmt::Display for OverridesError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            write!(f, "{}: {}", self.file, self.message)?;
-        } else {
-            write!(f, "{}:{}:{}: {}", self.file, self.line, self.column, self.message)?;
-        }
-        match &self.value {
-            Some(v) if !self.message.contains(v.as_str()) => write!(f, " (value: {v})"),
-            _ => Ok(()),
-        }
-    }
-}
-
-impl std::error::Error for OverridesError {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -183,7 +129,7 @@ impl Locator<'_> {
                 first.to_owned()
             }
         });
-        OverridesError { file: self.file.to_owned(), line, column, value, message: message.into() }
+        OverridesError::Invalid { file: self.file.to_owned(), line, column, value, message: message.into() }
     }
 
     fn spanned(&self, s: &Spanned<String>, message: impl Into<String>) -> OverridesError {
@@ -210,7 +156,13 @@ impl Overrides {
         let loc = Locator { file, text };
         let de: FileDe = toml::from_str(text).map_err(|e| match e.span() {
             Some(span) => loc.at(span, e.message().trim().to_owned()),
-            None => OverridesError::whole_file(file, e.message().trim().to_owned()),
+            None => OverridesError::Invalid {
+                file: file.to_owned(),
+                line: 0,
+                column: 0,
+                value: None,
+                message: e.message().trim().to_owned(),
+            },
         })?;
         let mut out = Overrides::default();
         let mut seen: Vec<(String, LimitType, Option<String>)> = Vec::new();
@@ -282,7 +234,7 @@ impl Overrides {
             };
             let mode = match &entry.mode {
                 None => None,
-                Some(m) => Some(m.get_ref().parse::<Mode>().map_err(|msg| loc.spanned(m, msg))?),
+                Some(m) => Some(m.get_ref().parse::<Mode>().map_err(|e| loc.spanned(m, e.to_string()))?),
             };
             let block = match &entry.block {
                 None => None,
@@ -314,7 +266,7 @@ impl Overrides {
         let path = path.as_ref();
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path)
-            .map_err(|e| OverridesError::whole_file(&name, format!("cannot read the rate-limit configuration: {e}")))?;
+            .map_err(|e| OverridesError::Read { file: name.clone(), source: Arc::new(e) })?;
         Overrides::parse(&text, &name)
     }
 
@@ -513,10 +465,7 @@ fn install(overrides: Overrides) -> u64 {
 pub(crate) fn reload_file() -> Result<u64, OverridesError> {
     let path = lock(&PATH).clone();
     let Some(path) = path else {
-        let e = OverridesError::whole_file(
-            "<none>",
-            "no rate-limit configuration file: set RATELIMIT_CONFIG or Config::overrides_file".to_owned(),
-        );
+        let e = OverridesError::NoFile;
         tracing::error!(error = %e, "ratelimit: cannot reload the configuration");
         return Err(e);
     };

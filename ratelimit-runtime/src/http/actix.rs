@@ -1,15 +1,24 @@
-//! actix-web rendering of a refusal (feature `actix`): `impl ResponseError for RateLimited`, the
-//! status, header fields and body of `http_response`, carried over to actix-web's own types.
+//! actix-web rendering (feature `actix`): `impl ResponseError for RateLimited`, and an allowed
+//! call's header fields as actix-web's types, carried over from the `http` rendering.
 
-use crate::error::RateLimited;
+use crate::model::policy::Headroom;
+use crate::model::refusal::RateLimited;
 use actix_web::body::BoxBody;
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 
-/// `http` 1 header fields (what `http_response` renders) as actix-web's header types (which are
-/// another major version of the `http` crate's).
-pub fn actix_headers(headers: http::HeaderMap) -> impl Iterator<Item = (HeaderName, HeaderValue)> {
+impl Headroom {
+    /// [`headers`](Headroom::headers) as actix-web's header types, for a middleware that adds
+    /// them to allowed responses.
+    pub fn actix_headers(&self) -> impl Iterator<Item = (HeaderName, HeaderValue)> {
+        actix_headers(self.headers())
+    }
+}
+
+/// `http` 1 header fields (what the `http` rendering writes) as actix-web's header types (which
+/// are another major version of the `http` crate's).
+fn actix_headers(headers: http::HeaderMap) -> impl Iterator<Item = (HeaderName, HeaderValue)> {
     let mut name = None;
     headers.into_iter().filter_map(move |(n, value)| {
         // `into_iter` names a field once, before its first value.

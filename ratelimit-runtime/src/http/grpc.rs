@@ -1,7 +1,7 @@
 //! gRPC rendering of a refusal (feature `tonic`): `RateLimited` into a `tonic::Status`, with the
 //! same header fields as HTTP (from `http_response`) as the status's metadata.
 
-use crate::error::{Cause, RateLimited};
+use crate::model::refusal::{Cause, RateLimited};
 use http::header::RETRY_AFTER;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
@@ -26,16 +26,16 @@ impl RateLimited {
 /// `ratelimit-policy` and `ratelimit` (the header fields of an HTTP refusal).
 ///
 /// ```
-/// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore};
+/// # use ratelimit_runtime::{Limit, Limiter, LimitType, Rule, Subject, store::MemoryStore};
 /// # use std::{sync::Arc, time::Duration};
 /// let limiter = Limiter::builder("greeter")
-///     .limit(LimitType::Ip, [Rule::new(Duration::from_secs(20), 1).unwrap()])
+///     .limit(Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(20), 1).unwrap()]))
 ///     .store(Arc::new(MemoryStore::new()))
 ///     .build()
 ///     .unwrap();
 /// let ip = [Subject::ip("203.0.113.7".parse().unwrap())];
-/// limiter.check_blocking(&ip, 1).unwrap();
-/// let status = tonic::Status::from(limiter.check_blocking(&ip, 1).unwrap_err());
+/// limiter.check(&ip).blocking().unwrap();
+/// let status = tonic::Status::from(limiter.check(&ip).blocking().unwrap_err());
 /// assert_eq!(status.code(), tonic::Code::ResourceExhausted);
 /// assert_eq!(status.metadata().get("retry-after").unwrap(), "20");
 /// assert_eq!(status.metadata().get("ratelimit").unwrap(), r#""ip-20s";r=0;t=20"#);

@@ -13,8 +13,8 @@ pub(crate) mod actix;
 #[cfg(feature = "tonic")]
 mod grpc;
 
-use crate::error::{Cause, RateLimited};
 use crate::model::policy::{Headroom, Policy};
+use crate::model::refusal::{Cause, RateLimited};
 #[cfg(feature = "axum")]
 use axum_core::body::Body;
 #[cfg(feature = "axum")]
@@ -162,16 +162,16 @@ impl RateLimited {
     /// limiter) and `RateLimit` (the rule that refused: `r=0`, `t` = retry-after in seconds).
     ///
     /// ```
-    /// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore};
+    /// # use ratelimit_runtime::{Limit, Limiter, LimitType, Rule, Subject, store::MemoryStore};
     /// # use std::{sync::Arc, time::Duration};
     /// let limiter = Limiter::builder("demo")
-    ///     .limit(LimitType::Ip, [Rule::new(Duration::from_secs(20), 1).unwrap()])
+    ///     .limit(Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(20), 1).unwrap()]))
     ///     .store(Arc::new(MemoryStore::new()))
     ///     .build()
     ///     .unwrap();
     /// let ip = [Subject::ip("203.0.113.7".parse().unwrap())];
-    /// limiter.check_blocking(&ip, 1).unwrap();
-    /// let headers = limiter.check_blocking(&ip, 1).unwrap_err().headers();
+    /// limiter.check(&ip).blocking().unwrap();
+    /// let headers = limiter.check(&ip).blocking().unwrap_err().headers();
     /// assert_eq!(headers["retry-after"], "20");
     /// assert_eq!(headers["ratelimit-policy"], r#""ip-20s";q=1;w=20"#);
     /// assert_eq!(headers["ratelimit"], r#""ip-20s";r=0;t=20"#);
@@ -203,14 +203,14 @@ impl RateLimited {
     /// `{"error":"rate_limiter_misconfigured","limiter":"<name>"}` for an invalid limiter).
     ///
     /// ```
-    /// # use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore, Cause};
+    /// # use ratelimit_runtime::{Limit, Limiter, LimitType, Rule, Subject, store::MemoryStore, Cause};
     /// # use std::{sync::Arc, time::Duration};
     /// let limiter = Limiter::builder("demo")
-    ///     .limit(LimitType::User, [Rule::new(Duration::from_secs(20), 1).unwrap()])
+    ///     .limit(Limit::new(LimitType::User, [Rule::new(Duration::from_secs(20), 1).unwrap()]))
     ///     .store(Arc::new(MemoryStore::new()))
     ///     .build()
     ///     .unwrap();
-    /// let missing = limiter.check_blocking(&[Subject::missing()], 1).unwrap_err();
+    /// let missing = limiter.check(&[Subject::missing()]).blocking().unwrap_err();
     /// assert_eq!(missing.cause(), Cause::SubjectMissing);
     /// assert_eq!(missing.status(), 500);
     /// assert!(missing.headers().get("retry-after").is_none());

@@ -3,9 +3,9 @@
 //! Async and blocking calls, with or without the overrides file, all go through it. It does
 //! everything that needs no store (exemptions, missing subjects, the refusal cache) and stops
 //! where a store's answer is needed: [`Step::Store`] hands back the store's future with the
-//! decision so far. The async entry points finish that future with `io::await_remote`, the
-//! blocking ones with `io::block_on`, and give the answer to [`Deciding::answer`]; that is the
-//! only difference between them. An in-memory store answers at once, and the whole decision
+//! decision so far. An awaited request (`request::CheckFuture`) polls that future, a blocking
+//! one blocks on it (`io::block_on`), and each gives the answer to [`Deciding::answer`]; that
+//! is the only difference between them. An in-memory store answers at once, and the whole decision
 //! is then one call without a future.
 //!
 //! Under the overrides file (or with `mode = shadow`) the shadow limits, which only log and
@@ -17,30 +17,27 @@
 //! limits of a call without enforced ones (then the only step).
 
 use crate::algorithm::Algorithm;
-use crate::config::{self, FailurePolicy};
+use crate::config::FailurePolicy;
 use crate::context;
-use crate::error::Cause;
-use crate::error::RateLimited;
 use crate::error::StoreError;
-use crate::limiter::epoch_us;
 use crate::limiter::limit_set::{Keys, LimitSet};
+use crate::limiter::logs::{self, shadow_refusal};
 use crate::limiter::permit::Permit;
 use crate::limiter::refusal_cache::{self, Refusal};
 use crate::limiter::reserve::Take;
-use crate::limiter::snapshot::{shadow_refusal, Snapshot};
+use crate::limiter::snapshot::Snapshot;
 use crate::limiter::Limiter;
-use crate::metrics;
 use crate::metrics::Outcome;
 use crate::model::decision::{Decision, Why};
 use crate::model::limit_type::LimitType;
 use crate::model::policy::Policy;
+use crate::model::refusal::Cause;
+use crate::model::refusal::{Failure, RateLimited};
 use crate::model::subject::Subject;
-use crate::rt::io;
 use crate::store::{Call, Pending, RemoteDecision, Store};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use std::time::SystemTime;
 
 /// Where a decision stands: finished (see [`Deciding::decided`]), or waiting for a store's
 /// answer. Small, so that steps cost no copies.
@@ -435,7 +432,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 FailurePolicy::Local if !self.local => self.decide_locally(&e),
                 // (`Local` here: process memory failed too, which it cannot.)
                 FailurePolicy::Allow | FailurePolicy::Local => {
-                    config::warn_store_failure(self.limiter.name(), &e);
+                    logs::store_failure(self.limiter.name(), &e);
                     self.outcome = Outcome::FailedOpen;
                     self.shadow()
                 }
@@ -468,7 +465,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     #[cold]
     #[inline(never)]
     fn decide_locally(&mut self, error: &StoreError) -> Step {
-        config::warn_local_decisions(self.limiter.name(), error);
+        logs::local_decisions(self.limiter.name(), error);
         self.local = true;
         let set = self.set();
         // The keys were found before the store was called.
@@ -546,7 +543,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             }
             Ok(_) => {}
             // Shadow limits never refuse, whatever the failure policy.
-            Err(e) => config::warn_store_failure(self.limiter.name(), &e),
+            Err(e) => logs::store_failure(self.limiter.name(), &e),
         }
     }
 
@@ -607,7 +604,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             retry_after,
             cause,
             limit_type,
-            source: source.map(Box::new),
+            source: source.map(|e| Box::new(Failure::Store(e))),
         }
     }
 }
@@ -625,100 +622,5 @@ fn record_quota(set: &LimitSet, d: &Decision) {
 fn record_quota_in(ctx: &context::RequestContext, set: &LimitSet, d: &Decision) {
     if let Some(q) = set.quota(d) {
         ctx.record_quota(q);
-    }
-}
-
-/// The entry points: the async ones await a remote store's answer, the blocking ones block on
-/// it; everything else is `Limiter::decide`'s.
-impl Limiter {
-    /// Decides a call of `cost` units: `subjects` holds one subject per limit, in the order the
-    /// limits were added. Works from any async runtime (Redis connections live on the library's
-    /// own I/O runtime).
-    pub async fn check(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit<'_>, RateLimited> {
-        self.check_pinned(subjects, cost, None, None).await
-    }
-
-    /// As [`check`](Self::check), for a caller in `tier` (e.g. the user's plan): decided by the
-    /// tier's rules where code ([`LimiterBuilder::tier`](crate::LimiterBuilder::tier),
-    /// [`Config::tier`](crate::Config::tier)) or the overrides file gives them, else by the
-    /// limits' own. Any text may be passed: a tier nobody configured is decided as a call
-    /// without a tier, and leaves no trace.
-    pub async fn check_tier(&self, subjects: &[Subject<'_>], cost: u64, tier: &str) -> Result<Permit<'_>, RateLimited> {
-        self.check_pinned(subjects, cost, None, Some(tier)).await
-    }
-
-    /// As [`check`](Self::check), at the time `at` instead of the store's clock: deterministic
-    /// tests, and platforms that forbid `TIME` in scripts.
-    pub async fn check_at(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        at: SystemTime,
-    ) -> Result<Permit<'_>, RateLimited> {
-        self.check_pinned(subjects, cost, Some(epoch_us(at)), None).await
-    }
-
-    pub(crate) async fn check_pinned(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        pinned: Option<u64>,
-        tier: Option<&str>,
-    ) -> Result<Permit<'_>, RateLimited> {
-        let started = metrics::start_timer();
-        let mut deciding = self.decide(subjects, cost, pinned, tier);
-        let mut step = deciding.start();
-        while let Step::Store(fut) = step {
-            step = deciding.answer(io::await_remote(fut).await);
-        }
-        self.metrics().report(deciding.outcome(), started, subjects);
-        deciding.decided()
-    }
-
-    /// As [`check`](Self::check), blocking the thread: for plain `fn`s. Needs no async runtime
-    /// of the caller's.
-    #[inline]
-    pub fn check_blocking(&self, subjects: &[Subject<'_>], cost: u64) -> Result<Permit<'_>, RateLimited> {
-        self.check_blocking_pinned(subjects, cost, None, None)
-    }
-
-    /// As [`check_tier`](Self::check_tier), blocking the thread.
-    #[inline]
-    pub fn check_tier_blocking(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        tier: &str,
-    ) -> Result<Permit<'_>, RateLimited> {
-        self.check_blocking_pinned(subjects, cost, None, Some(tier))
-    }
-
-    /// As [`check_blocking`](Self::check_blocking) at the time `at` (see
-    /// [`check_at`](Self::check_at)).
-    pub fn check_blocking_at(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        at: SystemTime,
-    ) -> Result<Permit<'_>, RateLimited> {
-        self.check_blocking_pinned(subjects, cost, Some(epoch_us(at)), None)
-    }
-
-    #[inline]
-    pub(crate) fn check_blocking_pinned(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        pinned: Option<u64>,
-        tier: Option<&str>,
-    ) -> Result<Permit<'_>, RateLimited> {
-        let started = metrics::start_timer();
-        let mut deciding = self.decide(subjects, cost, pinned, tier);
-        let mut step = deciding.start();
-        while let Step::Store(fut) = step {
-            step = deciding.answer(io::block_on(fut));
-        }
-        self.metrics().report(deciding.outcome(), started, subjects);
-        deciding.decided()
     }
 }

@@ -2,16 +2,19 @@
 //! call should not count: `refund = on_ok` for logins); the end of a call frees the concurrency
 //! slots it holds, also when the call panics or its future is dropped ([`Slots`]' `Drop`).
 
-use crate::error::{RateLimited, StoreError};
-use crate::limiter::limit_set::LimitSet;
-use crate::limiter::snapshot::Snapshot;
-use crate::limiter::Limiter;
+use super::limit_set::LimitSet;
+use super::request::StoreFuture;
+use super::snapshot::Snapshot;
+use super::Limiter;
+use crate::error::StoreError;
 use crate::model::decision::Decision;
 use crate::model::policy::Headroom;
+use crate::model::refusal::RateLimited;
 use crate::model::subject::Subject;
 use crate::rt::io;
 use crate::store::{Answer, Call, Release, Store};
 use std::fmt;
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +40,7 @@ pub struct Permit<'a> {
     /// `false` when the store failed and the policy let the call through (or the call was
     /// exempt): there is nothing to give back.
     decided: bool,
-    /// Decided at a pinned time (`check_at`): it gives back at that time too.
+    /// Decided at a pinned time (`Check::at`): it gives back at that time too.
     pinned: bool,
     /// Decided in process memory while the store failed (`on_error = local`): given back there.
     local: bool,
@@ -182,53 +185,43 @@ impl<'a> Permit<'a> {
     /// that failed on the server's side): one store round trip, and its concurrency slots are
     /// freed with it. Only what still counts is given back (units that have left their window,
     /// or drained from their bucket, are not), and never below zero. Shadow limits keep
-    /// counting the call. A permit decided at a pinned time (`check_at`) gives back at that
-    /// time. Also forgets this process's cached refusals of the subjects, which
-    /// the refund may have made wrong.
+    /// counting the call. A permit decided at a pinned time ([`Check::at`](crate::request::Check::at))
+    /// gives back at that time. Also forgets this process's cached refusals of the subjects,
+    /// which the refund may have made wrong. `.await` it, or run it with
+    /// [`blocking`](Refund::blocking).
     ///
     /// ```
-    /// use ratelimit_runtime::{Limiter, LimitType, Rule, Subject, store::MemoryStore};
+    /// use ratelimit_runtime::{Limit, LimitType, Limiter, Rule, Subject, store::MemoryStore};
     /// use std::{sync::Arc, time::Duration};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let logins = Limiter::builder("login")
-    ///     .limit(LimitType::Ip, [Rule::new(Duration::from_secs(60), 5).unwrap()])
+    ///     .limit(Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(60), 5).unwrap()]))
     ///     .store(Arc::new(MemoryStore::new()))
     ///     .build()
     ///     .unwrap();
     /// let ip = [Subject::ip("203.0.113.7".parse().unwrap())];
     /// for _ in 0..100 {
     ///     // Correct passwords: refunded, never counted.
-    ///     let permit = logins.check(&ip, 1).await.unwrap();
+    ///     let permit = logins.check(&ip).await.unwrap();
     ///     permit.refund().await.unwrap();
     /// }
     /// let mut left = 0;
-    /// while logins.check(&ip, 1).await.is_ok() {
+    /// while logins.check(&ip).await.is_ok() {
     ///     left += 1;
     /// }
     /// assert_eq!(left, 5);
     /// # }
     /// ```
-    pub async fn refund(mut self) -> Result<(), StoreError> {
-        let answer = self.give_back(true);
-        answer.finish().await
+    pub fn refund(self) -> Refund<'a> {
+        Refund { permit: self, units: true }
     }
 
-    /// As [`refund`](Self::refund), blocking the thread: for plain `fn`s.
-    pub fn refund_blocking(mut self) -> Result<(), StoreError> {
-        self.give_back(true).finish_blocking()
-    }
-
-    /// Frees the concurrency slots the call holds (one round trip, awaited: the next call of
-    /// the subject finds the slot free).
-    pub(crate) async fn end(mut self) -> Result<(), StoreError> {
-        self.give_back(false).finish().await
-    }
-
-    /// As [`end`](Self::end), blocking.
-    pub(crate) fn end_blocking(mut self) -> Result<(), StoreError> {
-        self.give_back(false).finish_blocking()
+    /// Ends the call: frees the concurrency slots it holds (one round trip, awaited: the next
+    /// call of the subject finds the slot free), and gives nothing else back.
+    pub(crate) fn end(self) -> Refund<'a> {
+        Refund { permit: self, units: false }
     }
 
     /// The store call that gives back the units (`refund`) and frees the slots.
@@ -268,6 +261,31 @@ impl<'a> Permit<'a> {
             member: d.member,
         };
         release_store(self.limiter, self.local).release(&release)
+    }
+}
+
+/// A permit's units given back ([`Permit::refund`]), with its concurrency slots: `.await` it, or
+/// run it with [`blocking`](Self::blocking).
+#[must_use = "a refund gives nothing back until it is awaited or run with `.blocking()`"]
+pub struct Refund<'a> {
+    permit: Permit<'a>,
+    /// The units go back (else only the slots are freed: the call ended).
+    units: bool,
+}
+
+impl Refund<'_> {
+    /// Gives back, blocking the thread.
+    pub fn blocking(mut self) -> Result<(), StoreError> {
+        self.permit.give_back(self.units).finish_blocking()
+    }
+}
+
+impl IntoFuture for Refund<'_> {
+    type Output = Result<(), StoreError>;
+    type IntoFuture = StoreFuture<()>;
+
+    fn into_future(mut self) -> StoreFuture<()> {
+        StoreFuture::of(self.permit.give_back(self.units))
     }
 }
 

@@ -36,7 +36,7 @@ pub(crate) struct Refusal {
     pub(crate) cost: u64,
     pub(crate) limit: usize,
     pub(crate) rule: usize,
-    /// Decided at a pinned time (`check_at`): answers only calls at pinned times, never calls on
+    /// Decided at a pinned time (`Check::at`): answers only calls at pinned times, never calls on
     /// the clock (the two time lines need not meet).
     pub(crate) pinned: bool,
 }
@@ -235,7 +235,7 @@ impl RefusalCache {
 /// The process's cache, sized on first use by the global configuration.
 pub(crate) fn global() -> &'static RefusalCache {
     static CACHE: OnceLock<RefusalCache> = OnceLock::new();
-    CACHE.get_or_init(|| RefusalCache::new(crate::config::deny_cache_settings().1))
+    CACHE.get_or_init(|| RefusalCache::new(crate::config::global::refusal_cache_settings().1))
 }
 
 #[cfg(test)]

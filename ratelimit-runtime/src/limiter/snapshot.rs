@@ -11,38 +11,25 @@
 //! decides with that tier's snapshot, a call in a tier nobody named with the default one: the
 //! tier only chooses which compiled limits decide, and an unknown name leaves nothing behind.
 
+use crate::config;
 use crate::config::overrides::{self, Table, UNSET};
-use crate::config::{self, Throttle};
 use crate::context;
 use crate::limiter::limit_set::LimitSet;
-use crate::metrics::{LimiterMetrics, Outcome};
 use crate::model::compiled::CompiledLimit;
-use crate::model::limit::LimitSpec;
+use crate::model::limit::Limit;
 use crate::model::limit_type::LimitType;
 use crate::model::mode::Mode;
-use crate::model::policy::Policy;
 use crate::model::rule::Rule;
 use crate::model::subject::Subject;
 use arc_swap::ArcSwapOption;
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// A tier's rules for one limit, given in code ([`LimiterBuilder::tier`](crate::LimiterBuilder::tier)).
-#[derive(Clone, Debug)]
-pub(crate) struct CodeTier {
-    /// Which limit (its place among the limiter's limits).
-    pub(crate) limit: usize,
-    pub(crate) name: String,
-    pub(crate) rules: Vec<Rule>,
-}
 
 /// What a limiter keeps to build its snapshots: its limits as built, and the latest snapshot.
 pub(crate) struct Plan {
-    specs: Vec<LimitSpec>,
-    /// The tiers given in code.
-    tiers: Vec<CodeTier>,
+    /// The limits as built, with their tiers given in code ([`Limit::tier`]).
+    specs: Vec<Limit>,
     /// Some limit is not enforced by the attribute itself (`mode = shadow`), or has tiers: the
     /// limits as built are not all there is.
     moded: bool,
@@ -52,9 +39,9 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    pub(crate) fn new(specs: Vec<LimitSpec>, tiers: Vec<CodeTier>, global_store: bool) -> Plan {
-        let moded = specs.iter().any(|s| s.mode != Mode::Enforce) || !tiers.is_empty();
-        Plan { specs, tiers, moded, global_store, cell: ArcSwapOption::const_empty() }
+    pub(crate) fn new(specs: Vec<Limit>, global_store: bool) -> Plan {
+        let moded = specs.iter().any(|s| s.mode != Mode::Enforce || !s.tiers.is_empty());
+        Plan { specs, moded, global_store, cell: ArcSwapOption::const_empty() }
     }
 
     /// The snapshot to decide with, or `None` when the limits as built are in force unchanged.
@@ -73,7 +60,7 @@ impl Plan {
         if generation == UNSET {
             if self.global_store {
                 // The global configuration (and its overrides file) is built on first use.
-                let _ = config::global();
+                let _ = config::global::global();
             }
             generation = match overrides::generation() {
                 UNSET => 0,
@@ -135,7 +122,7 @@ impl Plan {
         }
         let exempt = table.clone().filter(|t| t.overrides.has_exemptions());
         let generation = table.as_ref().map_or(0, |t| t.generation);
-        let mut names: Vec<&str> = self.tiers.iter().map(|t| t.name.as_str()).collect();
+        let mut names: Vec<&str> = self.specs.iter().flat_map(|s| &s.tiers).map(|(tier, _)| tier.as_str()).collect();
         if let Some(t) = table.as_deref() {
             names.extend(t.tier_names(name));
         }
@@ -143,8 +130,8 @@ impl Plan {
         names.dedup();
         touched |= !names.is_empty();
         // Every limit that counts, in any tier, once: what a reset clears.
-        let mut counted: Vec<(usize, LimitSpec)> = Vec::new();
-        let mut count = |specs: &[LimitSpec]| {
+        let mut counted: Vec<(usize, Limit)> = Vec::new();
+        let mut count = |specs: &[Limit]| {
             for (i, spec) in specs.iter().enumerate().filter(|(_, s)| s.mode != Mode::Off) {
                 if !counted.iter().any(|(j, c)| *j == i && same_rules(&c.rules, &spec.rules)) {
                     counted.push((i, spec.clone()));
@@ -154,7 +141,7 @@ impl Plan {
         count(&defaults);
         let mut tiers = Vec::with_capacity(names.len());
         for tier in names {
-            let specs: Vec<LimitSpec> = defaults
+            let specs: Vec<Limit> = defaults
                 .iter()
                 .enumerate()
                 .map(|(i, d)| {
@@ -186,7 +173,8 @@ impl Plan {
         if let Some(entry) = table.and_then(|t| t.tier(name, limit_type, tier)) {
             return entry.rules.clone();
         }
-        self.tiers.iter().find(|t| t.limit == i && t.name == tier).map(|t| t.rules.clone())
+        let spec = self.specs.get(i)?;
+        spec.tiers.iter().find(|(name, _)| name == tier).map(|(_, rules)| rules.clone())
     }
 
     /// The snapshot of these limits (one per limit of the limiter, in order, each with the rules
@@ -194,7 +182,7 @@ impl Plan {
     fn part(
         &self,
         name: &str,
-        specs: Vec<LimitSpec>,
+        specs: Vec<Limit>,
         generation: u64,
         exempt: Option<Arc<Table>>,
         tiers: Box<[(Box<str>, Arc<Snapshot>)]>,
@@ -225,14 +213,14 @@ impl Plan {
     }
 
     /// Compiles one part; a limit whose overridden rules do not compile keeps the attribute's.
-    fn compile(&self, name: &str, specs: Vec<(usize, LimitSpec)>) -> LimitSet {
+    fn compile(&self, name: &str, specs: Vec<(usize, Limit)>) -> LimitSet {
         let (mut limits, mut index) = (Vec::with_capacity(specs.len()), Vec::with_capacity(specs.len()));
         let mut policies = Vec::new();
         for (i, spec) in specs {
             let mode = spec.mode;
             let limit = CompiledLimit::compile(name, spec, policies.len()).or_else(|e| {
                 tracing::error!(limiter = name, error = %e, "ratelimit: the configured rules do not apply; keeping the attribute's");
-                CompiledLimit::compile(name, LimitSpec { mode, ..self.specs[i].clone() }, policies.len())
+                CompiledLimit::compile(name, Limit { mode, ..self.specs[i].clone() }, policies.len())
             });
             if let Ok(limit) = limit {
                 policies.extend(limit.policies());
@@ -311,28 +299,12 @@ impl Snapshot {
     }
 }
 
-/// Whether two rule lists are the same rules (in any order): the same limit's keys.
-fn same_rules(a: &[Rule], b: &[Rule]) -> bool {
-    a.len() == b.len() && a.iter().all(|r| b.contains(r))
-}
-
 /// The address an IP subject stands for: `203.0.113.7`, or the network of `2001:db8::/64`.
 fn ip_of_subject(bytes: &[u8]) -> Option<IpAddr> {
     crate::model::subject::ip_group_of_key(bytes).map(|group| group.addr())
 }
 
-/// A call a shadow limit would have refused: counted, and logged at most once per 10 s.
-pub(crate) fn shadow_refusal(metrics: &LimiterMetrics, limiter: &str, policy: Option<Policy>, retry_after: Duration) {
-    static THROTTLE: Throttle = Throttle::new(Duration::from_secs(10));
-    metrics.decision(Outcome::ShadowDenied);
-    if let Some(suppressed) = THROTTLE.admit(Instant::now()) {
-        let rule = policy.map_or_else(|| "subject missing".to_owned(), |p| format!("{}, {}", p.limit_type, p.rule));
-        tracing::info!(
-            limiter,
-            rule = %rule,
-            retry_after_ms = retry_after.as_millis() as u64,
-            suppressed,
-            "ratelimit: shadow mode: a call would have been refused; letting it through"
-        );
-    }
+/// Whether two rule lists are the same rules (in any order): the same limit's keys.
+fn same_rules(a: &[Rule], b: &[Rule]) -> bool {
+    a.len() == b.len() && a.iter().all(|r| b.contains(r))
 }

@@ -1,127 +1,28 @@
-//! Waiting for room: a refused call sleeps for the retry-after the store returned,
+//! Waiting for room (a check's `wait`): a refused call sleeps for the retry-after the store returned,
 //! plus a little jitter, and tries again, never sleeping past its `max_wait`.
 
-use crate::error::{Cause, RateLimited};
-use crate::limiter::permit::Permit;
-use crate::limiter::Limiter;
-use crate::model::subject::Subject;
-use crate::rt::io;
+use super::permit::Permit;
+use super::request::Check;
+use crate::model::refusal::{Cause, RateLimited};
 use std::time::{Duration, Instant};
 
 /// The most jitter added to a retry-after: enough to spread a fleet's retries, small next to
 /// the windows rate limits use.
 const JITTER_CAP: Duration = Duration::from_millis(20);
 
-impl Limiter {
-    /// As [`check`](Self::check), but a call refused for lack of room (not a store failure or
-    /// a missing subject) sleeps until its retry-after, with a little jitter, and tries again,
-    /// until it is admitted or until the next sleep would end past `max_wait` from now: then
-    /// the refusal is returned at once, without sleeping. For workers that share one budget
-    /// toward an outside API (one process, or many on one Redis). Sleeps on the library's
-    /// timer: works from any async runtime.
-    ///
-    /// ```
-    /// use ratelimit_runtime::{Limiter, LimitType, store::MemoryStore, Rule, Subject};
-    /// use std::{sync::Arc, time::{Duration, Instant}};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let api = Limiter::builder("partner_api")
-    ///     .limit(LimitType::Global, [Rule::new(Duration::from_millis(100), 2).unwrap()])
-    ///     .store(Arc::new(MemoryStore::new()))
-    ///     .build()
-    ///     .unwrap();
-    /// let start = Instant::now();
-    /// for _ in 0..4 {
-    ///     api.until_ready(&[Subject::global()], 1, Duration::from_secs(5)).await.unwrap();
-    /// }
-    /// assert!(start.elapsed() >= Duration::from_millis(100), "the third call waited for room");
-    /// // A wait longer than allowed refuses at once.
-    /// assert!(api.until_ready(&[Subject::global()], 1, Duration::from_millis(1)).await.is_err());
-    /// # }
-    /// ```
-    pub async fn until_ready(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Permit<'_>, RateLimited> {
-        self.until_ready_in(subjects, cost, max_wait, None).await
-    }
-
-    /// [`until_ready`](Self::until_ready) for a caller in `tier` (see
-    /// [`check_tier`](Self::check_tier)), or without one.
-    pub(crate) async fn until_ready_in(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        max_wait: Duration,
-        tier: Option<&str>,
-    ) -> Result<Permit<'_>, RateLimited> {
-        let start = Instant::now();
-        loop {
-            let refused = match self.check_pinned(subjects, cost, None, tier).await {
-                Ok(permit) => return Ok(permit),
-                Err(e) => e,
-            };
-            match next_sleep(&refused, start.elapsed(), max_wait) {
-                Some(d) if io::sleep(d).await.is_ok() => {}
-                _ => return Err(refused),
-            }
-        }
-    }
-
-    /// As [`until_ready`](Self::until_ready), blocking the thread while it waits: for plain
-    /// `fn`s.
-    ///
-    /// ```
-    /// use ratelimit_runtime::{Limiter, LimitType, store::MemoryStore, Rule, Subject};
-    /// use std::{sync::Arc, time::Duration};
-    ///
-    /// let api = Limiter::builder("partner_api")
-    ///     .limit(LimitType::Global, [Rule::new(Duration::from_millis(50), 1).unwrap()])
-    ///     .store(Arc::new(MemoryStore::new()))
-    ///     .build()
-    ///     .unwrap();
-    /// for _ in 0..3 {
-    ///     api.until_ready_blocking(&[Subject::global()], 1, Duration::from_secs(5)).unwrap();
-    /// }
-    /// ```
-    pub fn until_ready_blocking(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Permit<'_>, RateLimited> {
-        until_ready_with(self, subjects, cost, max_wait, None, Instant::now, std::thread::sleep)
-    }
-
-    /// [`until_ready_blocking`](Self::until_ready_blocking) for a caller in `tier`, or without
-    /// one.
-    pub(crate) fn until_ready_blocking_in(
-        &self,
-        subjects: &[Subject<'_>],
-        cost: u64,
-        max_wait: Duration,
-        tier: Option<&str>,
-    ) -> Result<Permit<'_>, RateLimited> {
-        until_ready_with(self, subjects, cost, max_wait, tier, Instant::now, std::thread::sleep)
-    }
-}
-
-/// The blocking loop, with time and sleep given: the unit tests drive a manual clock.
-fn until_ready_with<'l>(
-    limiter: &'l Limiter,
-    subjects: &[Subject<'_>],
-    cost: u64,
+/// The blocking waiting loop of `check`, with time and sleep given (the unit tests drive a
+/// manual clock): each try is a decision of its own, at the pinned time plus the time waited.
+pub(super) fn blocking<'l>(
+    check: &Check<'l, '_, '_>,
     max_wait: Duration,
-    tier: Option<&str>,
     now: impl Fn() -> Instant,
     mut sleep: impl FnMut(Duration),
 ) -> Result<Permit<'l>, RateLimited> {
     let start = now();
     loop {
-        let refused = match limiter.check_blocking_pinned(subjects, cost, None, tier) {
+        let waited = now().saturating_duration_since(start);
+        let pinned = check.at.map(|at| at.saturating_add(u64::try_from(waited.as_micros()).unwrap_or(u64::MAX)));
+        let refused = match check.once_blocking(pinned) {
             Ok(permit) => return Ok(permit),
             Err(e) => e,
         };
@@ -136,7 +37,7 @@ fn until_ready_with<'l>(
 /// refusal for lack of room is waited out, and only when its retry-after ends within
 /// `max_wait` of the start. The sleep is the retry-after plus a little jitter (never past
 /// `max_wait`), and at least 1ms so that a zero retry-after cannot spin.
-fn next_sleep(refused: &RateLimited, elapsed: Duration, max_wait: Duration) -> Option<Duration> {
+pub(super) fn next_sleep(refused: &RateLimited, elapsed: Duration, max_wait: Duration) -> Option<Duration> {
     if !matches!(refused.cause(), Cause::Exceeded | Cause::Concurrency) {
         return None;
     }
@@ -161,8 +62,11 @@ fn jitter(retry: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limiter::Limiter;
+    use crate::model::limit::Limit;
     use crate::model::limit_type::LimitType;
     use crate::model::rule::Rule;
+    use crate::model::subject::Subject;
     use crate::rt::clock::ManualClock;
     use crate::store::memory::MemoryStore;
     use std::sync::Arc;
@@ -212,7 +116,7 @@ mod tests {
     fn waiting_admits_exactly_the_rules_rate() {
         let clock = Arc::new(ManualClock::new(1_000_000_000));
         let limiter = Limiter::builder("wait::manual")
-            .limit(LimitType::Global, [Rule::from_millis(1_000, 5).unwrap()])
+            .limit(Limit::new(LimitType::Global, [Rule::from_millis(1_000, 5).unwrap()]))
             .store(Arc::new(MemoryStore::with_clock(clock.clone())))
             .build()
             .unwrap();
@@ -225,7 +129,8 @@ mod tests {
                 clock.advance(d);
                 elapsed.set(elapsed.get() + d);
             };
-            until_ready_with(&limiter, &[Subject::global()], 1, Duration::from_secs(2), None, now, sleep).unwrap();
+            let global = [Subject::global()];
+            blocking(&limiter.check(&global), Duration::from_secs(2), now, sleep).unwrap();
             admitted_at.push(elapsed.get());
         }
         // 20 calls at 5 per second: the last needs three whole windows.
@@ -242,15 +147,14 @@ mod tests {
     fn a_wait_longer_than_max_wait_refuses_without_sleeping() {
         let clock = Arc::new(ManualClock::new(1_000_000_000));
         let limiter = Limiter::builder("wait::too_long")
-            .limit(LimitType::Global, [Rule::from_millis(60_000, 1).unwrap()])
+            .limit(Limit::new(LimitType::Global, [Rule::from_millis(60_000, 1).unwrap()]))
             .store(Arc::new(MemoryStore::with_clock(clock)))
             .build()
             .unwrap();
         let g = [Subject::global()];
-        limiter.check_blocking(&g, 1).unwrap();
+        limiter.check(&g).blocking().unwrap();
         let mut slept = Vec::new();
-        let e = until_ready_with(&limiter, &g, 1, Duration::from_secs(10), None, Instant::now, |d| slept.push(d))
-            .unwrap_err();
+        let e = blocking(&limiter.check(&g), Duration::from_secs(10), Instant::now, |d| slept.push(d)).unwrap_err();
         assert_eq!(e.cause(), Cause::Exceeded);
         assert!(slept.is_empty(), "refused at once, without sleeping: {slept:?}");
     }

@@ -2,6 +2,7 @@
 //! kept beside them; in its own file so that the metrics module stays below the limiter).
 
 use crate::limiter::Limiter;
+use crate::model::limit::Limit;
 use crate::model::limit_type::LimitType;
 use crate::model::rule::Rule;
 use crate::model::subject::Subject;
@@ -45,14 +46,14 @@ fn events(log_subjects: bool) -> Vec<String> {
     let capture: &'static Capture = Box::leak(Box::default());
     tracing::subscriber::with_default(capture, || {
         let limiter = Limiter::builder("metrics::unit")
-            .limit(LimitType::Ip, [Rule::new(Duration::from_secs(60), 1).unwrap()])
+            .limit(Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(60), 1).unwrap()]))
             .store(Arc::new(MemoryStore::new()))
             .log_subjects(log_subjects)
             .build()
             .unwrap();
         let ip = [Subject::ip("192.0.2.44".parse().unwrap())];
-        assert!(limiter.check_blocking(&ip, 1).is_ok());
-        assert!(limiter.check_blocking(&ip, 1).is_err());
+        assert!(limiter.check(&ip).blocking().is_ok());
+        assert!(limiter.check(&ip).blocking().is_err());
     });
     let events = capture.0.lock().unwrap().clone();
     events
@@ -114,7 +115,7 @@ fn counts_under_a_recorder_reach_it_on_flush() {
     let limiter = metrics::with_local_recorder(&recorder, || {
         assert!(super::recorder_installed());
         Limiter::builder("metrics::tally")
-            .limit(LimitType::Ip, [Rule::new(Duration::from_secs(60), 3).unwrap()])
+            .limit(Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(60), 3).unwrap()]))
             .store(Arc::new(MemoryStore::new()))
             .build()
             .unwrap()
@@ -122,14 +123,14 @@ fn counts_under_a_recorder_reach_it_on_flush() {
     assert!(matches!(limiter.metrics().counts, super::Counts::Tally(_)));
     let ip = [Subject::ip("192.0.2.45".parse().unwrap())];
     for _ in 0..5 {
-        let _ = limiter.check_blocking(&ip, 1);
+        let _ = limiter.check(&ip).blocking();
     }
     super::flush();
     assert_eq!(recorder.value("ratelimit_decisions_total{limiter=metrics::tally,outcome=allowed}"), 3);
     assert_eq!(recorder.value("ratelimit_decisions_total{limiter=metrics::tally,outcome=denied}"), 2);
 
     let plain = Limiter::builder("metrics::plain")
-        .limit(LimitType::Ip, [Rule::new(Duration::from_secs(60), 3).unwrap()])
+        .limit(Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(60), 3).unwrap()]))
         .store(Arc::new(MemoryStore::new()))
         .build()
         .unwrap();

@@ -3,6 +3,7 @@
 //! `ip = "…"`, the overrides file, `--trust-proxy`) reads it here, so they all agree on what
 //! `[2001:db8::1]:443` or `::ffff:192.0.2.1` means.
 
+use crate::error::CidrError;
 use ipnet::IpNet;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -18,7 +19,7 @@ use std::str::FromStr;
 /// it came through.
 ///
 /// ```
-/// use ratelimit_runtime::parse_ip;
+/// use ratelimit_runtime::subject::parse_ip;
 /// use std::net::IpAddr;
 /// let ip = |s: &str| s.parse::<IpAddr>().ok();
 /// assert_eq!(parse_ip("[2001:db8::1]:443"), ip("2001:db8::1"));
@@ -86,7 +87,7 @@ fn is_port(s: &str) -> bool {
 /// `::1` = `/128`).
 ///
 /// ```
-/// use ratelimit_runtime::Cidr;
+/// use ratelimit_runtime::subject::Cidr;
 /// let net: Cidr = "10.0.0.0/8".parse().unwrap();
 /// assert!(net.contains("10.1.2.3".parse().unwrap()));
 /// assert!(!net.contains("11.0.0.1".parse().unwrap()));
@@ -101,63 +102,6 @@ fn is_port(s: &str) -> bool {
 /// written in mapped form (`::ffff:10.0.0.0/104`) is that IPv4 network (`10.0.0.0/8`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Cidr(IpNet);
-
-/// Why a [`Cidr`] could not be parsed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CidrError {
-    input: String,
-    kind: CidrErrorKind,
-}
-
-/// What was wrong with a CIDR.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CidrErrorKind {
-    /// The text was empty.
-    Empty,
-    /// The part before `/` is not an IPv4 or IPv6 address.
-    Address,
-    /// The part after `/` is not a number.
-    Prefix,
-    /// The prefix is longer than the address (32 bits for IPv4, 128 for IPv6).
-    PrefixTooLong {
-        /// The longest prefix for this address family.
-        max: u8,
-    },
-    /// The address has bits set after the prefix: `10.0.0.1/8`.
-    HostBits {
-        /// The network the input probably meant.
-        network: Cidr,
-    },
-}
-
-impl CidrError {
-    /// What was wrong.
-    pub fn kind(&self) -> &CidrErrorKind {
-        &self.kind
-    }
-}
-
-impl fmt::Display for CidrError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid CIDR {:?}: ", self.input)?;
-        match &self.kind {
-            CidrErrorKind::Empty => f.write_str("empty (expected e.g. 10.0.0.0/8, 2001:db8::/32 or 192.0.2.1)"),
-            CidrErrorKind::Address => {
-                f.write_str("not an IP address before the `/` (expected e.g. 10.0.0.0/8 or 2001:db8::/32)")
-            }
-            CidrErrorKind::Prefix => f.write_str("the prefix length after `/` must be a number (e.g. /8, /64)"),
-            CidrErrorKind::PrefixTooLong { max } => {
-                write!(f, "the prefix length must be at most {max} for this address family")
-            }
-            CidrErrorKind::HostBits { network } => {
-                write!(f, "bits set after the /{} prefix (did you mean {network}?)", network.prefix())
-            }
-        }
-    }
-}
-
-impl std::error::Error for CidrError {}
 
 /// The width of `addr`'s family in bits.
 fn width(addr: IpAddr) -> u8 {
@@ -223,30 +167,32 @@ impl FromStr for Cidr {
     type Err = CidrError;
 
     fn from_str(s: &str) -> Result<Cidr, CidrError> {
-        let err = |kind| CidrError { input: s.to_owned(), kind };
+        let input = || s.to_owned();
         let text = s.trim();
         if text.is_empty() {
-            return Err(err(CidrErrorKind::Empty));
+            return Err(CidrError::Empty { input: input() });
         }
         let (addr, prefix) = match text.split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (text, None),
         };
-        let addr = bare_ip(addr).ok_or_else(|| err(CidrErrorKind::Address))?;
+        let addr = bare_ip(addr).ok_or_else(|| CidrError::Address { input: input() })?;
         let max = width(addr);
         let prefix = match prefix {
             None => max,
             Some(p) if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) => {
-                return Err(err(CidrErrorKind::Prefix));
+                return Err(CidrError::Prefix { input: input() });
             }
-            Some(p) => {
-                p.parse::<u8>().ok().filter(|&n| n <= max).ok_or_else(|| err(CidrErrorKind::PrefixTooLong { max }))?
-            }
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|&n| n <= max)
+                .ok_or_else(|| CidrError::PrefixTooLong { input: input(), max })?,
         };
-        let written = IpNet::new(addr, prefix).map_err(|_| err(CidrErrorKind::PrefixTooLong { max }))?;
+        let written = IpNet::new(addr, prefix).map_err(|_| CidrError::PrefixTooLong { input: input(), max })?;
         let network = Cidr(unmapped(written.trunc()));
         if written.trunc() != written {
-            return Err(err(CidrErrorKind::HostBits { network }));
+            return Err(CidrError::HostBits { input: input(), addr: network.addr(), prefix: network.prefix() });
         }
         Ok(network)
     }
@@ -366,9 +312,10 @@ mod tests {
         assert!(!net("2001:db8::/32").contains(ip("10.9.9.9")));
         assert_eq!(Cidr::host(ip("::ffff:192.0.2.7")), net("192.0.2.7/32"));
         assert_eq!(Cidr::new(ip("::ffff:192.0.2.7"), 120), Some(net("192.0.2.0/24")));
-        let kind = |s: &str| s.parse::<Cidr>().unwrap_err().kind().clone();
-        assert_eq!(kind("[2001:db8::1]:443"), CidrErrorKind::Address);
-        assert_eq!(kind("::ffff:10.0.0.1/104"), CidrErrorKind::HostBits { network: net("10.0.0.0/8") });
-        assert_eq!(kind("::ffff:10.0.0.0/129"), CidrErrorKind::PrefixTooLong { max: 128 });
+        let err = |s: &str| s.parse::<Cidr>().unwrap_err();
+        assert!(matches!(err("[2001:db8::1]:443"), CidrError::Address { .. }));
+        let CidrError::HostBits { addr, prefix, .. } = err("::ffff:10.0.0.1/104") else { panic!("host bits") };
+        assert_eq!(Cidr::new(addr, prefix), Some(net("10.0.0.0/8")));
+        assert!(matches!(err("::ffff:10.0.0.0/129"), CidrError::PrefixTooLong { max: 128, .. }));
     }
 }

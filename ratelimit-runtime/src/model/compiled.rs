@@ -1,9 +1,10 @@
 //! The compiled limit: one limit's type, algorithm and rules, validated, with its key template
-//! and script arguments built once. Stores read it; the limiter builds it from a [`LimitSpec`].
+//! and script arguments built once. Stores read it; the limiter builds it from a [`Limit`].
 
 use crate::algorithm::Algorithm;
+use crate::error::BuildError;
 use crate::model::key::{check_prefix, KeyTemplate};
-use crate::model::limit::{LimitSpec, LimiterError, DEFAULT_LEASE};
+use crate::model::limit::{Limit, DEFAULT_LEASE};
 use crate::model::limit_type::LimitType;
 use crate::model::policy::Policy;
 use crate::model::rule::Rule;
@@ -178,41 +179,41 @@ fn window_us(d: Duration) -> Option<u64> {
 impl CompiledLimit {
     /// Validates `spec` and builds the limit of limiter `name` whose policies start at
     /// `policy_offset` in the limiter's list.
-    pub(crate) fn compile(name: &str, spec: LimitSpec, policy_offset: usize) -> Result<CompiledLimit, LimiterError> {
-        check_prefix(&spec.prefix).map_err(LimiterError::Prefix)?;
+    pub(crate) fn compile(name: &str, spec: Limit, policy_offset: usize) -> Result<CompiledLimit, BuildError> {
+        check_prefix(&spec.prefix).map_err(BuildError::Prefix)?;
         let block_us = match spec.block {
-            Some(d) => window_us(d).ok_or(LimiterError::InvalidBlock(d))?,
+            Some(d) => window_us(d).ok_or(BuildError::InvalidBlock(d))?,
             None => 0,
         };
         if spec.lease.is_some() && spec.concurrency.is_none() {
-            return Err(LimiterError::LeaseWithoutConcurrency);
+            return Err(BuildError::LeaseWithoutConcurrency);
         }
         if spec.sync.is_some() && (spec.block.is_some() || spec.concurrency.is_some()) {
-            return Err(LimiterError::SyncWithPolicy);
+            return Err(BuildError::SyncWithBlockOrConcurrency);
         }
         if let Some(n) = spec.concurrency {
             return CompiledLimit::compile_concurrency(name, spec, n, policy_offset);
         }
         let mut rules = spec.rules;
         if rules.is_empty() {
-            return Err(LimiterError::NoRules);
+            return Err(BuildError::NoRules);
         }
         rules.sort_by(|a, b| b.window_ms().cmp(&a.window_ms()).then(a.count().cmp(&b.count())));
         if let Some(pair) = rules.windows(2).find(|p| p[0].window_ms() == p[1].window_ms()) {
-            return Err(LimiterError::DuplicateWindow(pair[0].window()));
+            return Err(BuildError::DuplicateWindow(pair[0].window()));
         }
         if let Some(burst) = spec.burst {
             if !spec.algorithm.supports_burst() {
-                return Err(LimiterError::BurstUnsupported(spec.algorithm));
+                return Err(BuildError::BurstUnsupported(spec.algorithm));
             }
             if burst == 0 || burst > crate::model::rule::MAX_COUNT {
-                return Err(LimiterError::InvalidBurst(burst));
+                return Err(BuildError::InvalidBurst(burst));
             }
             // Every span a bucket handles is at most the time a full bucket takes to drain: keep
             // it within the longest window, as every store's arithmetic assumes.
             let max_us = u128::from(crate::model::rule::MAX_WINDOW.as_micros() as u64);
             if rules.iter().any(|r| u128::from(burst) * u128::from(r.window_us()) > max_us * u128::from(r.count())) {
-                return Err(LimiterError::BurstTooSlow(burst));
+                return Err(BuildError::BurstTooSlow(burst));
             }
         }
         let mut script_args = vec![
@@ -228,7 +229,7 @@ impl CompiledLimit {
             None => 0,
             Some(d) => {
                 let shortest = rules.last().map_or(0, |r| r.window_us());
-                window_us(d).filter(|&us| us <= shortest).ok_or(LimiterError::InvalidSync(d))?
+                window_us(d).filter(|&us| us <= shortest).ok_or(BuildError::InvalidSync(d))?
             }
         };
         let template = KeyTemplate::new(&spec.prefix, name, spec.limit_type, spec.algorithm, spec.burst, &rules);
@@ -255,23 +256,18 @@ impl CompiledLimit {
     }
 
     /// A concurrency limit: no rules, `n` slots held at most `lease` each.
-    fn compile_concurrency(
-        name: &str,
-        spec: LimitSpec,
-        n: u64,
-        policy_offset: usize,
-    ) -> Result<CompiledLimit, LimiterError> {
+    fn compile_concurrency(name: &str, spec: Limit, n: u64, policy_offset: usize) -> Result<CompiledLimit, BuildError> {
         if spec.block.is_some() {
-            return Err(LimiterError::BlockWithoutRules);
+            return Err(BuildError::BlockWithoutRules);
         }
         if !spec.rules.is_empty() {
-            return Err(LimiterError::ConcurrencyWithRules);
+            return Err(BuildError::ConcurrencyWithRules);
         }
         if n == 0 || n > crate::model::rule::MAX_COUNT {
-            return Err(LimiterError::InvalidConcurrency(n));
+            return Err(BuildError::InvalidConcurrency(n));
         }
         let lease = spec.lease.unwrap_or(DEFAULT_LEASE);
-        let lease_us = window_us(lease).ok_or(LimiterError::InvalidLease(lease))?;
+        let lease_us = window_us(lease).ok_or(BuildError::InvalidLease(lease))?;
         let template = KeyTemplate::concurrency(&spec.prefix, name, spec.limit_type, n, lease);
         let registration = memory_id(&template);
         Ok(CompiledLimit {
@@ -307,16 +303,9 @@ impl CompiledLimit {
 #[cfg(test)]
 mod memory_id_tests {
     use super::*;
-    use crate::model::mode::Mode;
 
-    fn spec(count: u64) -> LimitSpec {
-        let _ = Mode::Enforce;
-        LimitSpec::new(
-            LimitType::Ip,
-            vec![Rule::new(Duration::from_secs(10), count).unwrap()],
-            Algorithm::SlidingWindow,
-            "rl:",
-        )
+    fn spec(count: u64) -> Limit {
+        Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(10), count).unwrap()]).prefix("rl:")
     }
 
     /// How many registered identities belong to limiter `name`.

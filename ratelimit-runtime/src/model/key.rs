@@ -11,6 +11,7 @@
 //!   and the prefix may not contain `{` or `}`, so all keys of a subject share a slot.
 
 use crate::algorithm::Algorithm;
+use crate::error::PrefixError;
 use crate::model::limit_type::LimitType;
 use crate::model::rule::Rule;
 use sha2::{Digest, Sha256};
@@ -24,26 +25,6 @@ pub const MAX_PREFIX_LEN: usize = 64;
 const MAX_PART_LEN: usize = 96;
 /// A rule list longer than this in the key is hashed.
 const MAX_RULES_LEN: usize = 48;
-
-/// Why a prefix was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PrefixError {
-    /// Longer than [`MAX_PREFIX_LEN`] bytes.
-    TooLong,
-    /// Contains `{` or `}`, which would move the Redis Cluster hash tag.
-    Brace,
-}
-
-impl std::fmt::Display for PrefixError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PrefixError::TooLong => "the key prefix must be at most 64 bytes",
-            PrefixError::Brace => {
-                "the key prefix may not contain `{` or `}` (they would move the Redis Cluster hash tag)"
-            }
-        })
-    }
-}
 
 /// Checks a key prefix.
 pub fn check_prefix(prefix: &str) -> Result<(), PrefixError> {
@@ -256,7 +237,7 @@ mod tests {
 }
 
 /// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag, modulo 16384.
-pub fn cluster_slot(key: &[u8]) -> u16 {
+pub(crate) fn cluster_slot(key: &[u8]) -> u16 {
     let tagged = key
         .iter()
         .position(|&b| b == b'{')

@@ -10,5 +10,6 @@ pub(crate) mod limit;
 pub(crate) mod limit_type;
 pub(crate) mod mode;
 pub(crate) mod policy;
+pub(crate) mod refusal;
 pub(crate) mod rule;
 pub(crate) mod subject;

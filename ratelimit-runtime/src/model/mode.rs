@@ -1,5 +1,6 @@
 //! Whether a limit refuses calls: [`Mode`].
 
+use crate::error::ParseError;
 use std::fmt;
 use std::str::FromStr;
 
@@ -34,13 +35,17 @@ impl fmt::Display for Mode {
 }
 
 impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Mode, ParseError> {
         match s {
             "enforce" => Ok(Mode::Enforce),
             "shadow" => Ok(Mode::Shadow),
             "off" => Ok(Mode::Off),
-            other => Err(format!("unknown mode {other:?}: expected \"enforce\", \"shadow\" or \"off\"")),
+            other => Err(ParseError::Unknown {
+                what: "mode",
+                value: other.to_owned(),
+                expected: "\"enforce\", \"shadow\" or \"off\"",
+            }),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! A rule: at most `count` units per sliding `window`.
 
+use crate::error::RuleError;
 use std::fmt;
 use std::time::Duration;
 
@@ -19,32 +20,6 @@ pub struct Rule {
     window_ms: u64,
     count: u64,
 }
-
-/// Why a [`Rule`] could not be built.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RuleError {
-    /// The window is shorter than one millisecond.
-    ZeroWindow,
-    /// The window is longer than [`MAX_WINDOW`].
-    WindowTooLong,
-    /// The count is zero: such a rule would deny every call.
-    ZeroCount,
-    /// The count is larger than [`MAX_COUNT`].
-    CountTooLarge,
-}
-
-impl fmt::Display for RuleError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RuleError::ZeroWindow => "the window must be at least 1ms",
-            RuleError::WindowTooLong => "the window must be at most 366 days",
-            RuleError::ZeroCount => "the count must be at least 1",
-            RuleError::CountTooLarge => "the count must be at most 1_000_000_000",
-        })
-    }
-}
-
-impl std::error::Error for RuleError {}
 
 impl Rule {
     /// `count` units per `window` (millisecond resolution; sub-millisecond parts are dropped).

@@ -128,16 +128,9 @@ impl fmt::Debug for Subject<'_> {
     }
 }
 
-/// The canonical text of a client IP as a subject: `203.0.113.7`, `2001:db8:1:2::/64`.
-#[doc(hidden)]
-pub fn ip_key(addr: IpAddr, v6_prefix: u8) -> String {
-    let mut text = String::new();
-    let _ = write_ip_key(addr, v6_prefix, &mut text);
-    text
-}
-
-/// The clients an IP subject stands for ([`ip_key`] read back): one IPv4 address (`/32`), or
-/// an IPv6 group (`2001:db8:1:2::/64`). `None` for text that is not an IP subject.
+/// The clients an IP subject stands for (its key, `203.0.113.7` or `2001:db8:1:2::/64`, read
+/// back): one IPv4 address (`/32`), or an IPv6 group. `None` for text that is not an IP
+/// subject.
 pub(crate) fn ip_group_of_key(key: &[u8]) -> Option<crate::model::addr::Cidr> {
     std::str::from_utf8(key).ok()?.parse().ok()
 }
@@ -370,7 +363,7 @@ impl SubjectValue for SocketAddr {
 /// A value that names a client IP: what `ip = …` accepts.
 ///
 /// Addresses are normalised (IPv6 to its /64, IPv4-mapped IPv6 to IPv4); text is read as
-/// [`parse_ip`] reads it (`[2001:db8::1]:443`, `192.0.2.1:80`, zone ids) and
+/// [`parse_ip`](crate::subject::parse_ip) reads it (`[2001:db8::1]:443`, `192.0.2.1:80`, zone ids) and
 /// normalised the same way; other text is counted as given.
 #[diagnostic::on_unimplemented(
     message = "`ip = …` takes a client address (`IpAddr`, `SocketAddr`, or its text), not `{Self}`",
@@ -432,6 +425,11 @@ impl<T: IpValue> IpValue for Option<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The text of a client IP as a subject.
+    fn ip_key(addr: IpAddr, v6_prefix: u8) -> String {
+        String::from_utf8(Subject::ip_with_prefix(addr, v6_prefix).as_bytes().unwrap().to_vec()).unwrap()
+    }
 
     #[test]
     fn ipv6_grouped_by_prefix() {

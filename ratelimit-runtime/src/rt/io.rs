@@ -8,10 +8,17 @@
 
 use crate::error::StoreError;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::OnceLock;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::runtime::{Handle, Runtime};
+use tokio::task::JoinHandle;
+use tokio::time::Sleep;
+
+/// An answer still travelling from a remote store. It owns everything it needs (`'static`) so
+/// it can run on the I/O runtime whatever runtime, if any, the caller has.
+pub(crate) type RemoteAnswer<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
 
 fn runtime() -> Result<&'static Runtime, StoreError> {
     static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
@@ -98,25 +105,44 @@ pub(crate) async fn timeout<T>(
     .await
 }
 
-/// Sleeps for `d` on the I/O runtime's timer, so that it works when polled from any runtime
-/// (even one without a time driver, or none at all).
-pub(crate) async fn sleep(d: Duration) -> Result<(), StoreError> {
-    let sleep = {
-        let _io = handle()?.enter();
-        tokio::time::sleep(d)
-    };
-    sleep.await;
-    Ok(())
+/// A sleep of `d` on the I/O runtime's timer, so that it works when polled from any runtime
+/// (even one without a time driver, or none at all). Boxed: waiting is the slow path.
+pub(crate) fn sleep(d: Duration) -> Result<Pin<Box<Sleep>>, StoreError> {
+    let _io = handle()?.enter();
+    Ok(Box::pin(tokio::time::sleep(d)))
 }
 
-/// Awaits a remote decision: directly when the caller is on a Tokio runtime (the connection's
-/// driver task lives on the I/O runtime either way), else by handing it to the I/O runtime.
-pub(crate) async fn await_remote<T: Send + 'static>(
-    fut: impl Future<Output = Result<T, StoreError>> + Send + 'static,
-) -> Result<T, StoreError> {
-    if Handle::try_current().is_ok() {
-        fut.await
-    } else {
-        run(fut).await
+/// A remote answer, awaited: polled in place when the caller runs on a Tokio runtime (the
+/// connection's driver task lives on the I/O runtime either way, so a reply wakes the caller
+/// directly), else handed to the I/O runtime, which any executor can await.
+pub(crate) enum Remote<T> {
+    InPlace(RemoteAnswer<T>),
+    Handed(JoinHandle<Result<T, StoreError>>),
+    Failed(Option<StoreError>),
+}
+
+impl<T: Send + 'static> Remote<T> {
+    pub(crate) fn new(answer: RemoteAnswer<T>) -> Remote<T> {
+        if Handle::try_current().is_ok() {
+            return Remote::InPlace(answer);
+        }
+        match handle() {
+            Ok(io) => Remote::Handed(io.spawn(answer)),
+            Err(e) => Remote::Failed(Some(e)),
+        }
+    }
+}
+
+impl<T> Future for Remote<T> {
+    type Output = Result<T, StoreError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Remote::InPlace(answer) => answer.as_mut().poll(cx),
+            Remote::Handed(task) => Pin::new(task)
+                .poll(cx)
+                .map(|joined| joined.map_err(|e| StoreError::other(format!("store task failed: {e}")))?),
+            Remote::Failed(e) => Poll::Ready(Err(e.take().unwrap_or_else(|| StoreError::other("polled again")))),
+        }
     }
 }

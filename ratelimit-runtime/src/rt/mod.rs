@@ -3,3 +3,4 @@
 pub mod clock;
 pub(crate) mod io;
 pub(crate) mod lock;
+pub(crate) mod throttle;

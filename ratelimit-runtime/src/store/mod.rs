@@ -14,7 +14,7 @@ pub use crate::error::ErrorSource;
 pub use crate::error::StoreError;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
-pub use crate::model::key::{PrefixError, DEFAULT_PREFIX, MAX_PREFIX_LEN};
+pub use crate::model::key::{DEFAULT_PREFIX, MAX_PREFIX_LEN};
 pub use memory::MemoryStore;
 pub(crate) use peek_reset::Targets;
 #[cfg(feature = "cluster")]
@@ -22,13 +22,9 @@ pub use redis::cluster::ClusterStore;
 pub use redis::sentinel::{SentinelSpec, SentinelStore};
 pub use redis::tls::TlsConfig;
 pub use redis::RedisStore;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
-/// An answer still travelling from a remote store. It owns everything it needs (`'static`) so
-/// it can run on the library's I/O runtime whatever runtime, if any, the caller has.
-pub(crate) type RemoteAnswer<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
+pub(crate) use crate::rt::io::RemoteAnswer;
 
 /// What a store answers ([`Store::decide`], [`Store::peek`], [`Store::reset`]): at once (in
 /// memory), or a future for the I/O runtime (with the store's timeout applied inside), which
@@ -41,14 +37,6 @@ pub(crate) enum Answer<T> {
 }
 
 impl<T: Send + 'static> Answer<T> {
-    /// The answer, awaited (from any async runtime).
-    pub(crate) async fn finish(self) -> Result<T, StoreError> {
-        match self {
-            Answer::Ready(r) => r,
-            Answer::Remote(fut) => crate::rt::io::await_remote(fut).await,
-        }
-    }
-
     /// The answer, blocking the thread until it comes.
     pub(crate) fn finish_blocking(self) -> Result<T, StoreError> {
         match self {
@@ -201,7 +189,7 @@ impl Store for Unavailable {
 #[cfg(test)]
 mod tests {
     use super::{Call, MemoryStore, Pending, Store, Targets};
-    use crate::{LimitType, Limiter, Mode, Rule, Subject};
+    use crate::{Limit, LimitType, Limiter, Mode, Rule, Subject};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
@@ -238,9 +226,8 @@ mod tests {
     fn shadow_limits_ride_in_the_enforced_limits_call() {
         let counted = Arc::new(Counted { store: MemoryStore::new(), decides: AtomicUsize::new(0) });
         let limiter = Limiter::builder("store::shadow_in_one_call")
-            .limit(LimitType::Key, [rule(5)])
-            .limit(LimitType::Global, [rule(4)])
-            .mode(Mode::Shadow)
+            .limit(Limit::new(LimitType::Key, [rule(5)]))
+            .limit(Limit::new(LimitType::Global, [rule(4)]).mode(Mode::Shadow))
             .store(counted.clone())
             .build()
             .unwrap();
@@ -249,21 +236,21 @@ mod tests {
         // Costs 1, 1 (shadow: 2 of 4), 3 (enforced: 5 of 5; shadow would hold 5: refuses and
         // records nothing), 1 (enforced refuses: shadow untouched).
         for (n, cost) in [1, 1, 3, 1].into_iter().enumerate() {
-            outcomes.push(limiter.check_blocking(&subjects, cost).is_ok());
+            outcomes.push(limiter.check(&subjects).cost(cost).blocking().is_ok());
             assert_eq!(counted.decides.load(Ordering::Relaxed), n + 1, "one store call per decision");
         }
         assert_eq!(outcomes, [true, true, true, false]);
         // The shadow limit's count, read by a limiter of the same identity that enforces it.
         let twin = Limiter::builder("store::shadow_in_one_call")
-            .limit(LimitType::Global, [rule(4)])
+            .limit(Limit::new(LimitType::Global, [rule(4)]))
             .store(counted.clone())
             .build()
             .unwrap();
-        let status = twin.peek_blocking(&[Subject::global()]).unwrap();
+        let status = twin.peek(&[Subject::global()]).blocking().unwrap();
         assert_eq!(status.iter().map(|s| s.remaining).collect::<Vec<_>>(), [2], "2 of 4 counted");
         // The enforced limit's quota is the permit's, not the shadow limit's.
         let other = [Subject::bytes(&b"bob"[..]), Subject::global()];
-        let permit = limiter.check_blocking(&other, 1).unwrap();
+        let permit = limiter.check(&other).blocking().unwrap();
         assert_eq!(permit.quota().map(|q| q.remaining), Some(4));
     }
 }

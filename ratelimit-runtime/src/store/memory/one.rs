@@ -214,9 +214,8 @@ fn one_rule(
 mod tests {
     use super::*;
     use crate::model::compiled::CompiledLimit;
-    use crate::model::limit::LimitSpec;
+    use crate::model::limit::Limit;
     use crate::model::limit_type::LimitType;
-    use crate::model::mode::Mode;
     use crate::model::rule::Rule;
     use crate::rt::clock::ManualClock;
     use std::sync::Arc;
@@ -236,14 +235,12 @@ mod tests {
     }
 
     fn limit(alg: Algorithm, rules: &[(u64, u64)], burst: Option<u64>, name: &str) -> CompiledLimit {
-        let mut spec = LimitSpec::new(
-            LimitType::User,
-            rules.iter().map(|&(ms, c)| Rule::from_millis(ms, c).expect("rule")).collect(),
-            alg,
-            "t:",
-        );
-        spec.burst = burst;
-        spec.mode = Mode::Enforce;
+        let rules = rules.iter().map(|&(ms, c)| Rule::from_millis(ms, c).expect("rule"));
+        let spec = Limit::new(LimitType::User, rules).algorithm(alg).prefix("t:");
+        let spec = match burst {
+            Some(b) => spec.burst(b),
+            None => spec,
+        };
         CompiledLimit::compile(name, spec, 0).expect("limit")
     }
 

@@ -83,44 +83,6 @@ impl SentinelSpec {
     }
 }
 
-/// The environment's store variables, checked: `REDIS_SENTINEL_URLS` (comma-separated) with
-/// `REDIS_SENTINEL_MASTER`, and `REDIS_PASSWORD` / `REDIS_USERNAME` for the primary. `None`
-/// when Sentinel is not asked for; an error when it is half asked for, or when more than one of
-/// `REDIS_URL`, `REDIS_CLUSTER_URLS` and Sentinel is set (no silent pick).
-pub(crate) fn spec_from_env(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<SentinelSpec>, String> {
-    let named: Vec<&str> = ["REDIS_URL", "REDIS_CLUSTER_URLS", "REDIS_SENTINEL_URLS"]
-        .into_iter()
-        .filter(|name| var(name).is_some())
-        .collect();
-    if named.len() > 1 {
-        return Err(format!(
-            "{} are set together: name one store (REDIS_URL for one Redis, REDIS_CLUSTER_URLS for a cluster, \
-             REDIS_SENTINEL_URLS with REDIS_SENTINEL_MASTER for Sentinel)",
-            named.join(" and ")
-        ));
-    }
-    let (urls, master) = match (var("REDIS_SENTINEL_URLS"), var("REDIS_SENTINEL_MASTER")) {
-        (None, None) => return Ok(None),
-        (Some(urls), Some(master)) => (urls, master),
-        (Some(_), None) => {
-            return Err("REDIS_SENTINEL_URLS is set without REDIS_SENTINEL_MASTER (the name the sentinels \
-                        monitor the primary under, e.g. mymaster)"
-                .to_owned())
-        }
-        (None, Some(_)) => {
-            return Err("REDIS_SENTINEL_MASTER is set without REDIS_SENTINEL_URLS (the sentinels, e.g. \
-                        redis://10.0.0.1:26379,redis://10.0.0.2:26379)"
-                .to_owned())
-        }
-    };
-    let urls = urls.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
-    let mut spec = SentinelSpec::new(urls, master.trim());
-    if let Some(password) = var("REDIS_PASSWORD") {
-        spec = spec.primary_auth(var("REDIS_USERNAME"), password);
-    }
-    Ok(Some(spec))
-}
-
 /// Never shows a password.
 impl fmt::Debug for SentinelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -647,29 +609,6 @@ mod tests {
         let e = SentinelStore::open(&SentinelSpec::new(["redis://:pw@127.0.0.1:notaport"], "m"), t).err();
         let shown = format!("{e:?}");
         assert!(shown.contains("invalid sentinel URL") && !shown.contains("pw@"), "{shown}");
-    }
-
-    #[test]
-    fn environment_conflicts_are_errors() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
-        };
-        assert_eq!(spec_from_env(&env(&[("REDIS_URL", "redis://a")])), Ok(None));
-        let both = spec_from_env(&env(&[("REDIS_URL", "redis://a"), ("REDIS_SENTINEL_URLS", "redis://b")]));
-        assert!(both.as_ref().is_err_and(|e| e.contains("REDIS_URL and REDIS_SENTINEL_URLS")), "{both:?}");
-        let both = spec_from_env(&env(&[("REDIS_URL", "redis://a"), ("REDIS_CLUSTER_URLS", "redis://b")]));
-        assert!(both.is_err());
-        let half = spec_from_env(&env(&[("REDIS_SENTINEL_URLS", "redis://b")]));
-        assert!(half.as_ref().is_err_and(|e| e.contains("without REDIS_SENTINEL_MASTER")), "{half:?}");
-        let half = spec_from_env(&env(&[("REDIS_SENTINEL_MASTER", "m")]));
-        assert!(half.as_ref().is_err_and(|e| e.contains("without REDIS_SENTINEL_URLS")), "{half:?}");
-        let spec = spec_from_env(&env(&[
-            ("REDIS_SENTINEL_URLS", " redis://a:26379, redis://b:26379 ,"),
-            ("REDIS_SENTINEL_MASTER", "mymaster"),
-            ("REDIS_PASSWORD", "pw"),
-        ]));
-        let expected = SentinelSpec::new(["redis://a:26379", "redis://b:26379"], "mymaster").primary_auth(None, "pw");
-        assert_eq!(spec, Ok(Some(expected)));
     }
 
     #[test]

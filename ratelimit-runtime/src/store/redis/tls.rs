@@ -42,22 +42,6 @@ impl TlsConfig {
     pub fn is_empty(&self) -> bool {
         self.ca_cert.is_none() && self.client_cert.is_none()
     }
-
-    /// `REDIS_CA_CERT`, and `REDIS_CLIENT_CERT` with `REDIS_CLIENT_KEY` (both or neither).
-    pub(crate) fn from_env() -> Result<TlsConfig, String> {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let mut tls = TlsConfig::new();
-        if let Some(ca) = var("REDIS_CA_CERT") {
-            tls = tls.ca_cert(ca);
-        }
-        match (var("REDIS_CLIENT_CERT"), var("REDIS_CLIENT_KEY")) {
-            (Some(cert), Some(key)) => tls = tls.client_cert(cert, key),
-            (None, None) => {}
-            (Some(_), None) => return Err("REDIS_CLIENT_CERT is set without REDIS_CLIENT_KEY".to_owned()),
-            (None, Some(_)) => return Err("REDIS_CLIENT_KEY is set without REDIS_CLIENT_CERT".to_owned()),
-        }
-        Ok(tls)
-    }
 }
 
 /// Whether `url` asks for TLS.

@@ -5,7 +5,9 @@
 
 mod support;
 
-use ratelimit::{store::RedisStore, store::StoreHandle, Algorithm, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::{
+    store::RedisStore, store::StoreHandle, Algorithm, Limit, LimitType, Limiter, RateLimited, Rule, Subject,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use support::RedisServer;
@@ -39,9 +41,9 @@ fn flush(server: &RedisServer) {
 
 /// A user limit of `alg` with two rules, stacked on a global limit of `global_alg`.
 fn stacked(store: StoreHandle, alg: Algorithm, global_alg: Algorithm, cache: bool) -> Limiter {
-    Limiter::builder("deny_cache::diff")
-        .limit_with(LimitType::User, [rule(10_000, 6), rule(1_000, 2)], alg, ratelimit::store::DEFAULT_PREFIX)
-        .limit_with(LimitType::Global, [rule(4_000, 14)], global_alg, ratelimit::store::DEFAULT_PREFIX)
+    Limiter::builder("refusal_cache::diff")
+        .limit(Limit::new(LimitType::User, [rule(10_000, 6), rule(1_000, 2)]).algorithm(alg))
+        .limit(Limit::new(LimitType::Global, [rule(4_000, 14)]).algorithm(global_alg))
         .store(store)
         .refusal_cache(cache)
         .build()
@@ -107,7 +109,7 @@ async fn run(
         };
         let (t, user, cost) = call;
         let subjects = [Subject::bytes(users[user]), Subject::global()];
-        let o = outcome(limiter.check_at(&subjects, cost, support::at(t)).await);
+        let o = outcome(limiter.check(&subjects).cost(cost).at(support::at(t)).await);
         edges[user] = match o {
             Outcome::Refused { retry_after, .. } => Some(t + retry_after.as_micros() as u64),
             Outcome::Allowed { .. } => None,
@@ -188,29 +190,29 @@ async fn the_cache_changes_no_decision() {
 #[tokio::test]
 async fn a_cached_refusal_expires_at_its_retry_after() {
     let server = RedisServer::start();
-    let l = Limiter::builder("deny_cache::expiry")
-        .limit(LimitType::User, [rule(1_000, 1)])
+    let l = Limiter::builder("refusal_cache::expiry")
+        .limit(Limit::new(LimitType::User, [rule(1_000, 1)]))
         .store(redis_store(&server))
         .build()
         .unwrap();
     let alice = [Subject::bytes(&b"alice"[..])];
-    assert!(l.check_at(&alice, 1, support::at(T0)).await.is_ok());
-    let first = l.check_at(&alice, 1, support::at(T0 + 200 * MS)).await.unwrap_err();
+    assert!(l.check(&alice).at(support::at(T0)).await.is_ok());
+    let first = l.check(&alice).at(support::at(T0 + 200 * MS)).await.unwrap_err();
     assert_eq!(first.retry_after(), Duration::from_millis(800));
     reset_stats(&server);
-    let cached = l.check_at(&alice, 1, support::at(T0 + 999_999)).await.unwrap_err();
+    let cached = l.check(&alice).at(support::at(T0 + 999_999)).await.unwrap_err();
     assert_eq!(cached.retry_after(), Duration::from_micros(1), "the remaining retry-after");
     assert_eq!(cached.limit_type(), LimitType::User);
     assert_eq!(cached.rule(), Some(rule(1_000, 1)));
-    assert!(l.check_at(&alice, 5, support::at(T0 + 500 * MS)).await.is_err(), "a higher cost is refused too");
+    assert!(l.check(&alice).cost(5).at(support::at(T0 + 500 * MS)).await.is_err(), "a higher cost is refused too");
     assert_eq!(evalsha_calls(&server), 0, "answered locally");
     // A call on the clock is not answered by a refusal cached at a pinned time.
-    let _ = l.check(&alice, 1).await;
+    let _ = l.check(&alice).await;
     assert_eq!(evalsha_calls(&server), 1);
-    assert!(l.check_at(&alice, 1, support::at(T0 + 1_000 * MS)).await.is_ok(), "room again, at the store");
+    assert!(l.check(&alice).at(support::at(T0 + 1_000 * MS)).await.is_ok(), "room again, at the store");
     assert_eq!(evalsha_calls(&server), 2);
     // Another subject is not affected by alice's refusal.
-    assert!(l.check_at(&[Subject::bytes(&b"bob"[..])], 1, support::at(T0 + 1_000 * MS)).await.is_ok());
+    assert!(l.check(&[Subject::bytes(&b"bob"[..])]).at(support::at(T0 + 1_000 * MS)).await.is_ok());
 }
 
 /// 500 refused calls on the real clock cost a handful of `EVALSHA` with the cache (on by
@@ -222,16 +224,17 @@ fn hammering_a_refused_limit_costs_a_handful_of_store_calls() {
         let ip = [Subject::ip(support::addr("203.0.113.9"))];
         flush(&server);
         reset_stats(&server);
-        assert!(l.check_blocking(&ip, 1).is_ok());
+        assert!(l.check(&ip).blocking().is_ok());
         for _ in 0..500 {
-            let e = l.check_blocking(&ip, 1).unwrap_err();
+            let e = l.check(&ip).blocking().unwrap_err();
             assert!(e.retry_after() > Duration::from_secs(50), "{:?}", e.retry_after());
         }
         evalsha_calls(&server)
     };
     let build = |cache: Option<bool>| {
-        let b =
-            Limiter::builder("deny_cache::hammer").limit(LimitType::Ip, [rule(60_000, 1)]).store(redis_store(&server));
+        let b = Limiter::builder("refusal_cache::hammer")
+            .limit(Limit::new(LimitType::Ip, [rule(60_000, 1)]))
+            .store(redis_store(&server));
         match cache {
             Some(on) => b.refusal_cache(on),
             None => b,
@@ -248,9 +251,9 @@ fn hammering_a_refused_limit_costs_a_handful_of_store_calls() {
 
     // After a reset of the counts, forgetting the refusals sends the next call to the store.
     let ip = [Subject::ip(support::addr("203.0.113.9"))];
-    assert!(by_default.check_blocking(&ip, 1).is_err());
+    assert!(by_default.check(&ip).blocking().is_err());
     flush(&server);
-    assert!(by_default.check_blocking(&ip, 1).is_err(), "still cached: no store call");
+    assert!(by_default.check(&ip).blocking().is_err(), "still cached: no store call");
     by_default.forget_refusals(&ip);
-    assert!(by_default.check_blocking(&ip, 1).is_ok(), "forgotten: the store has room");
+    assert!(by_default.check(&ip).blocking().is_ok(), "forgotten: the store has room");
 }

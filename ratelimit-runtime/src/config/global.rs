@@ -1,0 +1,99 @@
+//! The process's configuration, set once: by [`init`], else from the environment on the first
+//! call that needs it. Limiters built without a store of their own decide in its store, with
+//! its failure policy.
+
+use super::{env, overrides, Config, FailurePolicy, Overrides, DEFAULT_REFUSAL_CACHE_SIZE};
+use crate::error::{ConfigError, OverridesError, StoreError};
+use crate::store::{StoreHandle, Unavailable};
+use std::sync::{Arc, OnceLock};
+
+pub(crate) struct Global {
+    pub(crate) store: StoreHandle,
+    pub(crate) on_error: FailurePolicy,
+    pub(crate) refusal_cache: Option<bool>,
+    pub(crate) refusal_cache_size: usize,
+}
+
+/// A value only where one cannot be passed: the attribute's limiters are `static`s, built on
+/// their first call, and find their store here.
+static GLOBAL: OnceLock<Global> = OnceLock::new();
+
+/// Sets the global configuration. Call it once, before the first rate-limited call; a second
+/// call, or one after the configuration was taken from the environment, is an error.
+pub fn init(config: Config) -> Result<(), ConfigError> {
+    config.check_tiers()?;
+    let overrides = match &config.overrides_file {
+        Some(path) => Some(Overrides::load(path)?),
+        None => None,
+    };
+    let store = config.build_store()?;
+    GLOBAL
+        .set(Global {
+            store,
+            on_error: config.on_error,
+            refusal_cache: config.refusal_cache,
+            refusal_cache_size: config.refusal_cache_size,
+        })
+        .map_err(|_| ConfigError::AlreadyInitialised)?;
+    overrides::configure(config.overrides_file, overrides, config.tiers);
+    Ok(())
+}
+
+/// Re-reads the overrides file (`RATELIMIT_CONFIG` or [`Config::overrides_file`]) and puts it
+/// in force: limiters pick the new rules up on their next call, and a decision already under
+/// way finishes under the rules it started with. A file that does not parse is logged and
+/// returned, and the rules in force stay. Returns the new table's generation.
+pub fn reload() -> Result<u64, OverridesError> {
+    // The global configuration names the file: build it if no call did yet.
+    let _ = global();
+    overrides::reload_file()
+}
+
+/// A description of the global store, for startup logs: `memory`, `redis://…`.
+pub fn describe_store() -> String {
+    global().store.describe()
+}
+
+pub(crate) fn global() -> &'static Global {
+    GLOBAL.get_or_init(|| {
+        let config = Config::from_env();
+        let on_error = config.as_ref().map_or(FailurePolicy::Allow, |c| c.on_error);
+        let file = config.as_ref().ok().and_then(|c| c.overrides_file.clone());
+        let overrides = file.as_ref().and_then(|path| {
+            Overrides::load(path)
+                .map_err(|e| tracing::error!(error = %e, "ratelimit: the configuration file is ignored (call `init` to stop at startup instead)"))
+                .ok()
+        });
+        overrides::configure(file, overrides, Vec::new());
+        let refusal_cache = config.as_ref().map_or(None, |c| c.refusal_cache);
+        let refusal_cache_size = config.as_ref().map_or(DEFAULT_REFUSAL_CACHE_SIZE, |c| c.refusal_cache_size);
+        let store = config.and_then(|c| c.build_store()).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "ratelimit: cannot configure the store from the environment");
+            let unusable = StoreError::Misconfigured { context: String::new(), source: Some(Arc::new(e)) };
+            Arc::new(Unavailable(unusable))
+        });
+        Global { store, on_error, refusal_cache, refusal_cache_size }
+    })
+}
+
+/// Whether the global configuration is set (by [`init`] or from the environment): from then on
+/// it never changes.
+#[inline]
+pub(crate) fn is_set() -> bool {
+    GLOBAL.get().is_some()
+}
+
+/// The refusal cache's switch (`None`: by store) and size: from the global configuration once
+/// there is one, else from the environment, without configuring the global store (a limiter
+/// with a store of its own must not make one).
+pub(crate) fn refusal_cache_settings() -> (Option<bool>, usize) {
+    if let Some(g) = GLOBAL.get() {
+        return (g.refusal_cache, g.refusal_cache_size);
+    }
+    static ENV: OnceLock<(Option<bool>, usize)> = OnceLock::new();
+    *ENV.get_or_init(|| match env::refusal_cache(&env::process_var) {
+        Ok((on, size)) => (on, size.unwrap_or(DEFAULT_REFUSAL_CACHE_SIZE)),
+        // Said when the global configuration is read; meanwhile, the defaults.
+        Err(_) => (None, DEFAULT_REFUSAL_CACHE_SIZE),
+    })
+}
