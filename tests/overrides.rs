@@ -168,7 +168,9 @@ fn overrides_on_redis() {
 }
 
 /// `[exempt] ips` is read as every other address is: mapped IPv6 networks are IPv4 networks,
-/// brackets and zone ids are accepted, and a dual-stack peer matches its IPv4 exemption.
+/// brackets and zone ids are accepted, and a dual-stack peer matches its IPv4 exemption. An IPv6
+/// client is counted as its /64 group, and exempt when that group overlaps an exempt network:
+/// an exempt host exempts the group it is counted in, an exempt /48 every group inside it.
 #[test]
 fn exemptions_read_every_address_form() {
     use ratelimit::subject::IpValue;
@@ -181,18 +183,25 @@ fn exemptions_read_every_address_form() {
     apply(
         r#"
 [exempt]
-ips = ["::ffff:192.0.2.16/124", "[2001:db8:5::]/48", "::ffff:198.51.100.7", "fe80::%eth0/64"]
+ips = ["::ffff:192.0.2.16/124", "[2001:db8:5::]/48", "::ffff:198.51.100.7", "fe80::%eth0/64", "2001:db8:7:1::7"]
 "#,
     );
-    for exempt in
-        ["192.0.2.17", "::ffff:192.0.2.30", "198.51.100.7", "::ffff:198.51.100.7", "2001:db8:5:1::9", "fe80::1"]
-    {
+    for exempt in [
+        "192.0.2.17",
+        "::ffff:192.0.2.30",
+        "198.51.100.7",
+        "::ffff:198.51.100.7",
+        "2001:db8:5:1::9",
+        "fe80::1",
+        // Another host of the exempt host's /64: the same client, as counted.
+        "2001:db8:7:1::99",
+    ] {
         assert_eq!(passes(&limiter, &[ip(exempt)], 3), 3, "{exempt} is exempt");
     }
     for text in ["[2001:db8:5:1::9]:443", "[::ffff:198.51.100.7]:80", "198.51.100.7:80"] {
         assert_eq!(passes(&limiter, &[text.to_ip_subject()], 3), 3, "{text} is exempt");
     }
-    for counted in ["192.0.2.32", "::ffff:198.51.100.8", "2001:db8:6::1"] {
+    for counted in ["192.0.2.32", "::ffff:198.51.100.8", "2001:db8:6::1", "2001:db8:7:2::7"] {
         assert_eq!(passes(&limiter, &[ip(counted)], 3), 1, "{counted} is limited");
     }
     apply("");

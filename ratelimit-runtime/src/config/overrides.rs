@@ -293,7 +293,6 @@ impl Overrides {
     /// Whether the clients an IP subject's key stands for are exempt: an IPv4 client in an
     /// exempt network, or an IPv6 group (one client, keyed by its /64) that overlaps one: an
     /// exempt host exempts the group it is counted in, an exempt /48 every group inside it.
-    #[allow(dead_code)]
     pub(crate) fn is_exempt_ip_subject(&self, key: &[u8]) -> bool {
         let Some(group) = crate::model::subject::ip_group_of_key(key) else { return false };
         self.exempt_ips.iter().any(|net| net.contains(group.addr()) || group.contains(net.addr()))

@@ -23,7 +23,6 @@ use crate::model::rule::Rule;
 use crate::model::subject::Subject;
 use arc_swap::ArcSwapOption;
 use std::fmt;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 /// What a limiter keeps to build its snapshots: its limits as built, and the latest snapshot.
@@ -292,16 +291,11 @@ impl Snapshot {
             }
         }
         self.types.iter().zip(subjects).any(|(t, s)| match (t, s.as_bytes()) {
-            (LimitType::Ip, Some(b)) => ip_of_subject(b).is_some_and(|ip| o.is_exempt_ip(ip)),
+            (LimitType::Ip, Some(b)) => o.is_exempt_ip_subject(b),
             (LimitType::User, Some(b)) => o.is_exempt_user(b),
             _ => false,
         })
     }
-}
-
-/// The address an IP subject stands for: `203.0.113.7`, or the network of `2001:db8::/64`.
-fn ip_of_subject(bytes: &[u8]) -> Option<IpAddr> {
-    crate::model::subject::ip_group_of_key(bytes).map(|group| group.addr())
 }
 
 /// Whether two rule lists are the same rules (in any order): the same limit's keys.
