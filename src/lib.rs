@@ -15,7 +15,7 @@
 //! `production.md` (TLS, Cluster, Sentinel, Valkey, logs), `integrations.md` (axum, tonic,
 //! actix-web), `http.md` (the example server, the `RateLimit` fields and their draft),
 //! `waiting.md` (waiting, peek, reset), `metrics.md`, `testing.md` (testing your own functions on
-//! a [`ManualClock`](clock::ManualClock)), `policies.md`, `tiers.md`, `failure.md`, and
+//! a [`ManualClock`](clock::ManualClock)), `refunds.md`, `tiers.md`, `failure.md`, and
 //! `design.md` (how it is built).
 //!
 //! # Where things are
@@ -109,7 +109,7 @@ pub mod __private {
     pub use ratelimit_runtime::__private::*;
 }
 
-/// The examples of docs/policies.md, run as doctests (not part of the API).
+/// The examples of docs/refunds.md, run as doctests (not part of the API).
 #[cfg(doctest)]
-#[doc = include_str!("../docs/policies.md")]
-pub struct PoliciesDoc;
+#[doc = include_str!("../docs/refunds.md")]
+pub struct RefundsDoc;

@@ -1,4 +1,4 @@
-//! Section 11: one hot key from four processes, exact mode next to hot-key mode (`sync`).
+//! Section 11: one hot key from four processes, exact mode next to sync mode.
 //!
 //! Every process is a child of this binary (`--hot-key-worker`), with its own limiter and its
 //! own connection to the harness's Redis, as four app servers would be. Two figures:
@@ -34,7 +34,7 @@ pub struct Worker {
 /// A tight limit (`times`) is a sliding window, whose exact admissions in any second are at
 /// most its count, so the bound is checked against the exact definition; the throughput figure
 /// uses a fixed window, the usual choice for a global limit (a sliding window stores one entry
-/// per unit, so a batch costs Redis as much work as its units: see docs/hot-keys.md).
+/// per unit, so a batch costs Redis as much work as its units: see docs/sync.md).
 pub fn run_child() {
     let args: Vec<String> = std::env::args().collect();
     let at = args.iter().position(|a| a == "--hot-key-worker").unwrap_or(0);
@@ -153,7 +153,7 @@ pub fn run(server: &RedisServer, report: &mut Report) {
     }
     let (exact, sync) = (Figure::of(exact), Figure::of(sync));
     println!("{:<40} {}", "exact mode (every decision in Redis)", exact.show("/s"));
-    println!("{:<40} {}", "hot-key mode (sync)", sync.show("/s"));
+    println!("{:<40} {}", "sync mode", sync.show("/s"));
     report.target(Target {
         name: "11. hot key, 4 processes: sync / exact",
         measured: format!("{}/s", fmt(sync.median)),

@@ -8,7 +8,7 @@
 //! point is the median of `ROUNDS` rounds of `RUN`, the series interleaved within a round.
 //!
 //! Another series joins by pushing one more [`Series`] into the list [`run`] returns before
-//! [`write`] draws it (e.g. a hot-key sync mode measured at [`CALLERS`]).
+//! [`write`] draws it (e.g. a hot key in sync mode, measured at [`CALLERS`]).
 
 use crate::plot::Series;
 use crate::report::{fmt, Figure};
@@ -47,7 +47,7 @@ pub fn run(server: &RedisServer) -> Vec<Series> {
     series
 }
 
-/// Hot-key mode: one worker process of section 11 (its callers are tokio tasks on one
+/// Sync mode: one worker process of section 11 (its callers are tokio tasks on one
 /// connection, as the Redis series), on one global key that admits nearly every call.
 fn hot_key(server: &RedisServer) -> Series {
     let points = CALLERS

@@ -101,7 +101,7 @@ use proc_macro::TokenStream;
 ///   this limit refused it as exceeded (in every process); `concurrency = N` admits at most N
 ///   calls of a subject at a time, the slot freed on return, error, panic or a dropped future.
 ///   `refund` belongs to the whole limiter; `block`, `concurrency` and `lease` to their attribute.
-///   See the repository's docs/policies.md.
+///   See the repository's docs/refunds.md.
 /// * **Cost of a call.** The limiter is built once per function, in a `static`, on first use;
 ///   per call only the subjects are computed and one check is made.
 ///

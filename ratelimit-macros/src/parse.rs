@@ -168,7 +168,7 @@ pub(crate) struct Attr {
     pub concurrency: Option<Given<(u64, syn::LitInt)>>,
     /// `lease = <duration>`, in ms.
     pub lease: Option<Given<(u64, syn::LitInt)>>,
-    /// `sync = <duration>`, in ms: hot-key mode.
+    /// `sync = <duration>`, in ms: sync mode (a hot key decided from local reserves).
     pub sync: Option<Given<(u64, syn::LitInt)>>,
     pub krate: Option<Given<(syn::Path, LitStr)>>,
     /// Options given with a value that was refused (already reported).

@@ -1,5 +1,5 @@
 //! What the property tests against the definitions share (tests/exact.rs,
-//! tests/exact_policies.rs): the stores they run on, the fixed-seed runner, and random stacks of
+//! tests/exact_refunds.rs): the stores they run on, the fixed-seed runner, and random stacks of
 //! limits.
 #![allow(dead_code)]
 

@@ -2,13 +2,16 @@
 //! call that needs it. Limiters built without a store of their own decide in its store, with
 //! its failure policy.
 
-use super::{env, overrides, Config, FailurePolicy, Overrides, DEFAULT_REFUSAL_CACHE_SIZE};
+use super::overrides::in_force::{InForce, UNSET};
+use super::{env, Config, FailurePolicy, Overrides, DEFAULT_REFUSAL_CACHE_SIZE};
 use crate::error::{ConfigError, OverridesError, StoreError};
 use crate::store::{StoreHandle, Unavailable};
 use std::sync::{Arc, OnceLock};
 
 pub(crate) struct Global {
     pub(crate) store: StoreHandle,
+    /// The overrides table in force (the file's, and the tiers given in code).
+    pub(crate) overrides: Arc<InForce>,
     pub(crate) on_error: FailurePolicy,
     pub(crate) refusal_cache: Option<bool>,
     pub(crate) refusal_cache_size: usize,
@@ -27,16 +30,18 @@ pub fn init(config: Config) -> Result<(), ConfigError> {
         None => None,
     };
     let store = config.build_store()?;
+    if GLOBAL.get().is_some() {
+        return Err(ConfigError::AlreadyInitialised);
+    }
     GLOBAL
         .set(Global {
             store,
+            overrides: InForce::new(config.overrides_file, overrides, config.tiers),
             on_error: config.on_error,
             refusal_cache: config.refusal_cache,
             refusal_cache_size: config.refusal_cache_size,
         })
-        .map_err(|_| ConfigError::AlreadyInitialised)?;
-    overrides::configure(config.overrides_file, overrides, config.tiers);
-    Ok(())
+        .map_err(|_| ConfigError::AlreadyInitialised)
 }
 
 /// Re-reads the overrides file (`RATELIMIT_CONFIG` or [`Config::overrides_file`]) and puts it
@@ -45,8 +50,7 @@ pub fn init(config: Config) -> Result<(), ConfigError> {
 /// returned, and the rules in force stay. Returns the new table's generation.
 pub fn reload() -> Result<u64, OverridesError> {
     // The global configuration names the file: build it if no call did yet.
-    let _ = global();
-    overrides::reload_file()
+    global().overrides.reload()
 }
 
 /// A description of the global store, for startup logs: `memory`, `redis://…`.
@@ -64,7 +68,7 @@ pub(crate) fn global() -> &'static Global {
                 .map_err(|e| tracing::error!(error = %e, "ratelimit: the configuration file is ignored (call `init` to stop at startup instead)"))
                 .ok()
         });
-        overrides::configure(file, overrides, Vec::new());
+        let overrides = InForce::new(file, overrides, Vec::new());
         let refusal_cache = config.as_ref().map_or(None, |c| c.refusal_cache);
         let refusal_cache_size = config.as_ref().map_or(DEFAULT_REFUSAL_CACHE_SIZE, |c| c.refusal_cache_size);
         let store = config.and_then(|c| c.build_store()).unwrap_or_else(|e| {
@@ -72,8 +76,22 @@ pub(crate) fn global() -> &'static Global {
             let unusable = StoreError::Misconfigured { context: String::new(), source: Some(Arc::new(e)) };
             Arc::new(Unavailable(unusable))
         });
-        Global { store, on_error, refusal_cache, refusal_cache_size }
+        Global { store, overrides, on_error, refusal_cache, refusal_cache_size }
     })
+}
+
+/// The limiter names the file in force gives that no limiter has used since the process
+/// started (a typo, or a limiter not called yet: attribute limiters are built on first call).
+/// They are also logged, once each, 60 s after the file is loaded and at every reload.
+pub fn unknown_limiters() -> Vec<String> {
+    GLOBAL.get().map_or_else(Vec::new, |g| g.overrides.unknown())
+}
+
+/// The generation of the overrides table in force: 0 for none, [`UNSET`] before the global
+/// configuration is built (read on every decision: one load, and nothing built).
+#[inline]
+pub(crate) fn overrides_generation() -> u64 {
+    GLOBAL.get().map_or(UNSET, |g| g.overrides.generation())
 }
 
 /// Whether the global configuration is set (by [`init`] or from the environment): from then on

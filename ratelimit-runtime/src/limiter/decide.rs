@@ -20,11 +20,11 @@ use crate::algorithm::Algorithm;
 use crate::config::FailurePolicy;
 use crate::context;
 use crate::error::StoreError;
-use crate::limiter::limit_set::{Keys, LimitSet};
-use crate::limiter::logs::{self, shadow_refusal};
+use crate::limiter::keys::Keys;
+use crate::limiter::limit_set::LimitSet;
+use crate::limiter::logs;
 use crate::limiter::permit::Permit;
 use crate::limiter::refusal_cache::{self, Refusal};
-use crate::limiter::reserve::Take;
 use crate::limiter::snapshot::Snapshot;
 use crate::limiter::Limiter;
 use crate::metrics::Outcome;
@@ -50,10 +50,10 @@ pub(crate) enum Step {
 
 /// Which limits the store is deciding.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     Enforced,
-    /// A `sync` limit's batch (or, while another call fills its reserve, this call alone).
-    Reserve,
+    /// A synced limit's batch (or, while another call fills its reserve, this call alone).
+    Sync,
     /// The limits without `sync` of a set that has some, once the `sync` ones passed.
     Exact,
     Shadow,
@@ -61,44 +61,44 @@ enum Phase {
 
 /// Where the `sync` limits of a decision stand.
 #[derive(Clone, Copy, Default)]
-struct HotStep {
+pub(super) struct SyncStep {
     /// The `sync` limits before this one took their units (given back if a later limit refuses).
-    pos: usize,
+    pub(super) pos: usize,
     /// What the store is asked for the current one: a batch for its reserve (`batch` units), or
     /// just this call (`fill` false).
-    batch: u64,
-    fill: bool,
+    pub(super) batch: u64,
+    pub(super) fill: bool,
     /// The time the reserves are read at (µs, the refusal cache's clock).
-    now_us: u64,
+    pub(super) now_us: u64,
 }
 
 /// A decision under way: the call, the limits in force, and what is decided so far.
 pub(crate) struct Deciding<'l, 's, 'a> {
-    limiter: &'l Limiter,
+    pub(super) limiter: &'l Limiter,
     /// The limits in force under the overrides file (or a shadow limit), if any.
-    snapshot: Option<Arc<Snapshot>>,
-    subjects: &'s [Subject<'a>],
-    cost: u64,
+    pub(super) snapshot: Option<Arc<Snapshot>>,
+    pub(super) subjects: &'s [Subject<'a>],
+    pub(super) cost: u64,
     /// The time pinned by the caller (µs since the Unix epoch).
-    pinned: Option<u64>,
+    pub(super) pinned: Option<u64>,
     /// When the call left, on the refusal cache's clock, when the cache is on.
-    cache_at: Option<u64>,
-    phase: Phase,
+    pub(super) cache_at: Option<u64>,
+    pub(super) phase: Phase,
     /// The enforced limits' decision, once allowed. Kept whole (copied in whole 16-byte words
     /// from the store's answer, long written by then); the permit takes what it keeps of it
     /// field by field where it is built. What it keeps, written here in pieces, was read back
     /// whole by the permit right after, and those reads stalled on the pieces.
-    allowed: Option<Decision>,
-    outcome: Outcome,
+    pub(super) allowed: Option<Decision>,
+    pub(super) outcome: Outcome,
     /// The refusal, if the call is refused (else the call is permitted with `allowed`).
-    refused: Option<RateLimited>,
+    pub(super) refused: Option<RateLimited>,
     /// The store failed and the enforced limits are decided in process memory
     /// (`FailurePolicy::Local`).
-    local: bool,
+    pub(super) local: bool,
     /// The shadow limits went to the store with the enforced ones: there is no shadow step
     /// (after a store failure either, which they shared).
-    shadow_asked: bool,
-    hot: HotStep,
+    pub(super) shadow_asked: bool,
+    pub(super) sync: SyncStep,
 }
 
 impl Limiter {
@@ -127,7 +127,7 @@ impl Limiter {
             refused: None,
             local: false,
             shadow_asked: false,
-            hot: HotStep::default(),
+            sync: SyncStep::default(),
         }
     }
 }
@@ -144,23 +144,23 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
 
     /// The set the current phase decides.
     #[inline(always)]
-    fn set(&self) -> &LimitSet {
+    pub(super) fn set(&self) -> &LimitSet {
         match self.phase {
-            Phase::Enforced | Phase::Reserve => self.enforced_set(),
-            Phase::Exact => self.enforced_set().hot.as_deref().map_or(self.enforced_set(), |h| &h.exact),
+            Phase::Enforced | Phase::Sync => self.enforced_set(),
+            Phase::Exact => self.enforced_set().synced.as_deref().map_or(self.enforced_set(), |s| &s.exact),
             Phase::Shadow => self.snapshot.as_deref().map_or(self.limiter.own(), |s| &s.shadow),
         }
     }
 
     /// The enforced limits, all of them.
     #[inline]
-    fn enforced_set(&self) -> &LimitSet {
+    pub(super) fn enforced_set(&self) -> &LimitSet {
         self.limiter.enforced(self.snapshot.as_deref())
     }
 
     /// The enforced limits: the refusal cache, then the store.
     #[inline(always)]
-    fn enforce(&mut self) -> Step {
+    pub(super) fn enforce(&mut self) -> Step {
         if self.set().limits.is_empty() {
             return self.shadow();
         }
@@ -187,12 +187,12 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 return self.done(Some(refused), Outcome::Denied);
             }
         }
-        if set.hot.is_some() {
+        if set.synced.is_some() {
             // Each reserve answers its key's refusals itself; the exact limits' refusals are
             // not cached (a cached refusal would name the whole set's keys).
             self.cache_at = None;
-            self.hot.now_us = self.pinned.unwrap_or_else(|| store.now_us());
-            return self.hot_from(0, keys.as_slice());
+            self.sync.now_us = self.pinned.unwrap_or_else(|| store.now_us());
+            return self.sync_from(0, keys.as_slice());
         }
         if let Some(now) = self.cache_at {
             if let Some(refused) = self.cached_refusal(&keys, now) {
@@ -228,151 +228,24 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
 
     /// The enforced limits allowed the call with `d` (its limit an index of the enforced set).
     #[inline(always)]
-    fn admit(&mut self, d: &Decision) -> Step {
+    pub(super) fn admit(&mut self, d: &Decision) -> Step {
         record_quota(self.set(), d);
         self.allowed = Some(*d);
         self.shadow_after(d)
     }
 
-    /// The `sync` limits from the `pos`-th on take the cost from their reserves (asking the
-    /// store where a reserve is empty), then the others are decided by the store.
-    /// `keys` are the enforced set's.
-    fn hot_from(&mut self, pos: usize, keys: &[&[u8]]) -> Step {
-        let set = self.enforced_set();
-        let Some(hot) = set.hot.as_deref() else { return self.shadow() };
-        let now_us = self.hot.now_us;
-        for p in pos..hot.limits.len() {
-            let Some(&(at, ref reserves)) = hot.limits.get(p) else { break };
-            let key = keys.get(at).copied().unwrap_or_default();
-            let (batch, fill) = match reserves.take(key, self.cost, now_us) {
-                Take::Taken { remaining, rule } => {
-                    record_quota(set, &Decision { limit: at, rule, remaining, ..Decision::admitted(now_us) });
-                    continue;
-                }
-                Take::Refused { until_us, rule } => {
-                    let wait = Duration::from_micros(until_us.saturating_sub(now_us));
-                    let refused =
-                        self.refusal(set.limit_type(at), set.policy_of(at, rule), wait, Cause::Exceeded, None);
-                    self.limiter.metrics().local_denial();
-                    self.hot.pos = p;
-                    self.give_back_hot();
-                    return self.done(Some(refused), Outcome::Denied);
-                }
-                Take::Fill { batch } => (batch, true),
-                Take::Exact => (self.cost, false),
-            };
-            let pending = self.ask_one(at, batch, keys);
-            self.hot = HotStep { pos: p, batch, fill, now_us };
-            self.phase = Phase::Reserve;
-            return self.pending(pending);
-        }
-        let taken = hot.limits.len();
-        if hot.exact.limits.is_empty() {
-            return self.shadow();
-        }
-        let pending = match Keys::of(&hot.exact, self.subjects) {
-            Ok(keys) => {
-                let call = Call {
-                    limits: &hot.exact.limits,
-                    subjects: keys.as_slice(),
-                    cost: self.cost,
-                    now_us: self.pinned,
-                    shadow: 0,
-                };
-                self.limiter.store().decide(&call)
-            }
-            Err(_) => return self.shadow(),
-        };
-        self.hot.pos = taken;
-        self.phase = Phase::Exact;
-        self.pending(pending)
-    }
-
-    /// Asks the store for `cost` units of the enforced set's limit `at` alone (`keys`: the
-    /// enforced set's).
-    fn ask_one(&self, at: usize, cost: u64, keys: &[&[u8]]) -> Pending {
-        let set = self.enforced_set();
-        let subjects = keys.get(at..=at).unwrap_or_default();
-        let limits = set.limits.get(at..=at).unwrap_or_default();
-        let call = Call { limits, subjects, cost, now_us: self.pinned, shadow: 0 };
-        self.limiter.store().decide(&call)
-    }
-
     /// Goes on with a store's answer, now or once it arrives.
     #[inline]
-    fn pending(&mut self, pending: Pending) -> Step {
+    pub(super) fn pending(&mut self, pending: Pending) -> Step {
         match pending {
             Pending::Ready(answer) => self.answer(answer),
             Pending::Remote(fut) => Step::Store(fut),
         }
     }
 
-    /// The store's answer for a `sync` limit's batch (or for this call alone).
-    fn reserve_answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
-        let set = self.enforced_set();
-        let HotStep { pos, batch, fill, now_us } = self.hot;
-        let (Some(&(at, ref reserves)), Ok(keys)) =
-            (set.hot.as_deref().and_then(|h| h.limits.get(pos)), Keys::of(set, self.subjects))
-        else {
-            return self.shadow();
-        };
-        let keys = keys.as_slice();
-        let key = keys.get(at).copied().unwrap_or_default();
-        match answer {
-            Ok(d) if d.allowed => {
-                if fill {
-                    reserves.filled(key, batch, self.cost, d.remaining, d.rule, now_us);
-                }
-                record_quota(set, &Decision { limit: at, ..d });
-                self.hot_from(pos + 1, keys)
-            }
-            Ok(_) if fill && batch > self.cost => {
-                // No room for a batch: perhaps for this call alone. Smaller batches follow.
-                reserves.refused(key, batch, self.cost, None);
-                let pending = self.ask_one(at, self.cost, keys);
-                self.hot = HotStep { fill: false, batch: self.cost, ..self.hot };
-                self.pending(pending)
-            }
-            Ok(d) => {
-                let until = now_us.saturating_add(u64::try_from(d.retry_after.as_micros()).unwrap_or(u64::MAX));
-                if fill {
-                    reserves.refused(key, batch, self.cost, Some((until, d.rule)));
-                } else {
-                    reserves.refuse_until(key, until, d.rule);
-                }
-                let refused =
-                    self.refusal(set.limit_type(at), set.policy_of(at, d.rule), d.retry_after, Cause::Exceeded, None);
-                self.give_back_hot();
-                self.done(Some(refused), Outcome::Denied)
-            }
-            Err(e) => {
-                if fill {
-                    reserves.failed(key);
-                }
-                self.give_back_hot();
-                self.phase = Phase::Enforced;
-                self.enforced_answer(Err(e))
-            }
-        }
-    }
-
-    /// Gives back the units the `sync` limits before the current one took: a later limit
-    /// refused the call (all pass, or none counts), or the store failed.
-    fn give_back_hot(&mut self) {
-        let upto = std::mem::take(&mut self.hot.pos);
-        if upto == 0 {
-            return;
-        }
-        let set = self.enforced_set();
-        let (Some(hot), Ok(keys)) = (set.hot.as_deref(), Keys::of(set, self.subjects)) else { return };
-        for (at, reserves) in hot.limits.iter().take(upto) {
-            reserves.give_back(keys.as_slice().get(*at).copied().unwrap_or_default(), self.cost, self.hot.now_us);
-        }
-    }
-
     /// A refusal the cache still holds for these keys at `now`: the remaining retry-after,
     /// counted as a local denial.
-    fn cached_refusal(&self, keys: &Keys<'_>, now: u64) -> Option<RateLimited> {
+    pub(super) fn cached_refusal(&self, keys: &Keys<'_>, now: u64) -> Option<RateLimited> {
         let set = self.set();
         if !set.ever_refused.load(Ordering::Relaxed) {
             return None;
@@ -389,7 +262,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     pub(crate) fn answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
         match self.phase {
             Phase::Enforced | Phase::Exact => self.enforced_answer(answer),
-            Phase::Reserve => self.reserve_answer(answer),
+            Phase::Sync => self.sync_answer(answer),
             Phase::Shadow => {
                 self.shadow_answer(answer);
                 self.finish()
@@ -398,7 +271,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     }
 
     #[inline(always)]
-    fn enforced_answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
+    pub(super) fn enforced_answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
         let set = self.set();
         match answer {
             Ok(d) if d.allowed => {
@@ -419,12 +292,12 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                     }
                 };
                 let refused = self.refusal(set.limit_type(d.limit), policy, d.retry_after, cause, None);
-                self.give_back_hot();
+                self.give_back_synced();
                 self.done(Some(refused), Outcome::Denied)
             }
             Err(e) if self.phase == Phase::Exact => {
                 // The `sync` limits' units go back; the failure policy decides the whole call.
-                self.give_back_hot();
+                self.give_back_synced();
                 self.phase = Phase::Enforced;
                 self.enforced_answer(Err(e))
             }
@@ -451,11 +324,11 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
 
     /// `d` with its limit's index in the enforced set (a decision of the limits without
     /// `sync` names its limit among those).
-    fn in_enforced_set(&self, d: Decision) -> Decision {
+    pub(super) fn in_enforced_set(&self, d: Decision) -> Decision {
         if self.phase != Phase::Exact {
             return d;
         }
-        let at = self.enforced_set().hot.as_deref().and_then(|h| h.exact_at.get(d.limit).copied());
+        let at = self.enforced_set().synced.as_deref().and_then(|s| s.exact_at.get(d.limit).copied());
         Decision { limit: at.unwrap_or(d.limit), ..d }
     }
 
@@ -464,7 +337,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     /// only for its pause).
     #[cold]
     #[inline(never)]
-    fn decide_locally(&mut self, error: &StoreError) -> Step {
+    pub(super) fn decide_locally(&mut self, error: &StoreError) -> Step {
         logs::local_decisions(self.limiter.name(), error);
         self.local = true;
         let set = self.set();
@@ -480,7 +353,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     }
 
     /// Remembers a refusal in the refusal cache, when it is on and the refusal stands.
-    fn remember(&self, d: &Decision) {
+    pub(super) fn remember(&self, d: &Decision) {
         // A refusal from process memory is not the store's: it must not outlive the outage.
         if self.local {
             return;
@@ -496,65 +369,14 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         set.ever_refused.store(true, Ordering::Relaxed);
     }
 
-    /// After the enforced limits admitted the call with `d`: the shadow limits' refusal, if they
-    /// were decided with them, else their own step.
-    #[inline(always)]
-    fn shadow_after(&mut self, d: &Decision) -> Step {
-        if !self.shadow_asked {
-            return self.shadow();
-        }
-        if let Some((limit, rule, wait)) = d.shadow_refusal() {
-            let policy = self.snapshot.as_deref().and_then(|s| s.shadow.policy_of(limit, rule));
-            shadow_refusal(self.limiter.metrics(), self.limiter.name(), policy, wait);
-        }
-        self.finish()
-    }
-
-    /// The shadow limits' own step, if they have any left: decided and counted, never refusing.
-    #[inline(always)]
-    fn shadow(&mut self) -> Step {
-        // Decided with the enforced limits already (or failed with them).
-        if self.shadow_asked {
-            return self.finish();
-        }
-        let Some(snapshot) = self.snapshot.as_ref().filter(|s| !s.shadow.limits.is_empty()) else {
-            return self.finish();
-        };
-        let set = &snapshot.shadow;
-        let Ok(keys) = Keys::of(set, self.subjects) else {
-            shadow_refusal(self.limiter.metrics(), self.limiter.name(), None, Duration::ZERO);
-            return self.finish();
-        };
-        let call =
-            Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned, shadow: 0 };
-        let pending = self.limiter.store().decide(&call);
-        self.phase = Phase::Shadow;
-        match pending {
-            Pending::Ready(answer) => self.answer(answer),
-            Pending::Remote(fut) => Step::Store(fut),
-        }
-    }
-
-    fn shadow_answer(&self, answer: Result<Decision, StoreError>) {
-        match answer {
-            Ok(d) if !d.allowed => {
-                let policy = self.set().policy_of(d.limit, d.rule);
-                shadow_refusal(self.limiter.metrics(), self.limiter.name(), policy, d.retry_after);
-            }
-            Ok(_) => {}
-            // Shadow limits never refuse, whatever the failure policy.
-            Err(e) => logs::store_failure(self.limiter.name(), &e),
-        }
-    }
-
     /// Every step passed: the permit.
     #[inline]
-    fn finish(&mut self) -> Step {
+    pub(super) fn finish(&mut self) -> Step {
         Step::Done
     }
 
     #[inline]
-    fn done(&mut self, refused: Option<RateLimited>, outcome: Outcome) -> Step {
+    pub(super) fn done(&mut self, refused: Option<RateLimited>, outcome: Outcome) -> Step {
         self.refused = refused;
         self.outcome = outcome;
         Step::Done
@@ -584,7 +406,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         }
     }
 
-    fn refusal(
+    pub(super) fn refusal(
         &self,
         limit_type: LimitType,
         policy: Option<Policy>,
@@ -612,7 +434,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
 /// Gives an HTTP request (a context) the quota `d` leaves in `set`, for its headers; nothing
 /// else wants it. Inlined: a decision outside a request pays one look, not a call.
 #[inline(always)]
-fn record_quota(set: &LimitSet, d: &Decision) {
+pub(super) fn record_quota(set: &LimitSet, d: &Decision) {
     if let Some(ctx) = context::current() {
         record_quota_in(&ctx, set, d);
     }

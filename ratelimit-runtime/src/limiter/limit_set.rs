@@ -4,7 +4,7 @@
 //! each hold some.
 
 use crate::limiter::refusal_cache::{self, Owner};
-use crate::limiter::reserve::Reserves;
+use crate::limiter::sync::reserve::Reserves;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
 use crate::model::limit_type::LimitType;
@@ -27,8 +27,8 @@ pub(crate) struct LimitSet {
     pub(crate) cache_id: u64,
     /// Whether the cache ever held a refusal of this set (until then, no lookups).
     pub(crate) ever_refused: AtomicBool,
-    /// The hot-key (`sync`) limits and the rest, when some limit has `sync`.
-    pub(crate) hot: Option<Box<Hot>>,
+    /// The synced limits and the rest, when some limit has `sync`.
+    pub(crate) synced: Option<Box<Synced>>,
     /// The smallest capacity of any rule of any limit: a call costing at most this fits them
     /// all, and no rule needs a look.
     pub(crate) min_capacity: u64,
@@ -38,7 +38,7 @@ pub(crate) struct LimitSet {
 
 /// A set's `sync` limits, decided from local reserves, and the others, decided by the store
 /// together as a set of their own.
-pub(crate) struct Hot {
+pub(crate) struct Synced {
     /// The position of each `sync` limit in the set, with its reserves.
     pub(crate) limits: Vec<(usize, Reserves)>,
     /// The other limits (possibly none), with their subjects' positions among the limiter's.
@@ -51,7 +51,7 @@ impl LimitSet {
     pub(crate) fn new(limits: Vec<CompiledLimit>, index: Option<Box<[usize]>>, policies: Arc<[Policy]>) -> LimitSet {
         let mut set = LimitSet::decided_together(limits, index, policies);
         if set.limits.iter().any(|l| l.sync_us > 0) {
-            set.hot = Some(Box::new(set.split_hot()));
+            set.synced = Some(Box::new(set.split_synced()));
         }
         set
     }
@@ -67,7 +67,7 @@ impl LimitSet {
             policies,
             cache_id: refusal_cache::next_id(),
             ever_refused: AtomicBool::new(false),
-            hot: None,
+            synced: None,
         }
     }
 
@@ -76,7 +76,7 @@ impl LimitSet {
     /// reserves decide first, and the shadow limits after them, on their own). Only its limits
     /// and subjects' places are read: refusals are named and cached by the two sets.
     pub(crate) fn joined(enforced: &LimitSet, shadow: &LimitSet) -> Option<LimitSet> {
-        if enforced.limits.is_empty() || shadow.limits.is_empty() || enforced.hot.is_some() {
+        if enforced.limits.is_empty() || shadow.limits.is_empty() || enforced.synced.is_some() {
             return None;
         }
         let limits = enforced.limits.iter().chain(&shadow.limits).cloned().collect();
@@ -91,12 +91,12 @@ impl LimitSet {
 
     /// Splits the `sync` limits from the others. The others keep their policies' places, so
     /// that their decisions name the same rules.
-    fn split_hot(&self) -> Hot {
-        let mut hot = Vec::new();
+    fn split_synced(&self) -> Synced {
+        let mut synced = Vec::new();
         let (mut exact, mut exact_at, mut subjects) = (Vec::new(), Vec::new(), Vec::new());
         for (i, limit) in self.limits.iter().enumerate() {
             if limit.sync_us > 0 {
-                hot.push((i, Reserves::new(limit.sync_us, limit.sync_cap())));
+                synced.push((i, Reserves::new(limit.sync_us, limit.sync_cap())));
             } else {
                 exact.push(limit.clone());
                 exact_at.push(i);
@@ -104,7 +104,7 @@ impl LimitSet {
             }
         }
         let exact = LimitSet::new(exact, Some(subjects.into()), self.policies.clone());
-        Hot { limits: hot, exact, exact_at: exact_at.into() }
+        Synced { limits: synced, exact, exact_at: exact_at.into() }
     }
 
     /// The position of limit `i`'s subject among the limiter's subjects.
@@ -145,9 +145,9 @@ impl LimitSet {
 
     /// Forgets this process's `sync` reserves of these subjects (their counts are reset).
     pub(crate) fn forget_reserves(&self, subjects: &[Subject<'_>]) {
-        let Some(hot) = self.hot.as_deref() else { return };
+        let Some(synced) = self.synced.as_deref() else { return };
         let keys = self.targets(subjects);
-        for (at, reserves) in &hot.limits {
+        for (at, reserves) in &synced.limits {
             if let Some(Some(key)) = keys.get(*at) {
                 reserves.forget(key);
             }
@@ -166,46 +166,6 @@ impl LimitSet {
     pub(crate) fn forget_keys(&self, store: &crate::store::StoreHandle, keys: &[&[u8]]) {
         if self.ever_refused.load(std::sync::atomic::Ordering::Relaxed) {
             refusal_cache::global().forget(self.owner(store), keys);
-        }
-    }
-}
-
-/// The key bytes of a call's subjects, one per limit: on the stack for up to four limits (most
-/// functions have one or two). One key is its own case: built on every call, it writes only that
-/// key (the empty slots of four cost eight stores more, on a path that stores little else).
-pub(crate) enum Keys<'s> {
-    One([&'s [u8]; 1]),
-    /// The first `.1` of the four.
-    Few([&'s [u8]; 4], usize),
-    Many(Vec<&'s [u8]>),
-}
-
-impl<'s> Keys<'s> {
-    /// The keys of `set`'s subjects, or the index of the first limit whose subject is missing.
-    #[inline(always)]
-    pub(crate) fn of(set: &LimitSet, subjects: &'s [Subject<'_>]) -> Result<Keys<'s>, usize> {
-        let key = |i: usize| subjects.get(set.subject_of(i)).and_then(Subject::key_bytes).ok_or(i);
-        let len = set.limits.len();
-        if len == 1 {
-            // Most calls: one key, no loop.
-            return Ok(Keys::One([key(0)?]));
-        }
-        if len <= 4 {
-            let mut keys = [&[][..]; 4];
-            for (i, slot) in keys.iter_mut().enumerate().take(len) {
-                *slot = key(i)?;
-            }
-            return Ok(Keys::Few(keys, len));
-        }
-        (0..len).map(key).collect::<Result<Vec<_>, usize>>().map(Keys::Many)
-    }
-
-    #[inline]
-    pub(crate) fn as_slice(&self) -> &[&'s [u8]] {
-        match self {
-            Keys::One(key) => key,
-            Keys::Few(keys, len) => keys.get(..*len).unwrap_or_default(),
-            Keys::Many(keys) => keys,
         }
     }
 }

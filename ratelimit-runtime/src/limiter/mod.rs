@@ -8,16 +8,19 @@
 //! admitted call gives back, `request` and `wait` the requests and their waiting, `registry` the
 //! attribute's limiters by name, `logs` what decisions log.
 
+mod answer;
 mod builder;
 pub(crate) mod decide;
+mod keys;
 pub(crate) mod limit_set;
 mod logs;
 pub(crate) mod permit;
 pub(crate) mod refusal_cache;
 pub(crate) mod registry;
 pub(crate) mod request;
-pub(crate) mod reserve;
+mod shadow;
 pub(crate) mod snapshot;
+mod sync;
 mod wait;
 
 use crate::config::{self, FailurePolicy};

@@ -11,8 +11,9 @@
 //! decides with that tier's snapshot, a call in a tier nobody named with the default one: the
 //! tier only chooses which compiled limits decide, and an unknown name leaves nothing behind.
 
-use crate::config;
-use crate::config::overrides::{self, Table, UNSET};
+use crate::config::global::{global, overrides_generation};
+use crate::config::overrides::in_force::UNSET;
+use crate::config::overrides::Table;
 use crate::context;
 use crate::limiter::limit_set::LimitSet;
 use crate::model::compiled::CompiledLimit;
@@ -46,7 +47,7 @@ impl Plan {
     /// The snapshot to decide with, or `None` when the limits as built are in force unchanged.
     #[inline]
     pub(crate) fn current(&self, name: &str) -> Option<Arc<Snapshot>> {
-        let generation = overrides::generation();
+        let generation = overrides_generation();
         // Before any global configuration, a limiter with its own store has no overrides.
         if (generation == 0 || (generation == UNSET && !self.global_store)) && !self.moded {
             return None;
@@ -59,9 +60,9 @@ impl Plan {
         if generation == UNSET {
             if self.global_store {
                 // The global configuration (and its overrides file) is built on first use.
-                let _ = config::global::global();
+                let _ = global();
             }
-            generation = match overrides::generation() {
+            generation = match overrides_generation() {
                 UNSET => 0,
                 g => g,
             };
@@ -74,7 +75,7 @@ impl Plan {
                 return (!s.passthrough).then(|| Arc::clone(s));
             }
         }
-        let table = if generation == 0 { None } else { overrides::table() };
+        let table = if generation == 0 { None } else { global().overrides.table() };
         let built = Arc::new(self.build(name, table));
         self.cell.store(Some(Arc::clone(&built)));
         (!built.passthrough).then_some(built)
@@ -83,7 +84,7 @@ impl Plan {
     fn build(&self, name: &str, table: Option<Arc<Table>>) -> Snapshot {
         let file = table.as_deref().map(|t| &t.overrides);
         if file.is_some() {
-            overrides::seen(name);
+            global().overrides.seen(name);
         }
         let mut touched = false;
         // The limits for calls without a tier (and for tiers without rules of their own).

@@ -1,8 +1,6 @@
 //! Waiting for room (a check's `wait`): a refused call sleeps for the retry-after the store returned,
 //! plus a little jitter, and tries again, never sleeping past its `max_wait`.
 
-use super::permit::Permit;
-use super::request::Check;
 use crate::model::refusal::{Cause, RateLimited};
 use std::time::{Duration, Instant};
 
@@ -10,19 +8,18 @@ use std::time::{Duration, Instant};
 /// the windows rate limits use.
 const JITTER_CAP: Duration = Duration::from_millis(20);
 
-/// The blocking waiting loop of `check`, with time and sleep given (the unit tests drive a
-/// manual clock): each try is a decision of its own, at the pinned time plus the time waited.
-pub(super) fn blocking<'l>(
-    check: &Check<'l, '_, '_>,
+/// The blocking waiting loop: `try_once` decides the call (given the time waited so far), and a
+/// refusal is slept out as [`next_sleep`] says. Time and sleep are given, so that tests drive a
+/// manual clock.
+pub(super) fn blocking<P>(
     max_wait: Duration,
     now: impl Fn() -> Instant,
     mut sleep: impl FnMut(Duration),
-) -> Result<Permit<'l>, RateLimited> {
+    mut try_once: impl FnMut(Duration) -> Result<P, RateLimited>,
+) -> Result<P, RateLimited> {
     let start = now();
     loop {
-        let waited = now().saturating_duration_since(start);
-        let pinned = check.at.map(|at| at.saturating_add(u64::try_from(waited.as_micros()).unwrap_or(u64::MAX)));
-        let refused = match check.once_blocking(pinned) {
+        let refused = match try_once(now().saturating_duration_since(start)) {
             Ok(permit) => return Ok(permit),
             Err(e) => e,
         };
@@ -62,13 +59,7 @@ fn jitter(retry: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::Limiter;
-    use crate::model::limit::Limit;
     use crate::model::limit_type::LimitType;
-    use crate::model::rule::Rule;
-    use crate::model::subject::Subject;
-    use crate::rt::clock::ManualClock;
-    use crate::store::memory::MemoryStore;
     use std::sync::Arc;
 
     fn exceeded(retry_after: Duration) -> RateLimited {
@@ -108,54 +99,5 @@ mod tests {
         assert!(values.len() > 10, "jitter should vary: {values:?}");
         assert!(values.iter().all(|j| *j <= JITTER_CAP));
         assert_eq!(jitter(Duration::from_micros(5)), Duration::ZERO);
-    }
-
-    /// On a manual clock that the sleeps advance: waiting admits exactly `count` calls per
-    /// window, and each wait is the retry-after (plus jitter).
-    #[test]
-    fn waiting_admits_exactly_the_rules_rate() {
-        let clock = Arc::new(ManualClock::new(1_000_000_000));
-        let limiter = Limiter::builder("wait::manual")
-            .limit(Limit::new(LimitType::Global, [Rule::from_millis(1_000, 5).unwrap()]))
-            .store(Arc::new(MemoryStore::with_clock(clock.clone())))
-            .build()
-            .unwrap();
-        let origin = Instant::now();
-        let elapsed = std::cell::Cell::new(Duration::ZERO);
-        let mut admitted_at = Vec::new();
-        for _ in 0..20 {
-            let now = || origin + elapsed.get();
-            let sleep = |d: Duration| {
-                clock.advance(d);
-                elapsed.set(elapsed.get() + d);
-            };
-            let global = [Subject::global()];
-            blocking(&limiter.check(&global), Duration::from_secs(2), now, sleep).unwrap();
-            admitted_at.push(elapsed.get());
-        }
-        // 20 calls at 5 per second: the last needs three whole windows.
-        let total = *admitted_at.last().unwrap();
-        assert!(total >= Duration::from_secs(3) && total < Duration::from_millis(3_100), "{total:?}");
-        // In any one-second window, at most 5 admissions.
-        for (i, t) in admitted_at.iter().enumerate() {
-            let within = admitted_at[i..].iter().filter(|u| **u < *t + Duration::from_secs(1)).count();
-            assert!(within <= 5, "{within} admissions within 1s from {t:?}");
-        }
-    }
-
-    #[test]
-    fn a_wait_longer_than_max_wait_refuses_without_sleeping() {
-        let clock = Arc::new(ManualClock::new(1_000_000_000));
-        let limiter = Limiter::builder("wait::too_long")
-            .limit(Limit::new(LimitType::Global, [Rule::from_millis(60_000, 1).unwrap()]))
-            .store(Arc::new(MemoryStore::with_clock(clock)))
-            .build()
-            .unwrap();
-        let g = [Subject::global()];
-        limiter.check(&g).blocking().unwrap();
-        let mut slept = Vec::new();
-        let e = blocking(&limiter.check(&g), Duration::from_secs(10), Instant::now, |d| slept.push(d)).unwrap_err();
-        assert_eq!(e.cause(), Cause::Exceeded);
-        assert!(slept.is_empty(), "refused at once, without sleeping: {slept:?}");
     }
 }

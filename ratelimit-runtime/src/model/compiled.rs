@@ -35,7 +35,7 @@ pub(crate) struct CompiledLimit {
     /// How long a concurrency slot is held at most (µs): the slots of a process that died free
     /// themselves after it.
     pub(crate) lease_us: u64,
-    /// Hot-key mode (`sync = …`): each process hands out units from a local reserve it fills
+    /// Sync mode (`sync = …`): each process hands out units from a local reserve it fills
     /// from the store in batches and keeps at most this long (µs; 0: every call asks the store).
     pub(crate) sync_us: u64,
     /// The arguments every limit gives the general script first: block µs, concurrency, lease µs.

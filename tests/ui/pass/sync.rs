@@ -1,6 +1,6 @@
 use ratelimit::{rate_limiter, RateLimited};
 
-// One hot global limit in hot-key mode, stacked with an exact per-IP one.
+// One hot global limit, synced (`sync`), stacked with an exact per-IP one.
 #[rate_limiter(type = Global, rules = [(1s, 100_000)], sync = 50ms)]
 #[rate_limiter(type = Ip, ip = ip, rules = [(60s, 100)])]
 async fn search(ip: std::net::IpAddr) -> Result<(), RateLimited> {

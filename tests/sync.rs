@@ -17,7 +17,7 @@ use support::{busiest_span, RedisServer};
 
 /// The process's overrides file (memory as the global store).
 fn overrides() -> &'static support::overrides_file::Shared {
-    support::overrides_file::shared("hot_keys", |config| config)
+    support::overrides_file::shared("sync", |config| config)
 }
 
 const WORKER_REDIS: &str = "RATELIMIT_HOT_KEY_WORKER_REDIS";
@@ -30,13 +30,13 @@ const PROCESSES: u64 = 4;
 const TASKS: u64 = 8;
 const RUN: Duration = Duration::from_secs(3);
 
-/// A global limit of `count` per `window`, in hot-key mode when `sync` is given.
+/// A global limit of `count` per `window`, synced when `sync` is given.
 fn global(store: StoreHandle, algorithm: Algorithm, window: Duration, count: u64, sync: Option<Duration>) -> Limiter {
     let mut limit = Limit::new(LimitType::Global, [Rule::new(window, count).unwrap()]).algorithm(algorithm);
     if let Some(sync) = sync {
         limit = limit.sync(sync);
     }
-    Limiter::builder("hot_keys::global").limit(limit).store(store).on_error(FailurePolicy::Deny).build().unwrap()
+    Limiter::builder("sync::global").limit(limit).store(store).on_error(FailurePolicy::Deny).build().unwrap()
 }
 
 fn now_us() -> u64 {
@@ -75,7 +75,7 @@ fn one_process_admits_exactly_while_its_reserves_follow_the_store() {
 fn a_sync_limit_stacked_with_an_exact_one_counts_all_or_nothing() {
     let clock = Arc::new(ManualClock::new(1_767_225_600_000_000));
     let store: StoreHandle = Arc::new(MemoryStore::with_clock(clock));
-    let l = Limiter::builder("hot_keys::stacked")
+    let l = Limiter::builder("sync::stacked")
         .limit(
             Limit::new(LimitType::Global, [Rule::new(Duration::from_secs(10), 1_000).unwrap()])
                 .sync(Duration::from_secs(1)),
@@ -110,13 +110,13 @@ fn sync_is_checked_when_the_limiter_is_built() {
     let rule = || [Rule::new(Duration::from_secs(1), 10).unwrap()];
     let build = |b: ratelimit::LimiterBuilder| b.store(Arc::new(MemoryStore::new())).build().err();
     let too_long =
-        Limiter::builder("hot_keys::bad").limit(Limit::new(LimitType::Global, rule()).sync(Duration::from_secs(2)));
+        Limiter::builder("sync::bad").limit(Limit::new(LimitType::Global, rule()).sync(Duration::from_secs(2)));
     assert_eq!(build(too_long), Some(BuildError::InvalidSync(Duration::from_secs(2))));
-    let with_block = Limiter::builder("hot_keys::bad")
+    let with_block = Limiter::builder("sync::bad")
         .limit(Limit::new(LimitType::Global, rule()).block(Duration::from_secs(5)).sync(Duration::from_millis(10)));
     assert_eq!(build(with_block), Some(BuildError::SyncWithBlockOrConcurrency));
-    let slots = Limiter::builder("hot_keys::bad")
-        .limit(Limit::concurrency(LimitType::Global, 3).sync(Duration::from_millis(10)));
+    let slots =
+        Limiter::builder("sync::bad").limit(Limit::concurrency(LimitType::Global, 3).sync(Duration::from_millis(10)));
     assert_eq!(build(slots), Some(BuildError::SyncWithBlockOrConcurrency));
 }
 
@@ -133,21 +133,21 @@ fn the_overrides_file_puts_a_limit_in_hot_key_mode() {
             .build()
             .unwrap()
     };
-    let (configured, plain) = (build("hot_keys::configured"), build("hot_keys::plain"));
-    file.apply("[[limit]]\nlimiter = \"hot_keys::configured\"\ntype = \"global\"\nsync = \"1s\"\n");
+    let (configured, plain) = (build("sync::configured"), build("sync::plain"));
+    file.apply("[[limit]]\nlimiter = \"sync::configured\"\ntype = \"global\"\nsync = \"1s\"\n");
     let g = [Subject::global()];
     for _ in 0..4 {
         configured.check(&g).blocking().unwrap();
         plain.check(&g).blocking().unwrap();
     }
-    // Exact: the store counts each call. Hot-key mode: batches of 1, 2 and 4 as the reserve
+    // Exact: the store counts each call. Synced: batches of 1, 2 and 4 as the reserve
     // runs out within its interval, 7 units counted for the 4 calls.
     assert_eq!(plain.peek(&g).blocking().unwrap()[0].remaining, 996);
     assert_eq!(configured.peek(&g).blocking().unwrap()[0].remaining, 993);
     file.apply("");
 }
 
-#[rate_limiter(type = Global, rules = [(1s, 1_000_000)], sync = 100ms, name = "hot_keys::attribute")]
+#[rate_limiter(type = Global, rules = [(1s, 1_000_000)], sync = 100ms, name = "sync::attribute")]
 fn decorated() -> Result<(), RateLimited> {
     Ok(())
 }

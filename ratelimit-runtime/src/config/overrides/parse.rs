@@ -1,76 +1,17 @@
-//! Limits from configuration: the overrides file (`RATELIMIT_CONFIG`), parsed with
-//! `toml` + `serde`, and the table in force, swapped atomically on [`reload`].
-//!
-//! ```toml
-//! [[limit]]
-//! limiter = "server::hello"
-//! type = "ip"
-//! rules = ["5/10s", "50/1m"]
-//! mode = "enforce"
-//! block = "2m"
-//!
-//! [[limit]]                # a hot global limit: decided from per-process reserves
-//! limiter = "server::search"
-//! type = "global"
-//! sync = "50ms"
-//!
-//! [[limit]]                # the rules of the "pro" tier of the same limit
-//! limiter = "server::hello"
-//! type = "ip"
-//! tier = "pro"
-//! rules = ["50/10s"]
-//!
-//! [exempt]
-//! ips = ["10.0.0.0/8"]
-//! users = ["ops-bot"]
-//! ```
-//!
-//! Limiters read [`generation`] (one atomic load) on every call and rebuild their compiled limits
-//! when it changes; a decision keeps the table it started with to the end.
+//! Reading an overrides file: TOML through `serde`, every value checked, and every error
+//! located (file, line, column, the value as written).
 
+use super::{LimitOverride, Overrides};
 use crate::error::{CidrError, OverridesError};
 use crate::model::addr::Cidr;
 use crate::model::limit_type::LimitType;
 use crate::model::mode::Mode;
 use crate::model::rule::Rule;
-use crate::rt::lock::lock;
-use arc_swap::ArcSwapOption;
 use serde::Deserialize;
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Once, PoisonError};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 use toml::Spanned;
-
-/// One `[[limit]]` of the file: new rules and/or a mode for one limit of one limiter.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LimitOverride {
-    /// The limiter's name (`name = "…"` of the attribute, or `module::path::function`).
-    pub limiter: String,
-    /// Which of its limits (stacked attributes) this replaces.
-    pub limit_type: LimitType,
-    /// The rules in force instead of the attribute's (`None`: keep the attribute's).
-    pub rules: Option<Vec<Rule>>,
-    /// The mode instead of the attribute's (`None`: keep the attribute's).
-    pub mode: Option<Mode>,
-    /// The tier these rules are for (`None`: every call without a tier of its own). A tier's
-    /// entry has no mode and no block: the limit's apply.
-    pub tier: Option<String>,
-    /// The penalty after a refusal as exceeded instead of the attribute's (`None`: keep the
-    /// attribute's).
-    pub block: Option<Duration>,
-    /// Hot-key mode's interval instead of the attribute's (`None`: keep the attribute's).
-    pub sync: Option<Duration>,
-}
-
-/// A parsed overrides file.
-#[derive(Clone, Debug, Default)]
-pub struct Overrides {
-    limits: Vec<LimitOverride>,
-    exempt_ips: Vec<Cidr>,
-    exempt_users: HashSet<Vec<u8>>,
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -138,11 +79,6 @@ impl Locator<'_> {
 }
 
 impl Overrides {
-    /// No overrides at all.
-    pub fn new() -> Overrides {
-        Overrides::default()
-    }
-
     /// Parses the text of an overrides file; `file` names it in errors.
     ///
     /// ```
@@ -269,44 +205,6 @@ impl Overrides {
             .map_err(|e| OverridesError::Read { file: name.clone(), source: Arc::new(e) })?;
         Overrides::parse(&text, &name)
     }
-
-    /// The `[[limit]]` entries, in file order.
-    pub fn limits(&self) -> &[LimitOverride] {
-        &self.limits
-    }
-
-    /// The networks of `[exempt] ips`.
-    pub fn exempt_ips(&self) -> &[Cidr] {
-        &self.exempt_ips
-    }
-
-    /// Whether `[exempt]` names any IP or user.
-    pub fn has_exemptions(&self) -> bool {
-        !self.exempt_ips.is_empty() || !self.exempt_users.is_empty()
-    }
-
-    /// Whether `ip` is in an exempt network.
-    pub fn is_exempt_ip(&self, ip: std::net::IpAddr) -> bool {
-        self.exempt_ips.iter().any(|c| c.contains(ip))
-    }
-
-    /// Whether the clients an IP subject's key stands for are exempt: an IPv4 client in an
-    /// exempt network, or an IPv6 group (one client, keyed by its /64) that overlaps one: an
-    /// exempt host exempts the group it is counted in, an exempt /48 every group inside it.
-    pub(crate) fn is_exempt_ip_subject(&self, key: &[u8]) -> bool {
-        let Some(group) = crate::model::subject::ip_group_of_key(key) else { return false };
-        self.exempt_ips.iter().any(|net| net.contains(group.addr()) || group.contains(net.addr()))
-    }
-
-    /// Whether `user` is an exempt user.
-    pub fn is_exempt_user(&self, user: &[u8]) -> bool {
-        self.exempt_users.contains(user)
-    }
-
-    /// The overrides of `limiter`'s limit of type `limit_type` (for calls without a tier).
-    pub(crate) fn find(&self, limiter: &str, limit_type: LimitType) -> Option<&LimitOverride> {
-        self.limits.iter().find(|o| o.limiter == limiter && o.limit_type == limit_type && o.tier.is_none())
-    }
 }
 
 fn parse_type(s: &Spanned<String>) -> Result<LimitType, String> {
@@ -355,194 +253,6 @@ fn parse_rule(text: &str) -> Result<Rule, String> {
     };
     let ms = amount.checked_mul(unit_ms).ok_or_else(|| format!("rule {text:?}: the window is too long"))?;
     Rule::from_millis(ms, count).map_err(|e| format!("rule {text:?}: {e}"))
-}
-
-/// The table in force, with its generation.
-pub(crate) struct Table {
-    pub(crate) generation: u64,
-    pub(crate) overrides: Overrides,
-    /// The tiers given in code ([`Config::tier`](crate::Config::tier)); the file's entries
-    /// for the same tier win.
-    pub(crate) code_tiers: Arc<[LimitOverride]>,
-}
-
-impl Table {
-    /// The entry that gives tier `tier` of `limiter`'s `limit_type` limit its rules: the
-    /// file's, else the code's.
-    pub(crate) fn tier(&self, limiter: &str, limit_type: LimitType, tier: &str) -> Option<&LimitOverride> {
-        let is =
-            |o: &&LimitOverride| o.limiter == limiter && o.limit_type == limit_type && o.tier.as_deref() == Some(tier);
-        self.overrides.limits.iter().find(is).or_else(|| self.code_tiers.iter().find(is))
-    }
-
-    /// The tiers the file and the code name for `limiter` (with repeats).
-    pub(crate) fn tier_names<'t>(&'t self, limiter: &'t str) -> impl Iterator<Item = &'t str> + 't {
-        self.overrides
-            .limits
-            .iter()
-            .chain(self.code_tiers.iter())
-            .filter(move |o| o.limiter == limiter)
-            .filter_map(|o| o.tier.as_deref())
-    }
-}
-
-/// No table was ever considered: the global configuration was not built yet.
-pub(crate) const UNSET: u64 = u64::MAX;
-
-static GENERATION: AtomicU64 = AtomicU64::new(UNSET);
-static NEXT: AtomicU64 = AtomicU64::new(1);
-static TABLE: ArcSwapOption<Table> = ArcSwapOption::const_empty();
-static PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
-/// The tiers given in code, kept in every table installed after them.
-static CODE_TIERS: Mutex<Option<Arc<[LimitOverride]>>> = Mutex::new(None);
-/// Limiters that decided under some table (for the unknown-name warning), at most [`MAX_SEEN`].
-static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
-/// Names of the file in force already warned about, so each is warned once.
-static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
-/// When to warn about the unknown names of which generation: the next check, if any.
-static PENDING_CHECK: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
-static CHECK_DUE: Condvar = Condvar::new();
-static CHECKER: Once = Once::new();
-
-/// The most limiter names remembered as having decided: far more than a program has
-/// functions; the bound is for programs that build limiters under names made at run time (a
-/// name past it may be warned about as unknown, never more).
-const MAX_SEEN: usize = 10_000;
-
-/// How long limiters have to make themselves known (attribute limiters are built on their first
-/// call) before names the file gives and no limiter used are warned about.
-const UNKNOWN_GRACE: Duration = Duration::from_secs(60);
-
-/// The generation of the table in force: 0 for none, [`UNSET`] before the configuration.
-#[inline]
-pub(crate) fn generation() -> u64 {
-    GENERATION.load(Ordering::Acquire)
-}
-
-/// The table in force.
-pub(crate) fn table() -> Option<Arc<Table>> {
-    TABLE.load_full()
-}
-
-/// Records that limiter `name` decides under the current table.
-pub(crate) fn seen(name: &str) {
-    let mut seen = lock(&SEEN);
-    let seen = seen.get_or_insert_with(HashSet::new);
-    if seen.len() < MAX_SEEN && !seen.contains(name) {
-        seen.insert(name.to_owned());
-    }
-}
-
-/// Called once by the global configuration: the file (already parsed), where it lives, and
-/// the tiers given in code.
-pub(crate) fn configure(path: Option<PathBuf>, overrides: Option<Overrides>, code_tiers: Vec<LimitOverride>) {
-    *lock(&PATH) = path;
-    let has_code_tiers = !code_tiers.is_empty();
-    *lock(&CODE_TIERS) = Some(code_tiers.into());
-    match overrides {
-        Some(o) => {
-            install(o);
-        }
-        // Tiers in code need a table, as a file's would.
-        None if has_code_tiers => {
-            install(Overrides::new());
-        }
-        None => GENERATION.store(0, Ordering::Release),
-    }
-}
-
-fn install(overrides: Overrides) -> u64 {
-    let generation = NEXT.fetch_add(1, Ordering::Relaxed);
-    let code_tiers = lock(&CODE_TIERS).clone().unwrap_or_else(|| Arc::from(Vec::new()));
-    TABLE.store(Some(Arc::new(Table { generation, overrides, code_tiers })));
-    GENERATION.store(generation, Ordering::Release);
-    schedule_unknown_check(generation);
-    generation
-}
-
-/// See [`crate::reload`].
-pub(crate) fn reload_file() -> Result<u64, OverridesError> {
-    let path = lock(&PATH).clone();
-    let Some(path) = path else {
-        let e = OverridesError::NoFile;
-        tracing::error!(error = %e, "ratelimit: cannot reload the configuration");
-        return Err(e);
-    };
-    match Overrides::load(&path) {
-        Ok(o) => {
-            let generation = install(o);
-            tracing::info!(file = %path.display(), generation, "ratelimit: configuration reloaded");
-            warn_unknown(generation);
-            Ok(generation)
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "ratelimit: configuration not reloaded; the rules in force stay");
-            Err(e)
-        }
-    }
-}
-
-/// The limiter names the file in force gives that no limiter has used since the process
-/// started (a typo, or a limiter not called yet: attribute limiters are built on first call).
-/// They are also logged, once each, 60 s after the file is loaded and at every reload.
-pub fn unknown_limiters() -> Vec<String> {
-    let Some(table) = table() else { return Vec::new() };
-    let seen = lock(&SEEN);
-    let mut names: Vec<String> = table
-        .overrides
-        .limits
-        .iter()
-        .map(|o| o.limiter.clone())
-        .filter(|n| !seen.as_ref().is_some_and(|s| s.contains(n)))
-        .collect();
-    names.sort();
-    names.dedup();
-    names
-}
-
-fn warn_unknown(generation: u64) {
-    let Some(table) = table().filter(|t| t.generation == generation) else { return };
-    let unknown = unknown_limiters();
-    let mut warned = lock(&WARNED);
-    let warned = warned.get_or_insert_with(HashSet::new);
-    // Only names of the file in force are remembered, so reloads cannot grow the set.
-    warned.retain(|name| table.overrides.limits.iter().any(|o| &o.limiter == name));
-    for name in unknown {
-        if warned.insert(name.clone()) {
-            tracing::warn!(limiter = %name, "ratelimit: the configuration names a limiter that no function has used (a typo?)");
-        }
-    }
-}
-
-/// Warns about `generation`'s unknown names after [`UNKNOWN_GRACE`], unless another table
-/// is installed first (its own check replaces this one). One thread serves every reload.
-fn schedule_unknown_check(generation: u64) {
-    *lock(&PENDING_CHECK) = Some((Instant::now() + UNKNOWN_GRACE, generation));
-    CHECK_DUE.notify_one();
-    CHECKER.call_once(|| {
-        let _ = std::thread::Builder::new().name("ratelimit-config".to_owned()).spawn(check_unknown_names);
-    });
-}
-
-/// The checking thread: sleeps until the pending check is due, runs it, waits for the next.
-fn check_unknown_names() {
-    let mut pending = lock(&PENDING_CHECK);
-    loop {
-        pending = match *pending {
-            None => CHECK_DUE.wait(pending).unwrap_or_else(PoisonError::into_inner),
-            Some((due, generation)) => match due.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => {
-                    CHECK_DUE.wait_timeout(pending, left).map_or_else(|e| e.into_inner().0, |(guard, _)| guard)
-                }
-                _ => {
-                    *pending = None;
-                    drop(pending);
-                    warn_unknown(generation);
-                    lock(&PENDING_CHECK)
-                }
-            },
-        };
-    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ fn redis(server: &RedisServer) -> StoreHandle {
 /// A fresh limiter name per call, so that tests sharing a store never share keys.
 fn name(what: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
-    format!("policies::{what}{}", N.fetch_add(1, Ordering::Relaxed))
+    format!("refunds::{what}{}", N.fetch_add(1, Ordering::Relaxed))
 }
 
 /// `count` per `window_ms` on `Ip`, with `algorithm`, and maybe a block.
@@ -383,7 +383,7 @@ async fn refund_on_ok_counts_only_failures_and_a_block_follows() {
     // The fourth failure in the window is refused before the body runs, and blocks.
     assert_eq!(login(peer, "guess").await, Err(LoginError::Limited(Cause::Exceeded)));
     assert_eq!(login(peer, "letmein").await, Err(LoginError::Limited(Cause::Exceeded)));
-    let l = ratelimit::limiter("policies::login").expect("registered");
+    let l = ratelimit::limiter("refunds::login").expect("registered");
     let e = l.check(&[Subject::ip(peer)]).await.unwrap_err();
     assert!(e.retry_after() > Duration::from_secs(119), "{e}");
 }
@@ -473,7 +473,7 @@ async fn the_attribute_frees_slots_on_return_error_panic_and_drop() {
 const HOLDER_REDIS: &str = "RATELIMIT_TEST_SLOT_HOLDER_REDIS";
 
 fn holder(store: StoreHandle) -> Limiter {
-    Limiter::builder("policies::holder")
+    Limiter::builder("refunds::holder")
         .limit(Limit::concurrency(LimitType::Key, 1).lease(Duration::from_secs(3)))
         .store(store)
         .build()

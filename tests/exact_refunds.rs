@@ -152,7 +152,7 @@ fn property(label: &str, store: &StoreHandle, clock: Option<Arc<ManualClock>>, d
     let started = std::time::Instant::now();
     runner(default_cases)
         .run(&(blocked_limits_strategy(), steps_strategy()), |(limits, steps)| {
-            let name = format!("exact_policies::{label}::{}", counts.cases.fetch_add(1, Relaxed));
+            let name = format!("exact_refunds::{label}::{}", counts.cases.fetch_add(1, Relaxed));
             rt.block_on(async {
                 let _guard = rt.enter();
                 run(store, clock.as_deref(), &name, &limits, &steps, &counts).await
@@ -210,7 +210,7 @@ async fn a_pinned_refund_reaches_the_previous_window_of_a_counter() {
             burst: None,
             block: None,
         }];
-        let l = build(&store, "exact_policies::counter_refund", &limits);
+        let l = build(&store, "exact_refunds::counter_refund", &limits);
         let g = subjects(&limits);
         let first = l.check(&g).at(support::at(T0 + 100_000)).await.unwrap();
         l.check(&g).at(support::at(T0 + 1_100_000)).await.unwrap();

@@ -1,0 +1,134 @@
+//! A call's subjects as the store keys them: borrowed while it is decided ([`Keys`]), owned by
+//! its permit afterwards ([`SubjectKeys`]). Both keep the usual few short keys inline, so that
+//! deciding and admitting allocate nothing.
+
+use super::limit_set::LimitSet;
+use crate::model::subject::Subject;
+
+/// The key bytes of a call's subjects, one per limit: on the stack for up to four limits (most
+/// functions have one or two). One key is its own case: built on every call, it writes only that
+/// key (the empty slots of four cost eight stores more, on a path that stores little else).
+pub(crate) enum Keys<'s> {
+    One([&'s [u8]; 1]),
+    /// The first `.1` of the four.
+    Few([&'s [u8]; 4], usize),
+    Many(Vec<&'s [u8]>),
+}
+
+impl<'s> Keys<'s> {
+    /// The keys of `set`'s subjects, or the index of the first limit whose subject is missing.
+    #[inline(always)]
+    pub(crate) fn of(set: &LimitSet, subjects: &'s [Subject<'_>]) -> Result<Keys<'s>, usize> {
+        let key = |i: usize| subjects.get(set.subject_of(i)).and_then(Subject::key_bytes).ok_or(i);
+        let len = set.limits.len();
+        if len == 1 {
+            // Most calls: one key, no loop.
+            return Ok(Keys::One([key(0)?]));
+        }
+        if len <= 4 {
+            let mut keys = [&[][..]; 4];
+            for (i, slot) in keys.iter_mut().enumerate().take(len) {
+                *slot = key(i)?;
+            }
+            return Ok(Keys::Few(keys, len));
+        }
+        (0..len).map(key).collect::<Result<Vec<_>, usize>>().map(Keys::Many)
+    }
+
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[&'s [u8]] {
+        match self {
+            Keys::One(key) => key,
+            Keys::Few(keys, len) => keys.get(..*len).unwrap_or_default(),
+            Keys::Many(keys) => keys,
+        }
+    }
+}
+
+/// A call's subject keys, owned: inline for the usual few short ones (an IP, a user id), so
+/// that a permit costs no allocation.
+#[derive(Clone)]
+pub(crate) enum SubjectKeys {
+    /// `count` keys back to back in `bytes`, key `i` ending at `ends[i]`.
+    Inline {
+        count: u8,
+        ends: [u8; INLINE_KEYS],
+        bytes: Words,
+    },
+    Heap(Vec<Vec<u8>>),
+}
+
+/// Keys kept inline: up to this many, of this many bytes together (an IPv4 address, an IPv6
+/// prefix, a short user id).
+const INLINE_KEYS: usize = 4;
+const INLINE_BYTES: usize = 32;
+
+/// The inline keys' bytes, 8-aligned: after the tag, count and ends (one word), so that a client
+/// IP's two words of text are copied in as two whole 16-byte stores (at the sixth byte, they
+/// went in as five pieces).
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+pub(crate) struct Words([u8; INLINE_BYTES]);
+
+impl SubjectKeys {
+    pub(crate) const EMPTY: SubjectKeys =
+        SubjectKeys::Inline { count: 0, ends: [0; INLINE_KEYS], bytes: Words([0; INLINE_BYTES]) };
+
+    /// The keys of `set`'s subjects, as `Keys::of` finds them (none if one is missing).
+    #[inline]
+    pub(crate) fn of(set: &LimitSet, subjects: &[Subject<'_>]) -> SubjectKeys {
+        let n = set.limits.len();
+        let key = |i: usize| subjects.get(set.subject_of(i)).and_then(Subject::key_bytes);
+        if n == 1 {
+            // One client IP (most permits): its text and the zeros after it, as they lie.
+            if let Some((words, len)) = subjects.get(set.subject_of(0)).and_then(Subject::ip_words) {
+                return SubjectKeys::Inline { count: 1, ends: [len as u8, 0, 0, 0], bytes: Words(*words) };
+            }
+        }
+        if n <= INLINE_KEYS {
+            let (mut ends, mut bytes) = ([0u8; INLINE_KEYS], [0u8; INLINE_BYTES]);
+            let mut at = 0;
+            let mut fits = true;
+            for (i, end) in ends.iter_mut().enumerate().take(n) {
+                let Some(k) = key(i) else { return SubjectKeys::EMPTY };
+                match bytes.get_mut(at..at + k.len()) {
+                    Some(slot) if fits => {
+                        crate::model::key::copy_key(slot, k);
+                        at += k.len();
+                        *end = at as u8;
+                    }
+                    _ => fits = false,
+                }
+            }
+            if fits {
+                return SubjectKeys::Inline { count: n as u8, ends, bytes: Words(bytes) };
+            }
+        }
+        let keys: Option<Vec<Vec<u8>>> = (0..n).map(|i| key(i).map(<[u8]>::to_vec)).collect();
+        keys.map_or(SubjectKeys::EMPTY, SubjectKeys::Heap)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            SubjectKeys::Inline { count, .. } => usize::from(*count),
+            SubjectKeys::Heap(keys) => keys.len(),
+        }
+    }
+
+    pub(crate) fn slices(&self) -> Vec<&[u8]> {
+        match self {
+            SubjectKeys::Inline { count, ends, bytes } => {
+                let mut start = 0;
+                ends[..usize::from(*count)]
+                    .iter()
+                    .map(|&end| {
+                        let (from, to) = (start, usize::from(end));
+                        start = to;
+                        bytes.0.get(from..to).unwrap_or_default()
+                    })
+                    .collect()
+            }
+            SubjectKeys::Heap(keys) => keys.iter().map(Vec::as_slice).collect(),
+        }
+    }
+}
