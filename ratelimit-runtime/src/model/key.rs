@@ -27,7 +27,7 @@ const MAX_PART_LEN: usize = 96;
 const MAX_RULES_LEN: usize = 48;
 
 /// Checks a key prefix.
-pub fn check_prefix(prefix: &str) -> Result<(), PrefixError> {
+pub(crate) fn check_prefix(prefix: &str) -> Result<(), PrefixError> {
     if prefix.len() > MAX_PREFIX_LEN {
         Err(PrefixError::TooLong)
     } else if prefix.contains(['{', '}']) {

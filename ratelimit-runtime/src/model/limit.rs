@@ -9,7 +9,7 @@ use crate::model::rule::Rule;
 use std::time::Duration;
 
 /// How long a concurrency slot is held at most when the limit names no [`lease`](Limit::lease).
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
 /// One limit of a [`Limiter`](crate::Limiter): whom it counts (its [`LimitType`]), by which
 /// rules (or how many calls in flight), and how. The limits of one limiter are decided together,

@@ -77,7 +77,7 @@ impl Rule {
     }
 
     /// A short name for the rule, used in headers: `20s`, `500ms`, `1h`.
-    pub fn window_label(&self) -> String {
+    pub(crate) fn window_label(&self) -> String {
         WindowLabel(self.window_ms).to_string()
     }
 
