@@ -21,10 +21,12 @@
 //! # Where things are
 //! - **Limiting a function**: [`rate_limiter`] (the attribute) and the error it returns,
 //!   [`RateLimited`] with its [`Cause`]. Limiters are found by name with [`limiter`].
-//! - **Limiting by hand**: [`Limiter`], built with [`LimiterBuilder`] from [`Rule`]s, an
-//!   [`Algorithm`] and a [`LimitType`]; each call passes [`Subject`]s and gets a [`Permit`].
-//!   Rule bounds and build errors: [`rule`]. Peek results and header quotas: [`status`].
-//!   Subjects from your own types, and IP prefixes: [`subject`].
+//! - **Limiting by hand**: [`Limiter`], built with [`LimiterBuilder`] from [`Limit`]s (a
+//!   [`LimitType`], [`Rule`]s, an [`Algorithm`] and options); each call passes [`Subject`]s,
+//!   described once ([`Limiter::check`] with its cost, tier, time and wait, [`request`]) and run
+//!   awaited or blocking, and gets a [`Permit`]. Rule bounds: [`rule`]. Peek results and header
+//!   quotas: [`status`]. Subjects from your own types, and IP networks: [`subject`].
+//! - **Errors**: every error the library returns, in [`error`].
 //! - **Configuration**: [`Config`] and [`init`] (store, failure policy: [`FailurePolicy`]);
 //!   the overrides file (limits changed without a deploy, [`Mode`] shadow or off) and its
 //!   [`reload`]: [`config`].

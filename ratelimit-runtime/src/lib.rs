@@ -6,19 +6,21 @@
 //! what the attribute calls, and [`Limiter`] is usable by hand.
 //!
 //! # Public API
-//! The root holds what most users name ([`Limiter`], [`Rule`], [`Config`], [`RateLimited`]…);
-//! the rest is grouped in modules: [`store`] (stores and their errors), [`clock`], [`config`]
-//! (the global configuration and the overrides file), [`context`] (who is calling), [`rule`]
-//! (rule bounds and errors), [`subject`] (values usable as subjects, networks), [`status`]
-//! (peek results and the headroom an allowed call leaves) and [`metrics`] (handing the decision
-//! counts to the recorder). The facade re-exports the same layout.
+//! The root holds what most users name ([`Limiter`], [`Limit`], [`Rule`], [`Config`],
+//! [`RateLimited`]…); the rest is grouped in modules: [`request`] (a call described once, run
+//! awaited or blocking), [`error`] (every error), [`store`], [`clock`], [`config`] (the overrides
+//! file), [`context`] (who is calling), [`rule`] (rule bounds), [`subject`] (values usable as
+//! subjects, networks), [`status`] (peek results and the headroom an allowed call leaves) and
+//! [`metrics`] (handing the decision counts to the recorder). The facade re-exports the same
+//! layout.
 //!
 //! # Layers
 //! The folders are the layers, from the ground up; each imports only from the ones below it
-//! (docs/design.md walks them): `algorithm` and `model` (plain values and arithmetic), `error`,
-//! `rt` (the I/O runtime, clocks, locks), `context`, `metrics`, `store`, `config`, `limiter`,
-//! then `http` (rendering for the HTTP frameworks) and `__private` (what the attribute expands
-//! to).
+//! (docs/design.md walks them): `algorithm` (the choice of algorithm and each one's exact step)
+//! and `error`; `model` (plain values: rules, subjects, keys, limits, decisions); `rt` (the I/O
+//! runtime, clocks, locks) and `context` (who is calling); `metrics`; `store`; `config`;
+//! `limiter`; then `http` (the renderings for the HTTP frameworks) and `__private` (what the
+//! attribute expands to).
 #![warn(missing_docs)]
 
 #[doc(hidden)]
