@@ -8,8 +8,8 @@
 
 use crate::report::{fmt, Figure, Report, Target, ROUNDS};
 use crate::support::{busiest_span, RedisServer};
-use ratelimit::store::{RedisStore, StoreHandle, DEFAULT_PREFIX};
-use ratelimit::{Limit, Algorithm, LimitType, Limiter, Rule, Subject};
+use ratelimit::store::{RedisStore, StoreHandle};
+use ratelimit::{Algorithm, Limit, LimitType, Limiter, Rule, Subject};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -50,11 +50,17 @@ pub fn run_child() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().expect("runtime");
     rt.block_on(async move {
         let store: StoreHandle = Arc::new(RedisStore::open(&url, Duration::from_secs(2)).expect("redis"));
-        let mut b = Limiter::builder(format!("bench::hot::{mode}::{count}")).limit(Limit::new(LimitType::Global, [Rule::new(Duration::from_secs(1), count).expect("rule")]).algorithm(if times { Algorithm::SlidingWindow } else { Algorithm::FixedWindow }));
+        let algorithm = if times { Algorithm::SlidingWindow } else { Algorithm::FixedWindow };
+        let mut limit = Limit::new(LimitType::Global, [Rule::new(Duration::from_secs(1), count).expect("rule")])
+            .algorithm(algorithm);
         if mode == "sync" {
-            b = b.sync(SYNC);
+            limit = limit.sync(SYNC);
         }
-        let l = b.store(store).build().expect("limiter");
+        let l = Limiter::builder(format!("bench::hot::{mode}::{count}"))
+            .limit(limit)
+            .store(store)
+            .build()
+            .expect("limiter");
         let decisions = Arc::new(AtomicU64::new(0));
         let deadline = Instant::now() + run;
         let handles: Vec<_> = (0..tasks)

@@ -3,8 +3,9 @@
 
 use crate::report::{fmt, Figure, Report, Target, ROUNDS};
 use governor::{Quota, RateLimiter};
-use ratelimit::{Limit, 
-    clock::ManualClock, rate_limiter, store::MemoryStore, Algorithm, LimitType, Limiter, RateLimited, Rule, Subject,
+use ratelimit::{
+    clock::ManualClock, rate_limiter, store::MemoryStore, Algorithm, Limit, LimitType, Limiter, RateLimited, Rule,
+    Subject,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;

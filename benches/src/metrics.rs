@@ -5,7 +5,7 @@
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --metrics-only
 
 use crate::report::{fmt, Figure, Report, Target, ROUNDS};
-use ratelimit::{Limit, store::MemoryStore, LimitType, Limiter, Rule, Subject};
+use ratelimit::{store::MemoryStore, Limit, LimitType, Limiter, Rule, Subject};
 use std::hint::black_box;
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -2,7 +2,9 @@
 
 use crate::report::{fmt, quantile, Figure, Report, Target, ROUNDS};
 use crate::support::RedisServer;
-use ratelimit::{Limit, rate_limiter, store::RedisStore, Algorithm, Config, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::{
+    rate_limiter, store::RedisStore, Algorithm, Config, Limit, LimitType, Limiter, RateLimited, Rule, Subject,
+};
 use redis::aio::MultiplexedConnection;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -396,7 +398,11 @@ async fn growth(server: &RedisServer) {
     for (alg, label) in [(Algorithm::SlidingWindow, "SlidingWindow"), (Algorithm::Gcra, "Gcra")] {
         for population in [10u64, 1000, 100_000] {
             let limiter = Limiter::builder(format!("bench::growth::{label}::{population}"))
-                .limit(Limit::new(LimitType::Global, [Rule::from_millis(3_600_000, HUGE).expect("rule")]).algorithm(alg).prefix("g:"))
+                .limit(
+                    Limit::new(LimitType::Global, [Rule::from_millis(3_600_000, HUGE).expect("rule")])
+                        .algorithm(alg)
+                        .prefix("g:"),
+                )
                 .store(store.clone())
                 .build()
                 .expect("limiter");
