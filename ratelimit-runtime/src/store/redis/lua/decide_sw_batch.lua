@@ -1,9 +1,13 @@
+-- Assembled from lua/parts/decide_sw_batch.lua and the parts its `--@name` lines name (each spliced
+-- after a line naming it) by store/redis/script/assembly.rs. Edit the parts, not this
+-- file, then re-assemble: RATELIMIT_ASSEMBLE_SCRIPTS=1 cargo test -p ratelimit-runtime --lib scripts
+
 -- The decisions of calls whose limits are all sliding windows (no block, no concurrency or
 -- shadow limit: those are decide.lua's), one after another, each seeing every earlier one as if
 -- each had been a script run of its own: a lone call (a batch of one), or concurrent calls on
--- one connection, coalesced (store/batch.rs). A batch pays once what a run costs whatever it
--- decides: the EVALSHA's dispatch and arguments, the reply, and TIME (about 6 400 server
--- instructions). Assembled by store/script.rs: `--@name` lines become lua/name.lua.
+-- one connection, coalesced (store/redis/batch.rs). A batch pays once what a run costs
+-- whatever it decides: the EVALSHA's dispatch and arguments, the reply, and TIME (about 6 400
+-- server instructions).
 --
 -- KEYS     every call's keys, call after call.
 -- ARGV[1]  the numbers, packed as little-endian doubles (integers below 2^53: exact): the call
@@ -36,14 +40,35 @@ for c = 1, calls do
   local now_text
   if now == 0 then
     if not server_now then
-      --@server_time
+      -- parts/server_time.lua
+      -- The server's clock as now (µs) and now_text (spliced where `--@server_time` stands; both
+      -- declared by the template).
+      local t = redis.call('TIME')
+      -- The µs as text, for ZADD's score, built from TIME's two strings (the µs padded to six
+      -- digits, which they have nine times in ten), then converted once.
+      local us = t[2]
+      if #us < 6 then us = string.sub('00000', #us) .. us end
+      now_text = t[1] .. us
+      now = now_text + 0
       server_now, server_text = now, now_text
     end
     now, now_text = server_now, server_text
   else
     now_text = format('%d', now)
   end
-  --@decision
+  -- parts/decision.lua
+  -- The locals of one decision being built (spliced where `--@decision` stands, once per call).
+  -- allowed (1/0), the limit and rule reported, retry-after, remaining and reset (µs)
+  local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
+  -- Per limit: its longest window (µs), which bounds what its log keeps and when it expires: the
+  -- first limit's in a local, the others' in a table made only for them (a table costs the
+  -- server about 1 400 instructions per call).
+  local longest1, longest = 0, false
+  -- Per limit: what its commit trims and whether it moves the key's expiry (see sliding_check),
+  -- kept as the windows are.
+  local leaving1, leaving = 0, false
+  -- The units in the log of the limit being checked (counted at its first rule).
+  local card = 0
   -- Whether the call has one limit of one rule (then an admission answers the short form).
   local single = false
   for g = 1, keys do
@@ -53,14 +78,83 @@ for c = 1, calls do
     if keys == 1 then single = n == 1 end
     for r = 1, n do
       if r > 1 then w, count, p = struct.unpack('<dd', nums, p) end
-      --@sliding_check
+      -- parts/sliding_check.lua
+      -- One rule of a sliding-window limit (spliced where `--@sliding_check` stands, in the template's
+      -- loop over the limit's rules, longest window first). In scope: key, g, r, w (µs), count, now,
+      -- cost, card, longest1, longest, leaving1, leaving, format and the decision's locals.
+      -- What is in this window: the log's units less those before it (scores are whole µs, so the
+      -- units after now - w are those counted). Both counts are cheap: ZCARD is O(1), and a range
+      -- from -inf ends near the log's oldest unit. ZCOUNT of the window itself, up to +inf, walks the
+      -- skip list down to its newest unit, which cost the server about 0.4 µs more per rule on a log
+      -- of 700 units. The log is trimmed only when a call is admitted (sliding_commit): a refused call
+      -- writes nothing.
+      if r == 1 then card = redis.call('ZCARD', key) end
+      local before = redis.call('ZCOUNT', key, '-inf', format('%d', now - w))
+      local used = card - before
+      if r == 1 then
+        -- What the commit does to this log: the units before the longest window leave it, and the
+        -- key's expiry moves when some leave or the window held none. Kept in one number: how many
+        -- leave, or -1 less that when the window held none.
+        local leave = before
+        if used == 0 then leave = -1 - before end
+        if g == 1 then
+          longest1, leaving1 = w, leave
+        else
+          if not longest then longest, leaving = {}, {} end
+          longest[g], leaving[g] = w, leave
+        end
+      end
+      if used + cost > count then
+        -- The oldest `need` units in this window must leave before the call fits: it fits when
+        -- the need-th oldest leaves. (A cost above the count never fits: wait a whole window.)
+        local wait = w
+        if cost <= count then
+          local e = redis.call('ZRANGEBYSCORE', key, format('%d', now - w + 1), '+inf', 'WITHSCORES', 'LIMIT', used + cost - count - 1, 1)
+          wait = tonumber(e[2]) + w - now
+        end
+        -- The denying rule with the longest wait is reported: waiting it is enough for every rule.
+        if allowed == 1 or wait > retry then
+          allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
+        end
+      elseif allowed == 1 and (remaining < 0 or count - used - cost < remaining) then
+        -- The tightest rule so far. Its quota is whole again when this call's units leave it.
+        at_g, at_r, remaining, reset = g, r, count - used - cost, w
+      end
     end
   end
 
   if allowed == 1 then
     for g = 1, keys do
       local key = KEYS[base + g]
-      --@sliding_commit
+      -- parts/sliding_commit.lua
+      -- One sliding-window limit's commit (spliced where `--@sliding_commit` stands): what left the
+      -- longest window goes, a unique member per unit comes, and the key's expiry moves when needed.
+      -- In scope: key, g, now, now_text (now as text), cost, member, longest1, longest, leaving1,
+      -- leaving (see sliding_check), format.
+      local l, leave = longest1, leaving1
+      if g > 1 then l, leave = longest[g], leaving[g] end
+      -- The units before the window were counted by sliding_check, in this same run: none, no trim.
+      local left = leave
+      if leave < 0 then left = -1 - leave end
+      if left > 0 then redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - l)) end
+      if cost == 1 then
+        redis.call('ZADD', key, now_text, member)
+      else
+        for i = 1, cost do redis.call('ZADD', key, now_text, member .. ':' .. i) end
+      end
+      -- The expiry moves to two windows after now (in whole ms, rounded up, and one more), and only
+      -- when units left the window here or the log was empty. Every unit still counts when its key
+      -- expires: the admission that last moved the expiry, at r, set r + 2L; an admission at t needs
+      -- t + L, so only one after r + L needs a move, and the first such finds r's units leaving the
+      -- window (refused calls trim nothing, so no unit leaves unseen), or the log empty. A refund that
+      -- removes r's units moves the expiry to two windows after the newest unit left, which then
+      -- plays r's part. A busy key whose units leave on every call moves
+      -- it on every call; one whose units stay in the window (a long window) moves it about once per
+      -- window.
+      if leave ~= 0 then
+        local ms = now + 2 * l + 1999
+        redis.call('PEXPIREAT', key, format('%d', (ms - ms % 1000) / 1000))
+      end
     end
   end
   base = base + keys
