@@ -1,6 +1,7 @@
--- Assembled from lua/parts/decide.lua and the parts its `--@name` lines name (each spliced
--- after a line naming it) by store/redis/script/assembly.rs. Edit the parts, not this
--- file, then re-assemble: RATELIMIT_ASSEMBLE_SCRIPTS=1 cargo test -p ratelimit-runtime --lib scripts
+-- Assembled by store/redis/script/assembly.rs from lua/parts/decide.lua, each line
+-- `--@name` of a part replaced by a comment naming lua/parts/name.lua, then that part.
+-- Edit the parts, not this file, then re-assemble:
+--     RATELIMIT_ASSEMBLE_SCRIPTS=1 cargo test -p ratelimit-runtime --lib scripts
 
 -- One atomic decision over every limit of a call.
 --
@@ -94,11 +95,11 @@ end
 local statuses = {}
 local unpack = unpack
 -- parts/exact.lua
--- Exact integer arithmetic on Lua's doubles (spliced where `--@exact` stands).
--- Every value the scripts compute is an integer below 2^53, where doubles are exact. For such x
--- and an integer m > 0, `x % m` and `(x - x % m) / m` are exact too: the rounded quotient x / m
--- errs by less than 1 / m, never enough to cross an integer, so its floor is the true one. A
--- product of two such integers is exact while it stays below 2^53; muldiv handles the others.
+-- Exact integer arithmetic on Lua's doubles. Every value the scripts compute is an integer
+-- below 2^53, where doubles are exact. For such x and an integer m > 0, `x % m` and
+-- `(x - x % m) / m` are exact too: the rounded quotient x / m errs by less than 1 / m, never
+-- enough to cross an integer, so its floor is the true one. A product of two such integers is
+-- exact while it stays below 2^53; muldiv handles the others.
 --
 -- muldiv(a, b, m): floor(a * b / m) and (a * b) mod m, for integers 0 <= a, b with m + b < 2^50
 -- and a quotient below 2^53 (in use: a <= 10^9, b and m below 2^46). A product past 2^53 is
@@ -140,21 +141,34 @@ while true do
       pos = pos + 3
       slots[g] = true
       -- parts/concurrency.lua
-      -- One concurrency limit (spliced where `--@concurrency` stands): a ZSET of the calls in flight,
-      -- each member a call's id scored by the end of its lease. Slots whose lease has ended (their
-      -- process died without freeing them) are dropped; a call passes iff fewer than conc remain.
-      -- In scope: key, g, conc, lease (µs), now, member, release, peek, writes and the decision's
-      -- locals. Admitted: writes[g] = lease (the commit adds the slot). Refused: the wait is a hint,
-      -- the time until the first lease ends but at most 100 ms (a slot frees when a call ends).
+      -- One concurrency limit: a ZSET of the calls in flight, each member a call's id scored by the
+      -- end of its lease. Slots whose lease has ended (their process died without freeing them) are
+      -- dropped; a call passes iff fewer than conc remain. Reads: key, g, conc, lease (µs), now,
+      -- member, release, peek, writes and the decision. Admitted: writes[g] = lease (the commit adds
+      -- the slot), and the decision is left as it is (a limit on calls in flight has no quota to
+      -- report). Refused: the wait is a hint, the time until the first lease ends but at most 100 ms
+      -- (a slot frees when a call ends).
       if release then
         redis.call('ZREM', key, member)
       elseif not peek then
         redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
         if redis.call('ZCARD', key) >= conc then
           local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-          local wait = first[2] - now
+          local r, left, wait, rst = 1, -1, first[2] - now, 0
           if wait > 100000 then wait = 100000 end
-          if allowed == 1 or wait > retry then allowed, at_g, at_r, retry, remaining, reset = 0, g, 1, wait, 0, wait end
+          -- parts/verdict.lua
+          -- Merges one rule's verdict into the call's decision, as deciding every rule at once would: a
+          -- refusal with the longest wait wins, the earlier on ties (waiting it is enough for every
+          -- rule); else the tightest rule, the one with the least remaining, the earlier on ties.
+          -- Reads: g and r (the limit and rule, 1-based), left (what the rule has left after the call;
+          -- < 0: refused), wait (refused: the retry-after), rst (admitted: the reset) and the decision.
+          if left < 0 then
+            if allowed == 1 or wait > retry then
+              allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
+            end
+          elseif allowed == 1 and (remaining < 0 or left < remaining) then
+            at_g, at_r, remaining, reset = g, r, left, rst
+          end
         else
           writes[g] = lease
         end
@@ -163,37 +177,51 @@ while true do
       local outer, blocked = false, false
       if blk > 0 and not (peek or release) then
         -- parts/block_check.lua
-        -- A limit's penalty, before its rules (spliced where `--@block_check` stands). The limit is
-        -- decided on its own (the decision so far saved in `outer`, merged back by block_merge.lua), so
-        -- that it is known whether it refused the call itself. Its block, `key:blk`, holds
-        -- struct.pack('<dd', end µs, refusing rule): while it lasts, the limit refuses with the rest of
-        -- the block as its wait. In scope: key, g, now, blocks, outer, blocked and the decision's locals.
+        -- A limit's block, before its rules. The limit is decided on its own (the decision so far saved
+        -- in outer, merged back by block_merge.lua), so that it is known whether its rules refused the
+        -- call. Its block, `key:blk`, holds struct.pack('<dd', end µs, refusing rule): while it lasts,
+        -- the limit refuses with the rest of the block as its wait, a verdict of that rule. Reads: key,
+        -- g, now, blocks and the decision. Sets: outer, blocked.
         outer = {allowed, at_g, at_r, retry, remaining, reset}
         allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
         local b = redis.call('GET', key .. ':blk')
         if b and #b == 16 then
-          local till, rule = struct.unpack('<dd', b)
+          local till, r = struct.unpack('<dd', b)
           if till > now then
             blocked = true
             blocks[g] = till - now
-            allowed, at_g, at_r, retry, remaining, reset = 0, g, rule, till - now, 0, till - now
+            local left, wait, rst = -1, till - now, 0
+            -- parts/verdict.lua
+            -- Merges one rule's verdict into the call's decision, as deciding every rule at once would: a
+            -- refusal with the longest wait wins, the earlier on ties (waiting it is enough for every
+            -- rule); else the tightest rule, the one with the least remaining, the earlier on ties.
+            -- Reads: g and r (the limit and rule, 1-based), left (what the rule has left after the call;
+            -- < 0: refused), wait (refused: the retry-after), rst (admitted: the reset) and the decision.
+            if left < 0 then
+              if allowed == 1 or wait > retry then
+                allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
+              end
+            elseif allowed == 1 and (remaining < 0 or left < remaining) then
+              at_g, at_r, remaining, reset = g, r, left, rst
+            end
           end
         end
       end
       if ARGV[pos] ~= 'sw' then
         -- parts/o1_limit.lua
-        -- One limit of an O(1) algorithm (fw, swc, tb, lb, gcra) over its HASH (spliced where
-        -- `--@o1_limit` stands): reads its rules' states, runs each rule's algorithm, and leaves what
-        -- the call would write. Rule r's state is the field named r (1-based, longest window first),
-        -- its integers packed as little-endian doubles by the algorithm's fragment. Measured in
-        -- instructions of redis-server, a number given to redis.call costs the server a printf (about
-        -- 4 000 instructions for a time in µs), a field more in HMGET/HSET about 2 500, and each C
-        -- function call from Lua about as much as 50 VM instructions: packed states are read and
-        -- written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is `%`,
-        -- max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
-        -- In scope: key, g, pos (at the limit's algorithm argument), now, cost, release, peek, statuses
-        -- and the decision's locals. Leaves pos after the limit's arguments and, in decide mode, set
-        -- (HSET's arguments, key first) and expiry (the key's new expiry in ms, or false: unchanged).
+        -- One limit of an O(1) algorithm (fw, swc, tb, lb, gcra) over its HASH: reads its rules'
+        -- states, runs each rule's algorithm, and leaves what the call would write. Rule r's state is
+        -- the field named r (1-based, longest window first), its integers packed as little-endian
+        -- doubles by the algorithm's part (bucket.lua, window_counter.lua, fixed_window.lua).
+        -- Measured in instructions of redis-server, a number given to redis.call costs the server a
+        -- printf (about 4 000 instructions for a time in µs), a field more in HMGET/HSET about 2 500,
+        -- and each C function call from Lua about as much as 50 VM instructions: packed states are read
+        -- and written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is
+        -- `%`, max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
+        -- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, release, peek,
+        -- statuses, muldiv and the decision. Leaves pos after the limit's arguments and sets set (HSET's
+        -- arguments, key first; nil: nothing to write) and expiry (decide mode: the key's new expiry in
+        -- ms, or false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
         local alg = ARGV[pos]
         local n = 1
         if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
@@ -228,18 +256,19 @@ while true do
           local left, wait, rst, till, held, state
           if bucket then
             -- parts/bucket.lua
-            -- One rule of TokenBucket, LeakyBucket or Gcra (spliced where `--@bucket` stands): the three
-            -- are one admission rule. The bucket drains at count / w; a call passes iff level + cost <= cap.
-            -- Its state is E, the instant the bucket is empty (GCRA's theoretical arrival time; a token
-            -- bucket's tokens are cap - level), an exact fraction e + f / count (integers, 0 <= f < count),
-            -- stored as struct.pack('<dd', e, f). With T = w / count = q + rq / count and D = max(E, now) - now:
-            -- a call passes iff D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
+            -- One rule of TokenBucket, LeakyBucket or Gcra: the three are one admission rule. The bucket
+            -- drains at count / w; a call passes iff level + cost <= cap. Its state is E, the instant the
+            -- bucket is empty (GCRA's theoretical arrival time; a token bucket's tokens are cap - level), an
+            -- exact fraction e + f / count (integers, 0 <= f < count), stored as struct.pack('<dd', e, f).
+            -- With T = w / count = q + rq / count and D = max(E, now) - now: a call passes iff
+            -- D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
             -- E = now + D + cost * T. Spans are kept relative to now as (µs, numerator over count); an
             -- admitted one is at most cap * T, which the limit's bounds keep under 2^45 µs.
-            -- In scope: w, count, cap, now, at (release: when the call was admitted), cost, release, peek, the stored state s (a 16-byte string, or false).
-            -- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
-            -- reset: when the bucket is empty again), till (when the new state stops mattering), held (when
-            -- the stored one did, or false), state (the new one, packed; false: nothing to write).
+            -- Reads: w, count, cap, now, at (release: when the call was admitted), cost, release, peek,
+            -- muldiv, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
+            -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
+            -- again), till (when the new state stops mattering), held (when the stored one did, or false),
+            -- state (the new one, packed; false: nothing to write).
             local rq = w % count
             local q = (w - rq) / count
             local e, f, dI, dF = 0, 0, 0, 0
@@ -306,15 +335,16 @@ while true do
             end
           elseif swc then
             -- parts/window_counter.lua
-            -- One SlidingWindowCounter rule (spliced where `--@window_counter` stands): with cur and prev the
-            -- counts of the current and the previous fixed window and e the time into the current one, a
-            -- call passes iff prev * (w - e) + (cur + cost) * w <= count * w, i.e. iff
+            -- One SlidingWindowCounter rule: with cur and prev the counts of the current and the previous
+            -- fixed window and e the time into the current one, a call passes iff
+            -- prev * (w - e) + (cur + cost) * w <= count * w, i.e. iff
             -- cur + cost + ceil(prev * (w - e) / w) <= count. State: the index of the window counted, its
-            -- count and the count of the window before it, struct.pack('<ddd', i, c, p).
-            -- In scope: w, count, now, at (release: when the call was admitted), cost, release, peek, the stored state s (a 24-byte string, or false).
-            -- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
-            -- reset), till (when the new state stops mattering), held (when the stored one did, or false),
-            -- state (the new one, packed; false: nothing to write).
+            -- count and the count of the window before it, struct.pack('<ddd', i, c, p). Reads: w, count,
+            -- now, at (release: when the call was admitted), cost, release, peek, muldiv, and the stored
+            -- state s (a 24-byte string, or false). Sets: left (remaining after the call; < 0: refused),
+            -- wait (refused: the retry-after), rst (the reset), till (when the new state stops mattering),
+            -- held (when the stored one did, or false), state (the new one, packed; false: nothing to
+            -- write).
             local e = now % w
             local idx = (now - e) / w
             local cur, prev = 0, 0
@@ -372,13 +402,13 @@ while true do
             end
           else
             -- parts/fixed_window.lua
-            -- One FixedWindow rule (spliced where `--@fixed_window` stands): windows start at multiples of w
-            -- since the epoch; a call passes iff the window's count + cost <= count. State: the index of the
-            -- window counted and its count, struct.pack('<dd', i, c).
-            -- In scope: w, count, now, at (release: when the call was admitted), cost, release, peek, the stored state s (a 16-byte string, or false).
-            -- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
-            -- reset), till (when the new state stops mattering), held (when the stored one did, or false),
-            -- state (the new one, packed; false: nothing to write).
+            -- One FixedWindow rule: windows start at multiples of w since the epoch; a call passes iff the
+            -- window's count + cost <= count. State: the index of the window counted and its count,
+            -- struct.pack('<dd', i, c). Reads: w, count, now, at (release: when the call was admitted),
+            -- cost, release, peek, and the stored state s (a 16-byte string, or false). Sets: left
+            -- (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the reset),
+            -- till (when the new state stops mattering), held (when the stored one did, or false), state
+            -- (the new one, packed; false: nothing to write).
             local e = now % w
             local idx = (now - e) / w
             local cur, same = 0, false
@@ -415,11 +445,17 @@ while true do
             statuses[#statuses + 1] = rst
           else
             if not release then
+              -- parts/verdict.lua
+              -- Merges one rule's verdict into the call's decision, as deciding every rule at once would: a
+              -- refusal with the longest wait wins, the earlier on ties (waiting it is enough for every
+              -- rule); else the tightest rule, the one with the least remaining, the earlier on ties.
+              -- Reads: g and r (the limit and rule, 1-based), left (what the rule has left after the call;
+              -- < 0: refused), wait (refused: the retry-after), rst (admitted: the reset) and the decision.
               if left < 0 then
-                -- The refusing rule with the longest wait is reported: waiting it is enough for all.
-                if allowed == 1 or wait > retry then allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait end
+                if allowed == 1 or wait > retry then
+                  allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
+                end
               elseif allowed == 1 and (remaining < 0 or left < remaining) then
-                -- The tightest rule so far.
                 at_g, at_r, remaining, reset = g, r, left, rst
               end
               if till > newest then newest = till end
@@ -493,9 +529,10 @@ while true do
             local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
             pos = pos + 2
             -- parts/sliding_check.lua
-            -- One rule of a sliding-window limit (spliced where `--@sliding_check` stands, in the template's
-            -- loop over the limit's rules, longest window first). In scope: key, g, r, w (µs), count, now,
-            -- cost, card, longest1, longest, leaving1, leaving, format and the decision's locals.
+            -- One rule of a sliding-window limit, in the loop over the limit's rules (longest window
+            -- first): what the call would leave in the window. Reads: key, g, r, w (µs), count, now, cost,
+            -- format, card, longest1, longest, leaving1 and leaving (decision.lua). Sets: left, wait and
+            -- rst, the rule's verdict (see verdict.lua).
             -- What is in this window: the log's units less those before it (scores are whole µs, so the
             -- units after now - w are those counted). Both counts are cheap: ZCARD is O(1), and a range
             -- from -inf ends near the log's oldest unit. ZCOUNT of the window itself, up to +inf, walks the
@@ -518,21 +555,26 @@ while true do
                 longest[g], leaving[g] = w, leave
               end
             end
-            if used + cost > count then
-              -- The oldest `need` units in this window must leave before the call fits: it fits when
-              -- the need-th oldest leaves. (A cost above the count never fits: wait a whole window.)
-              local wait = w
-              if cost <= count then
-                local e = redis.call('ZRANGEBYSCORE', key, format('%d', now - w + 1), '+inf', 'WITHSCORES', 'LIMIT', used + cost - count - 1, 1)
-                wait = tonumber(e[2]) + w - now
-              end
-              -- The denying rule with the longest wait is reported: waiting it is enough for every rule.
+            -- The rule's quota is whole again when this call's units leave it: the reset is a window.
+            local left, wait, rst = count - used - cost, w, w
+            if left < 0 and cost <= count then
+              -- The oldest -left units in this window must leave before the call fits: it fits when the
+              -- (-left)-th oldest leaves. (A cost above the count never fits: wait a whole window.)
+              local e = redis.call('ZRANGEBYSCORE', key, format('%d', now - w + 1), '+inf', 'WITHSCORES', 'LIMIT', -left - 1, 1)
+              wait = tonumber(e[2]) + w - now
+            end
+            -- parts/verdict.lua
+            -- Merges one rule's verdict into the call's decision, as deciding every rule at once would: a
+            -- refusal with the longest wait wins, the earlier on ties (waiting it is enough for every
+            -- rule); else the tightest rule, the one with the least remaining, the earlier on ties.
+            -- Reads: g and r (the limit and rule, 1-based), left (what the rule has left after the call;
+            -- < 0: refused), wait (refused: the retry-after), rst (admitted: the reset) and the decision.
+            if left < 0 then
               if allowed == 1 or wait > retry then
                 allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
               end
-            elseif allowed == 1 and (remaining < 0 or count - used - cost < remaining) then
-              -- The tightest rule so far. Its quota is whole again when this call's units leave it.
-              at_g, at_r, remaining, reset = g, r, count - used - cost, w
+            elseif allowed == 1 and (remaining < 0 or left < remaining) then
+              at_g, at_r, remaining, reset = g, r, left, rst
             end
           end
           writes[g] = true
@@ -540,19 +582,26 @@ while true do
       end
       if outer then
         -- parts/block_merge.lua
-        -- After a limit with a penalty (spliced where `--@block_merge` stands): if its rules refused the
-        -- call (and no block did), the block starts should the call be refused; then its decision is
-        -- merged with the one before it, as deciding them in one pass would: the refusal with the
-        -- longest wait (the earlier on ties), else the tightest rule (the earlier on ties).
-        -- In scope: g, blk, outer, blocked, starts and the decision's locals.
+        -- After a limit with a block: if its rules refused the call (and no block did), its block starts
+        -- should the call be refused (block_start.lua). Then the limit's decision is merged into the one
+        -- before it (outer) as one verdict, which is what merging its rules' verdicts into outer one by
+        -- one would have given. Reads: g, blk, outer, blocked, starts and the decision.
         if allowed == 0 and not blocked then starts[#starts + 1] = {g, at_r, blk} end
-        local oa, og, orl, ort, orm, ors = unpack(outer)
-        if oa == 0 then
-          if not (allowed == 0 and retry > ort) then
-            allowed, at_g, at_r, retry, remaining, reset = oa, og, orl, ort, orm, ors
+        local r, left, wait, rst = at_r, remaining, retry, reset
+        if allowed == 0 then left = -1 end
+        allowed, at_g, at_r, retry, remaining, reset = unpack(outer)
+        -- parts/verdict.lua
+        -- Merges one rule's verdict into the call's decision, as deciding every rule at once would: a
+        -- refusal with the longest wait wins, the earlier on ties (waiting it is enough for every
+        -- rule); else the tightest rule, the one with the least remaining, the earlier on ties.
+        -- Reads: g and r (the limit and rule, 1-based), left (what the rule has left after the call;
+        -- < 0: refused), wait (refused: the retry-after), rst (admitted: the reset) and the decision.
+        if left < 0 then
+          if allowed == 1 or wait > retry then
+            allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
           end
-        elseif allowed == 1 and orm >= 0 and (remaining < 0 or orm <= remaining) then
-          allowed, at_g, at_r, retry, remaining, reset = oa, og, orl, ort, orm, ors
+        elseif allowed == 1 and (remaining < 0 or left < remaining) then
+          at_g, at_r, remaining, reset = g, r, left, rst
         end
       end
     end
@@ -568,16 +617,29 @@ if release then return struct.pack('<ddddddd', 1, 0, 0, 0, 0, now, 0) end
 
 if allowed == 0 then
   -- parts/block_start.lua
-  -- A refused call starts the blocks of the limits whose rules refused it (spliced where
-  -- `--@block_start` stands): each refuses the subject for its whole length from now, and the
-  -- call's retry-after is the longest wait. A limit already blocked starts nothing: refusals
-  -- during a block never extend it. In scope: starts, blocks, now and the decision's locals.
+  -- A refused call starts the blocks of the limits whose rules refused it: each refuses the
+  -- subject for its whole length from now, a verdict of the rule that started it, so the call's
+  -- retry-after is the longest wait. A limit already blocked starts nothing: refusals during a
+  -- block never extend it. Reads: starts, blocks, now and the decision (a refusal).
   for i = 1, #starts do
-    local g, rule, blk = starts[i][1], starts[i][2], starts[i][3]
+    local g, r, blk = starts[i][1], starts[i][2], starts[i][3]
     local till = now + blk
-    redis.call('SET', KEYS[g] .. ':blk', struct.pack('<dd', till, rule), 'PXAT', math.ceil(till / 1000) + 1)
+    redis.call('SET', KEYS[g] .. ':blk', struct.pack('<dd', till, r), 'PXAT', math.ceil(till / 1000) + 1)
     blocks[g] = blk
-    if blk > retry then at_g, at_r, retry, reset = g, rule, blk, blk end
+    local left, wait, rst = -1, blk, 0
+    -- parts/verdict.lua
+    -- Merges one rule's verdict into the call's decision, as deciding every rule at once would: a
+    -- refusal with the longest wait wins, the earlier on ties (waiting it is enough for every
+    -- rule); else the tightest rule, the one with the least remaining, the earlier on ties.
+    -- Reads: g and r (the limit and rule, 1-based), left (what the rule has left after the call;
+    -- < 0: refused), wait (refused: the retry-after), rst (admitted: the reset) and the decision.
+    if left < 0 then
+      if allowed == 1 or wait > retry then
+        allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
+      end
+    elseif allowed == 1 and (remaining < 0 or left < remaining) then
+      at_g, at_r, remaining, reset = g, r, left, rst
+    end
   end
 end
 -- Shadow limits that would refuse record nothing; the call stands as the others decided it.
@@ -595,16 +657,15 @@ if allowed == 1 then
     local key, wr = KEYS[g], writes[g]
     if wr == true then
       -- parts/sliding_commit.lua
-      -- One sliding-window limit's commit (spliced where `--@sliding_commit` stands): what left the
-      -- longest window goes, a unique member per unit comes, and the key's expiry moves when needed.
-      -- In scope: key, g, now, now_text (now as text), cost, member, longest1, longest, leaving1,
-      -- leaving (see sliding_check), format.
+      -- One sliding-window limit's commit, once the call is admitted: what left the longest window
+      -- goes, a unique member per unit comes, and the key's expiry moves when needed. Reads: key, g,
+      -- now, now_text, cost, member, format, longest1, longest, leaving1 and leaving (decision.lua).
       local l, leave = longest1, leaving1
       if g > 1 then l, leave = longest[g], leaving[g] end
       -- The units before the window were counted by sliding_check, in this same run: none, no trim.
-      local left = leave
-      if leave < 0 then left = -1 - leave end
-      if left > 0 then redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - l)) end
+      local gone = leave
+      if leave < 0 then gone = -1 - leave end
+      if gone > 0 then redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - l)) end
       if cost == 1 then
         redis.call('ZADD', key, now_text, member)
       else
@@ -616,7 +677,7 @@ if allowed == 1 then
       -- t + L, so only one after r + L needs a move, and the first such finds r's units leaving the
       -- window (refused calls trim nothing, so no unit leaves unseen), or the log empty. A refund that
       -- removes r's units moves the expiry to two windows after the newest unit left, which then
-      -- plays r's part. A busy key whose units leave on every call moves
+      -- plays r's part (decide.lua's release mode). A busy key whose units leave on every call moves
       -- it on every call; one whose units stay in the window (a long window) moves it about once per
       -- window.
       if leave ~= 0 then

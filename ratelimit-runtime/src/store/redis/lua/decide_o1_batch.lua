@@ -1,6 +1,7 @@
--- Assembled from lua/parts/decide_o1_batch.lua and the parts its `--@name` lines name (each spliced
--- after a line naming it) by store/redis/script/assembly.rs. Edit the parts, not this
--- file, then re-assemble: RATELIMIT_ASSEMBLE_SCRIPTS=1 cargo test -p ratelimit-runtime --lib scripts
+-- Assembled by store/redis/script/assembly.rs from lua/parts/decide_o1_batch.lua, each line
+-- `--@name` of a part replaced by a comment naming lua/parts/name.lua, then that part.
+-- Edit the parts, not this file, then re-assemble:
+--     RATELIMIT_ASSEMBLE_SCRIPTS=1 cargo test -p ratelimit-runtime --lib scripts
 
 -- The decisions of calls whose limits are all O(1) algorithms (fw, swc, tb, lb, gcra; no block,
 -- no concurrency or shadow limit: those are decide.lua's), one after another, through the
@@ -22,11 +23,11 @@
 local KEYS, ARGV, redis, unpack, struct = KEYS, ARGV, redis, unpack, struct
 local release, peek, statuses = false, false, nil
 -- parts/exact.lua
--- Exact integer arithmetic on Lua's doubles (spliced where `--@exact` stands).
--- Every value the scripts compute is an integer below 2^53, where doubles are exact. For such x
--- and an integer m > 0, `x % m` and `(x - x % m) / m` are exact too: the rounded quotient x / m
--- errs by less than 1 / m, never enough to cross an integer, so its floor is the true one. A
--- product of two such integers is exact while it stays below 2^53; muldiv handles the others.
+-- Exact integer arithmetic on Lua's doubles. Every value the scripts compute is an integer
+-- below 2^53, where doubles are exact. For such x and an integer m > 0, `x % m` and
+-- `(x - x % m) / m` are exact too: the rounded quotient x / m errs by less than 1 / m, never
+-- enough to cross an integer, so its floor is the true one. A product of two such integers is
+-- exact while it stays below 2^53; muldiv handles the others.
 --
 -- muldiv(a, b, m): floor(a * b / m) and (a * b) mod m, for integers 0 <= a, b with m + b < 2^50
 -- and a quotient below 2^53 (in use: a <= 10^9, b and m below 2^46). A product past 2^53 is
@@ -77,18 +78,19 @@ while pos <= last do
   for g = 1, m do
     local key = KEYS[base + g]
     -- parts/o1_limit.lua
-    -- One limit of an O(1) algorithm (fw, swc, tb, lb, gcra) over its HASH (spliced where
-    -- `--@o1_limit` stands): reads its rules' states, runs each rule's algorithm, and leaves what
-    -- the call would write. Rule r's state is the field named r (1-based, longest window first),
-    -- its integers packed as little-endian doubles by the algorithm's fragment. Measured in
-    -- instructions of redis-server, a number given to redis.call costs the server a printf (about
-    -- 4 000 instructions for a time in µs), a field more in HMGET/HSET about 2 500, and each C
-    -- function call from Lua about as much as 50 VM instructions: packed states are read and
-    -- written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is `%`,
-    -- max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
-    -- In scope: key, g, pos (at the limit's algorithm argument), now, cost, release, peek, statuses
-    -- and the decision's locals. Leaves pos after the limit's arguments and, in decide mode, set
-    -- (HSET's arguments, key first) and expiry (the key's new expiry in ms, or false: unchanged).
+    -- One limit of an O(1) algorithm (fw, swc, tb, lb, gcra) over its HASH: reads its rules'
+    -- states, runs each rule's algorithm, and leaves what the call would write. Rule r's state is
+    -- the field named r (1-based, longest window first), its integers packed as little-endian
+    -- doubles by the algorithm's part (bucket.lua, window_counter.lua, fixed_window.lua).
+    -- Measured in instructions of redis-server, a number given to redis.call costs the server a
+    -- printf (about 4 000 instructions for a time in µs), a field more in HMGET/HSET about 2 500,
+    -- and each C function call from Lua about as much as 50 VM instructions: packed states are read
+    -- and written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is
+    -- `%`, max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
+    -- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, release, peek,
+    -- statuses, muldiv and the decision. Leaves pos after the limit's arguments and sets set (HSET's
+    -- arguments, key first; nil: nothing to write) and expiry (decide mode: the key's new expiry in
+    -- ms, or false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
     local alg = ARGV[pos]
     local n = 1
     if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
@@ -123,18 +125,19 @@ while pos <= last do
       local left, wait, rst, till, held, state
       if bucket then
         -- parts/bucket.lua
-        -- One rule of TokenBucket, LeakyBucket or Gcra (spliced where `--@bucket` stands): the three
-        -- are one admission rule. The bucket drains at count / w; a call passes iff level + cost <= cap.
-        -- Its state is E, the instant the bucket is empty (GCRA's theoretical arrival time; a token
-        -- bucket's tokens are cap - level), an exact fraction e + f / count (integers, 0 <= f < count),
-        -- stored as struct.pack('<dd', e, f). With T = w / count = q + rq / count and D = max(E, now) - now:
-        -- a call passes iff D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
+        -- One rule of TokenBucket, LeakyBucket or Gcra: the three are one admission rule. The bucket
+        -- drains at count / w; a call passes iff level + cost <= cap. Its state is E, the instant the
+        -- bucket is empty (GCRA's theoretical arrival time; a token bucket's tokens are cap - level), an
+        -- exact fraction e + f / count (integers, 0 <= f < count), stored as struct.pack('<dd', e, f).
+        -- With T = w / count = q + rq / count and D = max(E, now) - now: a call passes iff
+        -- D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
         -- E = now + D + cost * T. Spans are kept relative to now as (µs, numerator over count); an
         -- admitted one is at most cap * T, which the limit's bounds keep under 2^45 µs.
-        -- In scope: w, count, cap, now, at (release: when the call was admitted), cost, release, peek, the stored state s (a 16-byte string, or false).
-        -- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
-        -- reset: when the bucket is empty again), till (when the new state stops mattering), held (when
-        -- the stored one did, or false), state (the new one, packed; false: nothing to write).
+        -- Reads: w, count, cap, now, at (release: when the call was admitted), cost, release, peek,
+        -- muldiv, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
+        -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
+        -- again), till (when the new state stops mattering), held (when the stored one did, or false),
+        -- state (the new one, packed; false: nothing to write).
         local rq = w % count
         local q = (w - rq) / count
         local e, f, dI, dF = 0, 0, 0, 0
@@ -201,15 +204,16 @@ while pos <= last do
         end
       elseif swc then
         -- parts/window_counter.lua
-        -- One SlidingWindowCounter rule (spliced where `--@window_counter` stands): with cur and prev the
-        -- counts of the current and the previous fixed window and e the time into the current one, a
-        -- call passes iff prev * (w - e) + (cur + cost) * w <= count * w, i.e. iff
+        -- One SlidingWindowCounter rule: with cur and prev the counts of the current and the previous
+        -- fixed window and e the time into the current one, a call passes iff
+        -- prev * (w - e) + (cur + cost) * w <= count * w, i.e. iff
         -- cur + cost + ceil(prev * (w - e) / w) <= count. State: the index of the window counted, its
-        -- count and the count of the window before it, struct.pack('<ddd', i, c, p).
-        -- In scope: w, count, now, at (release: when the call was admitted), cost, release, peek, the stored state s (a 24-byte string, or false).
-        -- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
-        -- reset), till (when the new state stops mattering), held (when the stored one did, or false),
-        -- state (the new one, packed; false: nothing to write).
+        -- count and the count of the window before it, struct.pack('<ddd', i, c, p). Reads: w, count,
+        -- now, at (release: when the call was admitted), cost, release, peek, muldiv, and the stored
+        -- state s (a 24-byte string, or false). Sets: left (remaining after the call; < 0: refused),
+        -- wait (refused: the retry-after), rst (the reset), till (when the new state stops mattering),
+        -- held (when the stored one did, or false), state (the new one, packed; false: nothing to
+        -- write).
         local e = now % w
         local idx = (now - e) / w
         local cur, prev = 0, 0
@@ -267,13 +271,13 @@ while pos <= last do
         end
       else
         -- parts/fixed_window.lua
-        -- One FixedWindow rule (spliced where `--@fixed_window` stands): windows start at multiples of w
-        -- since the epoch; a call passes iff the window's count + cost <= count. State: the index of the
-        -- window counted and its count, struct.pack('<dd', i, c).
-        -- In scope: w, count, now, at (release: when the call was admitted), cost, release, peek, the stored state s (a 16-byte string, or false).
-        -- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
-        -- reset), till (when the new state stops mattering), held (when the stored one did, or false),
-        -- state (the new one, packed; false: nothing to write).
+        -- One FixedWindow rule: windows start at multiples of w since the epoch; a call passes iff the
+        -- window's count + cost <= count. State: the index of the window counted and its count,
+        -- struct.pack('<dd', i, c). Reads: w, count, now, at (release: when the call was admitted),
+        -- cost, release, peek, and the stored state s (a 16-byte string, or false). Sets: left
+        -- (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the reset),
+        -- till (when the new state stops mattering), held (when the stored one did, or false), state
+        -- (the new one, packed; false: nothing to write).
         local e = now % w
         local idx = (now - e) / w
         local cur, same = 0, false
@@ -310,11 +314,17 @@ while pos <= last do
         statuses[#statuses + 1] = rst
       else
         if not release then
+          -- parts/verdict.lua
+          -- Merges one rule's verdict into the call's decision, as deciding every rule at once would: a
+          -- refusal with the longest wait wins, the earlier on ties (waiting it is enough for every
+          -- rule); else the tightest rule, the one with the least remaining, the earlier on ties.
+          -- Reads: g and r (the limit and rule, 1-based), left (what the rule has left after the call;
+          -- < 0: refused), wait (refused: the retry-after), rst (admitted: the reset) and the decision.
           if left < 0 then
-            -- The refusing rule with the longest wait is reported: waiting it is enough for all.
-            if allowed == 1 or wait > retry then allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait end
+            if allowed == 1 or wait > retry then
+              allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
+            end
           elseif allowed == 1 and (remaining < 0 or left < remaining) then
-            -- The tightest rule so far.
             at_g, at_r, remaining, reset = g, r, left, rst
           end
           if till > newest then newest = till end

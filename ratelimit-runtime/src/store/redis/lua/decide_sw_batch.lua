@@ -1,6 +1,7 @@
--- Assembled from lua/parts/decide_sw_batch.lua and the parts its `--@name` lines name (each spliced
--- after a line naming it) by store/redis/script/assembly.rs. Edit the parts, not this
--- file, then re-assemble: RATELIMIT_ASSEMBLE_SCRIPTS=1 cargo test -p ratelimit-runtime --lib scripts
+-- Assembled by store/redis/script/assembly.rs from lua/parts/decide_sw_batch.lua, each line
+-- `--@name` of a part replaced by a comment naming lua/parts/name.lua, then that part.
+-- Edit the parts, not this file, then re-assemble:
+--     RATELIMIT_ASSEMBLE_SCRIPTS=1 cargo test -p ratelimit-runtime --lib scripts
 
 -- The decisions of calls whose limits are all sliding windows (no block, no concurrency or
 -- shadow limit: those are decide.lua's), one after another, each seeing every earlier one as if
@@ -79,9 +80,10 @@ for c = 1, calls do
     for r = 1, n do
       if r > 1 then w, count, p = struct.unpack('<dd', nums, p) end
       -- parts/sliding_check.lua
-      -- One rule of a sliding-window limit (spliced where `--@sliding_check` stands, in the template's
-      -- loop over the limit's rules, longest window first). In scope: key, g, r, w (µs), count, now,
-      -- cost, card, longest1, longest, leaving1, leaving, format and the decision's locals.
+      -- One rule of a sliding-window limit, in the loop over the limit's rules (longest window
+      -- first): what the call would leave in the window. Reads: key, g, r, w (µs), count, now, cost,
+      -- format, card, longest1, longest, leaving1 and leaving (decision.lua). Sets: left, wait and
+      -- rst, the rule's verdict (see verdict.lua).
       -- What is in this window: the log's units less those before it (scores are whole µs, so the
       -- units after now - w are those counted). Both counts are cheap: ZCARD is O(1), and a range
       -- from -inf ends near the log's oldest unit. ZCOUNT of the window itself, up to +inf, walks the
@@ -104,21 +106,26 @@ for c = 1, calls do
           longest[g], leaving[g] = w, leave
         end
       end
-      if used + cost > count then
-        -- The oldest `need` units in this window must leave before the call fits: it fits when
-        -- the need-th oldest leaves. (A cost above the count never fits: wait a whole window.)
-        local wait = w
-        if cost <= count then
-          local e = redis.call('ZRANGEBYSCORE', key, format('%d', now - w + 1), '+inf', 'WITHSCORES', 'LIMIT', used + cost - count - 1, 1)
-          wait = tonumber(e[2]) + w - now
-        end
-        -- The denying rule with the longest wait is reported: waiting it is enough for every rule.
+      -- The rule's quota is whole again when this call's units leave it: the reset is a window.
+      local left, wait, rst = count - used - cost, w, w
+      if left < 0 and cost <= count then
+        -- The oldest -left units in this window must leave before the call fits: it fits when the
+        -- (-left)-th oldest leaves. (A cost above the count never fits: wait a whole window.)
+        local e = redis.call('ZRANGEBYSCORE', key, format('%d', now - w + 1), '+inf', 'WITHSCORES', 'LIMIT', -left - 1, 1)
+        wait = tonumber(e[2]) + w - now
+      end
+      -- parts/verdict.lua
+      -- Merges one rule's verdict into the call's decision, as deciding every rule at once would: a
+      -- refusal with the longest wait wins, the earlier on ties (waiting it is enough for every
+      -- rule); else the tightest rule, the one with the least remaining, the earlier on ties.
+      -- Reads: g and r (the limit and rule, 1-based), left (what the rule has left after the call;
+      -- < 0: refused), wait (refused: the retry-after), rst (admitted: the reset) and the decision.
+      if left < 0 then
         if allowed == 1 or wait > retry then
           allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
         end
-      elseif allowed == 1 and (remaining < 0 or count - used - cost < remaining) then
-        -- The tightest rule so far. Its quota is whole again when this call's units leave it.
-        at_g, at_r, remaining, reset = g, r, count - used - cost, w
+      elseif allowed == 1 and (remaining < 0 or left < remaining) then
+        at_g, at_r, remaining, reset = g, r, left, rst
       end
     end
   end
@@ -127,16 +134,15 @@ for c = 1, calls do
     for g = 1, keys do
       local key = KEYS[base + g]
       -- parts/sliding_commit.lua
-      -- One sliding-window limit's commit (spliced where `--@sliding_commit` stands): what left the
-      -- longest window goes, a unique member per unit comes, and the key's expiry moves when needed.
-      -- In scope: key, g, now, now_text (now as text), cost, member, longest1, longest, leaving1,
-      -- leaving (see sliding_check), format.
+      -- One sliding-window limit's commit, once the call is admitted: what left the longest window
+      -- goes, a unique member per unit comes, and the key's expiry moves when needed. Reads: key, g,
+      -- now, now_text, cost, member, format, longest1, longest, leaving1 and leaving (decision.lua).
       local l, leave = longest1, leaving1
       if g > 1 then l, leave = longest[g], leaving[g] end
       -- The units before the window were counted by sliding_check, in this same run: none, no trim.
-      local left = leave
-      if leave < 0 then left = -1 - leave end
-      if left > 0 then redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - l)) end
+      local gone = leave
+      if leave < 0 then gone = -1 - leave end
+      if gone > 0 then redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - l)) end
       if cost == 1 then
         redis.call('ZADD', key, now_text, member)
       else
@@ -148,7 +154,7 @@ for c = 1, calls do
       -- t + L, so only one after r + L needs a move, and the first such finds r's units leaving the
       -- window (refused calls trim nothing, so no unit leaves unseen), or the log empty. A refund that
       -- removes r's units moves the expiry to two windows after the newest unit left, which then
-      -- plays r's part. A busy key whose units leave on every call moves
+      -- plays r's part (decide.lua's release mode). A busy key whose units leave on every call moves
       -- it on every call; one whose units stay in the window (a long window) moves it about once per
       -- window.
       if leave ~= 0 then

@@ -62,9 +62,10 @@ fn splice(name: &str, indent: &str, stack: &mut Vec<String>, used: &mut BTreeSet
 fn assemble(file: &str, used: &mut BTreeSet<String>) -> String {
     let name = file.trim_end_matches(".lua");
     let mut out = format!(
-        "-- Assembled from lua/parts/{file} and the parts its `--@name` lines name (each spliced\n\
-         -- after a line naming it) by store/redis/script/assembly.rs. Edit the parts, not this\n\
-         -- file, then re-assemble: {REASSEMBLE}\n\
+        "-- Assembled by store/redis/script/assembly.rs from lua/parts/{file}, each line\n\
+         -- `--@name` of a part replaced by a comment naming lua/parts/name.lua, then that part.\n\
+         -- Edit the parts, not this file, then re-assemble:\n\
+         --     {REASSEMBLE}\n\
          \n"
     );
     splice(name, "", &mut Vec::new(), used, &mut out);

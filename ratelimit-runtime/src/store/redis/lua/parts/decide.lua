@@ -125,6 +125,7 @@ while true do
             local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
             pos = pos + 2
             --@sliding_check
+            --@verdict
           end
           writes[g] = true
         end

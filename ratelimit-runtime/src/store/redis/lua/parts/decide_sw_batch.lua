@@ -54,6 +54,7 @@ for c = 1, calls do
     for r = 1, n do
       if r > 1 then w, count, p = struct.unpack('<dd', nums, p) end
       --@sliding_check
+      --@verdict
     end
   end
 

@@ -1,6 +1,7 @@
--- One rule of a sliding-window limit (spliced where `--@sliding_check` stands, in the template's
--- loop over the limit's rules, longest window first). In scope: key, g, r, w (µs), count, now,
--- cost, card, longest1, longest, leaving1, leaving, format and the decision's locals.
+-- One rule of a sliding-window limit, in the loop over the limit's rules (longest window
+-- first): what the call would leave in the window. Reads: key, g, r, w (µs), count, now, cost,
+-- format, card, longest1, longest, leaving1 and leaving (decision.lua). Sets: left, wait and
+-- rst, the rule's verdict (see verdict.lua).
 -- What is in this window: the log's units less those before it (scores are whole µs, so the
 -- units after now - w are those counted). Both counts are cheap: ZCARD is O(1), and a range
 -- from -inf ends near the log's oldest unit. ZCOUNT of the window itself, up to +inf, walks the
@@ -23,19 +24,11 @@ if r == 1 then
     longest[g], leaving[g] = w, leave
   end
 end
-if used + cost > count then
-  -- The oldest `need` units in this window must leave before the call fits: it fits when
-  -- the need-th oldest leaves. (A cost above the count never fits: wait a whole window.)
-  local wait = w
-  if cost <= count then
-    local e = redis.call('ZRANGEBYSCORE', key, format('%d', now - w + 1), '+inf', 'WITHSCORES', 'LIMIT', used + cost - count - 1, 1)
-    wait = tonumber(e[2]) + w - now
-  end
-  -- The denying rule with the longest wait is reported: waiting it is enough for every rule.
-  if allowed == 1 or wait > retry then
-    allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
-  end
-elseif allowed == 1 and (remaining < 0 or count - used - cost < remaining) then
-  -- The tightest rule so far. Its quota is whole again when this call's units leave it.
-  at_g, at_r, remaining, reset = g, r, count - used - cost, w
+-- The rule's quota is whole again when this call's units leave it: the reset is a window.
+local left, wait, rst = count - used - cost, w, w
+if left < 0 and cost <= count then
+  -- The oldest -left units in this window must leave before the call fits: it fits when the
+  -- (-left)-th oldest leaves. (A cost above the count never fits: wait a whole window.)
+  local e = redis.call('ZRANGEBYSCORE', key, format('%d', now - w + 1), '+inf', 'WITHSCORES', 'LIMIT', -left - 1, 1)
+  wait = tonumber(e[2]) + w - now
 end
