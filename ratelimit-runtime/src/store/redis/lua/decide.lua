@@ -45,44 +45,50 @@
 -- the same parts.
 
 local now, cost, member = ARGV[1], ARGV[2], ARGV[3]
--- parts/preamble.lua
--- The time, the call, and the decision being built (spliced where `--@preamble` stands). In
--- scope: now (µs; 0 or "0": read the server's TIME) and cost, as the template read them from
--- its arguments (text or numbers). Strings are compared before they
--- are converted, and converted by the VM's own coercion where arithmetic needs them (each C
--- call such as tonumber costs far more than a comparison; a conversion, strtod, about 1 500
--- instructions).
--- Numbers given to redis.call go as text made by '%d' (exact below 2^53): the server formats a
--- number with snprintf("%.17g"), about 1 700 instructions more.
+-- Strings are compared before they are converted, and converted by the VM's own coercion where
+-- arithmetic needs them (each C call such as tonumber costs far more than a comparison). Numbers
+-- given to redis.call go as text made by '%d' (exact below 2^53): the server formats a number
+-- with snprintf("%.17g"), about 1 700 instructions more.
 local format = string.format
-local now_text
-if now == 0 or now == '0' then
+-- The call's time (as text: the score of its units in a sliding window's log).
+local now_text, server_now, server_text, time_text = false, false, false, true
+if now == '0' then
   -- parts/server_time.lua
-  -- The server's clock as now (µs) and now_text (spliced where `--@server_time` stands; both
-  -- declared by the template).
-  local t = redis.call('TIME')
-  -- The µs as text, for ZADD's score, built from TIME's two strings (the µs padded to six
-  -- digits, which they have nine times in ten), then converted once.
-  local us = t[2]
-  if #us < 6 then us = string.sub('00000', #us) .. us end
-  now_text = t[1] .. us
-  now = now_text + 0
+  -- The server's clock, read once per run into server_now (µs): the calls of a batch that ask for
+  -- it share one reading (false until read). A script that stores now as a score (the sliding
+  -- window's ZADD, with time_text set) also gets it as text in server_text. Each converts TIME's
+  -- two strings the way that costs it least: with the text, the µs are padded to six digits
+  -- (which they have nine times in ten), joined to the seconds and converted once, a conversion
+  -- (strtod) costing the server about 1 500 instructions; without, joining would cost about 550
+  -- more than converting both strings.
+  if not server_now then
+    local t = redis.call('TIME')
+    if time_text then
+      local us = t[2]
+      if #us < 6 then us = string.sub('00000', #us) .. us end
+      server_text = t[1] .. us
+      server_now = server_text + 0
+    else
+      server_now = t[1] * 1000000 + t[2]
+    end
+  end
+  now, now_text = server_now, server_text
 else
   now = now + 0
   now_text = format('%d', now)
 end
-if cost == 1 or cost == '1' then cost = 1 else cost = cost + 0 end
+if cost == '1' then cost = 1 else cost = cost + 0 end
 -- parts/decision.lua
--- The locals of one decision being built (spliced where `--@decision` stands, once per call).
--- allowed (1/0), the limit and rule reported, retry-after, remaining and reset (µs)
+-- The call's decision, built rule by rule (verdict.lua merges each rule's verdict into it):
+-- allowed (1/0), the limit and rule it reports (at_g, at_r, 1-based; 0: none yet), the
+-- retry-after, and that rule's remaining (-1: no rule yet) and reset (µs).
 local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
--- Per limit: its longest window (µs), which bounds what its log keeps and when it expires: the
--- first limit's in a local, the others' in a table made only for them (a table costs the
--- server about 1 400 instructions per call).
-local longest1, longest = 0, false
--- Per limit: what its commit trims and whether it moves the key's expiry (see sliding_check),
--- kept as the windows are.
-local leaving1, leaving = 0, false
+-- parts/sliding_memo.lua
+-- What sliding_check.lua notes about each sliding-window limit for sliding_commit.lua, once per
+-- call: its longest window (µs), which bounds what its log keeps and when it expires, and what
+-- its commit trims and whether it moves the key's expiry. The first limit's in locals, the
+-- others' in tables made only for them (a table costs the server about 1 400 instructions).
+local longest1, longest, leaving1, leaving = 0, false, 0, false
 -- The units in the log of the limit being checked (counted at its first rule).
 local card = 0
 local release = ARGV[4] == 'r'
@@ -531,8 +537,8 @@ while true do
             -- parts/sliding_check.lua
             -- One rule of a sliding-window limit, in the loop over the limit's rules (longest window
             -- first): what the call would leave in the window. Reads: key, g, r, w (µs), count, now, cost,
-            -- format, card, longest1, longest, leaving1 and leaving (decision.lua). Sets: left, wait and
-            -- rst, the rule's verdict (see verdict.lua).
+            -- format, card and the memo (sliding_memo.lua). Sets: left, wait and rst, the rule's verdict
+            -- (see verdict.lua).
             -- What is in this window: the log's units less those before it (scores are whole µs, so the
             -- units after now - w are those counted). Both counts are cheap: ZCARD is O(1), and a range
             -- from -inf ends near the log's oldest unit. ZCOUNT of the window itself, up to +inf, walks the
@@ -659,7 +665,7 @@ if allowed == 1 then
       -- parts/sliding_commit.lua
       -- One sliding-window limit's commit, once the call is admitted: what left the longest window
       -- goes, a unique member per unit comes, and the key's expiry moves when needed. Reads: key, g,
-      -- now, now_text, cost, member, format, longest1, longest, leaving1 and leaving (decision.lua).
+      -- now, now_text, cost, member, format and the memo (sliding_memo.lua).
       local l, leave = longest1, leaving1
       if g > 1 then l, leave = longest[g], leaving[g] end
       -- The units before the window were counted by sliding_check, in this same run: none, no trim.

@@ -30,8 +30,8 @@ local nums = ARGV[1]
 -- key's first rule with its rule count (a limit here has at least one rule), so that a batch of
 -- one call of one rule reads its numbers in two.
 local calls, member, now, cost, keys, p = struct.unpack('<dc16ddd', nums)
--- The server's time, once read, for every call of the batch that asks for it.
-local server_now, server_text = false, false
+-- The server's clock, once read (server_time.lua), as a number and as text (a unit's score).
+local server_now, server_text, time_text = false, false, true
 -- The replies of a batch of several calls (a table costs about 1 400 instructions: a batch of
 -- one answers without it).
 local replies = calls > 1 and {}
@@ -40,34 +40,40 @@ for c = 1, calls do
   if c > 1 then member, now, cost, keys, p = struct.unpack('<c16ddd', nums, p) end
   local now_text
   if now == 0 then
+    -- parts/server_time.lua
+    -- The server's clock, read once per run into server_now (µs): the calls of a batch that ask for
+    -- it share one reading (false until read). A script that stores now as a score (the sliding
+    -- window's ZADD, with time_text set) also gets it as text in server_text. Each converts TIME's
+    -- two strings the way that costs it least: with the text, the µs are padded to six digits
+    -- (which they have nine times in ten), joined to the seconds and converted once, a conversion
+    -- (strtod) costing the server about 1 500 instructions; without, joining would cost about 550
+    -- more than converting both strings.
     if not server_now then
-      -- parts/server_time.lua
-      -- The server's clock as now (µs) and now_text (spliced where `--@server_time` stands; both
-      -- declared by the template).
       local t = redis.call('TIME')
-      -- The µs as text, for ZADD's score, built from TIME's two strings (the µs padded to six
-      -- digits, which they have nine times in ten), then converted once.
-      local us = t[2]
-      if #us < 6 then us = string.sub('00000', #us) .. us end
-      now_text = t[1] .. us
-      now = now_text + 0
-      server_now, server_text = now, now_text
+      if time_text then
+        local us = t[2]
+        if #us < 6 then us = string.sub('00000', #us) .. us end
+        server_text = t[1] .. us
+        server_now = server_text + 0
+      else
+        server_now = t[1] * 1000000 + t[2]
+      end
     end
     now, now_text = server_now, server_text
   else
     now_text = format('%d', now)
   end
   -- parts/decision.lua
-  -- The locals of one decision being built (spliced where `--@decision` stands, once per call).
-  -- allowed (1/0), the limit and rule reported, retry-after, remaining and reset (µs)
+  -- The call's decision, built rule by rule (verdict.lua merges each rule's verdict into it):
+  -- allowed (1/0), the limit and rule it reports (at_g, at_r, 1-based; 0: none yet), the
+  -- retry-after, and that rule's remaining (-1: no rule yet) and reset (µs).
   local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
-  -- Per limit: its longest window (µs), which bounds what its log keeps and when it expires: the
-  -- first limit's in a local, the others' in a table made only for them (a table costs the
-  -- server about 1 400 instructions per call).
-  local longest1, longest = 0, false
-  -- Per limit: what its commit trims and whether it moves the key's expiry (see sliding_check),
-  -- kept as the windows are.
-  local leaving1, leaving = 0, false
+  -- parts/sliding_memo.lua
+  -- What sliding_check.lua notes about each sliding-window limit for sliding_commit.lua, once per
+  -- call: its longest window (µs), which bounds what its log keeps and when it expires, and what
+  -- its commit trims and whether it moves the key's expiry. The first limit's in locals, the
+  -- others' in tables made only for them (a table costs the server about 1 400 instructions).
+  local longest1, longest, leaving1, leaving = 0, false, 0, false
   -- The units in the log of the limit being checked (counted at its first rule).
   local card = 0
   -- Whether the call has one limit of one rule (then an admission answers the short form).
@@ -82,8 +88,8 @@ for c = 1, calls do
       -- parts/sliding_check.lua
       -- One rule of a sliding-window limit, in the loop over the limit's rules (longest window
       -- first): what the call would leave in the window. Reads: key, g, r, w (µs), count, now, cost,
-      -- format, card, longest1, longest, leaving1 and leaving (decision.lua). Sets: left, wait and
-      -- rst, the rule's verdict (see verdict.lua).
+      -- format, card and the memo (sliding_memo.lua). Sets: left, wait and rst, the rule's verdict
+      -- (see verdict.lua).
       -- What is in this window: the log's units less those before it (scores are whole µs, so the
       -- units after now - w are those counted). Both counts are cheap: ZCARD is O(1), and a range
       -- from -inf ends near the log's oldest unit. ZCOUNT of the window itself, up to +inf, walks the
@@ -136,7 +142,7 @@ for c = 1, calls do
       -- parts/sliding_commit.lua
       -- One sliding-window limit's commit, once the call is admitted: what left the longest window
       -- goes, a unique member per unit comes, and the key's expiry moves when needed. Reads: key, g,
-      -- now, now_text, cost, member, format, longest1, longest, leaving1 and leaving (decision.lua).
+      -- now, now_text, cost, member, format and the memo (sliding_memo.lua).
       local l, leave = longest1, leaving1
       if g > 1 then l, leave = longest[g], leaving[g] end
       -- The units before the window were counted by sliding_check, in this same run: none, no trim.

@@ -18,8 +18,9 @@
 local KEYS, ARGV, redis, unpack, struct = KEYS, ARGV, redis, unpack, struct
 local release, peek, statuses = false, false, nil
 --@exact
--- The server's time, once read, for every call of the batch that asks for it.
-local server_now = false
+-- The server's clock, once read (server_time.lua), as a number alone (no state here is scored
+-- by time as text).
+local server_now, server_text, time_text = false, false, false
 -- The replies of a batch of several calls (a table costs about 1 400 instructions: a batch of
 -- one answers without it).
 local replies, calls = false, 0
@@ -27,10 +28,7 @@ local pos, base, last = 1, 0, #ARGV
 while pos <= last do
   local now = ARGV[pos]
   if now == '0' then
-    if not server_now then
-      local t = redis.call('TIME')
-      server_now = t[1] * 1000000 + t[2]
-    end
+    --@server_time
     now = server_now
   else
     now = now + 0
@@ -39,7 +37,7 @@ while pos <= last do
   if ARGV[pos + 1] ~= '1' then cost = ARGV[pos + 1] + 0 end
   local m = ARGV[pos + 2] + 0
   pos = pos + 3
-  local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
+  --@decision
   local at = now
   -- The call's limits, over KEYS[base + 1] to KEYS[base + m]: each decided by o1_limit, then,
   -- if every one admits, each one's new state written and its expiry moved.

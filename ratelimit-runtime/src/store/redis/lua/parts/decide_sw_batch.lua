@@ -25,8 +25,8 @@ local nums = ARGV[1]
 -- key's first rule with its rule count (a limit here has at least one rule), so that a batch of
 -- one call of one rule reads its numbers in two.
 local calls, member, now, cost, keys, p = struct.unpack('<dc16ddd', nums)
--- The server's time, once read, for every call of the batch that asks for it.
-local server_now, server_text = false, false
+-- The server's clock, once read (server_time.lua), as a number and as text (a unit's score).
+local server_now, server_text, time_text = false, false, true
 -- The replies of a batch of several calls (a table costs about 1 400 instructions: a batch of
 -- one answers without it).
 local replies = calls > 1 and {}
@@ -35,15 +35,13 @@ for c = 1, calls do
   if c > 1 then member, now, cost, keys, p = struct.unpack('<c16ddd', nums, p) end
   local now_text
   if now == 0 then
-    if not server_now then
-      --@server_time
-      server_now, server_text = now, now_text
-    end
+    --@server_time
     now, now_text = server_now, server_text
   else
     now_text = format('%d', now)
   end
   --@decision
+  --@sliding_memo
   -- Whether the call has one limit of one rule (then an admission answers the short form).
   local single = false
   for g = 1, keys do

@@ -1,7 +1,7 @@
 -- One rule of a sliding-window limit, in the loop over the limit's rules (longest window
 -- first): what the call would leave in the window. Reads: key, g, r, w (µs), count, now, cost,
--- format, card, longest1, longest, leaving1 and leaving (decision.lua). Sets: left, wait and
--- rst, the rule's verdict (see verdict.lua).
+-- format, card and the memo (sliding_memo.lua). Sets: left, wait and rst, the rule's verdict
+-- (see verdict.lua).
 -- What is in this window: the log's units less those before it (scores are whole µs, so the
 -- units after now - w are those counted). Both counts are cheap: ZCARD is O(1), and a range
 -- from -inf ends near the log's oldest unit. ZCOUNT of the window itself, up to +inf, walks the

@@ -1,6 +1,6 @@
 -- One sliding-window limit's commit, once the call is admitted: what left the longest window
 -- goes, a unique member per unit comes, and the key's expiry moves when needed. Reads: key, g,
--- now, now_text, cost, member, format, longest1, longest, leaving1 and leaving (decision.lua).
+-- now, now_text, cost, member, format and the memo (sliding_memo.lua).
 local l, leave = longest1, leaving1
 if g > 1 then l, leave = longest[g], leaving[g] end
 -- The units before the window were counted by sliding_check, in this same run: none, no trim.
