@@ -499,7 +499,10 @@ while true do
         local n = ARGV[pos + 1] + 0
         pos = pos + 3
         if peek then
-          -- What is in each window, and when the newest unit leaves it; nothing trimmed.
+          -- parts/sliding_peek.lua
+          -- A peek at a sliding-window limit: what is in each window and when its newest unit leaves it,
+          -- nothing trimmed. Reads: key, n (its rule count), pos (at its first window), now. Appends
+          -- remaining and reset (µs) per rule to statuses; leaves pos after the limit's arguments.
           local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
           for r = 1, n do
             local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
@@ -513,7 +516,10 @@ while true do
             statuses[#statuses + 1] = rst
           end
         elseif release then
-          -- The call's entries, if they have not left the log (ZREM of a missing member is a no-op).
+          -- parts/sliding_release.lua
+          -- A refund at a sliding-window limit: the call's entries go, if they have not left the log
+          -- (ZREM of a missing member is a no-op). Reads: key, n (its rule count), pos (at its first
+          -- window, the longest), cost, member, format. Leaves pos after the limit's arguments.
           local l = ARGV[pos] + 0
           pos = pos + 2 * n
           local gone
@@ -522,12 +528,12 @@ while true do
             for i = 1, cost do gone = gone + redis.call('ZREM', key, member .. ':' .. i) end
           end
           -- The units that set the key's expiry may be these: it follows the newest unit left, two
-          -- windows after it, as an admission would have set it (see sliding_commit).
+          -- windows after it, as an admission would have set it (see sliding_commit.lua).
           if gone > 0 then
             local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
             if newest[2] then
               local ms = newest[2] + 2 * l + 1999
-              redis.call('PEXPIREAT', key, string.format('%d', (ms - ms % 1000) / 1000))
+              redis.call('PEXPIREAT', key, format('%d', (ms - ms % 1000) / 1000))
             end
           end
         else
@@ -683,9 +689,8 @@ if allowed == 1 then
       -- t + L, so only one after r + L needs a move, and the first such finds r's units leaving the
       -- window (refused calls trim nothing, so no unit leaves unseen), or the log empty. A refund that
       -- removes r's units moves the expiry to two windows after the newest unit left, which then
-      -- plays r's part (decide.lua's release mode). A busy key whose units leave on every call moves
-      -- it on every call; one whose units stay in the window (a long window) moves it about once per
-      -- window.
+      -- plays r's part (sliding_release.lua). A busy key whose units leave on every call moves it on
+      -- every call; one whose units stay in the window (a long window) moves it about once per window.
       if leave ~= 0 then
         local ms = now + 2 * l + 1999
         redis.call('PEXPIREAT', key, format('%d', (ms - ms % 1000) / 1000))

@@ -160,9 +160,8 @@ for c = 1, calls do
       -- t + L, so only one after r + L needs a move, and the first such finds r's units leaving the
       -- window (refused calls trim nothing, so no unit leaves unseen), or the log empty. A refund that
       -- removes r's units moves the expiry to two windows after the newest unit left, which then
-      -- plays r's part (decide.lua's release mode). A busy key whose units leave on every call moves
-      -- it on every call; one whose units stay in the window (a long window) moves it about once per
-      -- window.
+      -- plays r's part (sliding_release.lua). A busy key whose units leave on every call moves it on
+      -- every call; one whose units stay in the window (a long window) moves it about once per window.
       if leave ~= 0 then
         local ms = now + 2 * l + 1999
         redis.call('PEXPIREAT', key, format('%d', (ms - ms % 1000) / 1000))

@@ -105,37 +105,9 @@ while true do
         local n = ARGV[pos + 1] + 0
         pos = pos + 3
         if peek then
-          -- What is in each window, and when the newest unit leaves it; nothing trimmed.
-          local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-          for r = 1, n do
-            local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
-            pos = pos + 2
-            local used = redis.call('ZCOUNT', key, now - w + 1, '+inf')
-            local rst = 0
-            if used > 0 then rst = newest[2] + w - now end
-            local left = count - used
-            if left < 0 then left = 0 end
-            statuses[#statuses + 1] = left
-            statuses[#statuses + 1] = rst
-          end
+          --@sliding_peek
         elseif release then
-          -- The call's entries, if they have not left the log (ZREM of a missing member is a no-op).
-          local l = ARGV[pos] + 0
-          pos = pos + 2 * n
-          local gone
-          if cost == 1 then gone = redis.call('ZREM', key, member) else
-            gone = 0
-            for i = 1, cost do gone = gone + redis.call('ZREM', key, member .. ':' .. i) end
-          end
-          -- The units that set the key's expiry may be these: it follows the newest unit left, two
-          -- windows after it, as an admission would have set it (see sliding_commit).
-          if gone > 0 then
-            local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-            if newest[2] then
-              local ms = newest[2] + 2 * l + 1999
-              redis.call('PEXPIREAT', key, string.format('%d', (ms - ms % 1000) / 1000))
-            end
-          end
+          --@sliding_release
         else
           for r = 1, n do
             local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
