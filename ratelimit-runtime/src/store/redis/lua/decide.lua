@@ -159,8 +159,8 @@ while true do
       elseif not peek then
         redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
         if redis.call('ZCARD', key) >= conc then
-          local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-          local r, left, wait, rst = 1, -1, first[2] - now, 0
+          local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+          local r, left, wait, rst = 1, -1, oldest[2] - now, 0
           if wait > 100000 then wait = 100000 end
           -- parts/verdict.lua
           -- Merges one rule's verdict into the call's decision, as deciding every rule at once would: a

@@ -10,8 +10,8 @@ if release then
 elseif not peek then
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
   if redis.call('ZCARD', key) >= conc then
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    local r, left, wait, rst = 1, -1, first[2] - now, 0
+    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    local r, left, wait, rst = 1, -1, oldest[2] - now, 0
     if wait > 100000 then wait = 100000 end
     --@verdict
   else
