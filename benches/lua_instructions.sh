@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Instructions redis-server spends per EVALSHA (callgrind, inclusive cost of evalShaCommand) for
-# the decision scripts of one-rule limits: the seed script (the harness's reference for the
-# sliding window) and ours for the sliding window (decide_sw_batch.lua, a batch of one call, as
-# a lone call sends it); for the O(1) algorithms the general script (decide.lua), the lean one
-# (decide_o1_batch.lua, a batch of one), and the reference GCRA script
-# (benches/src/gcra_reference.lua). Unlike the
-# harness's µs from INFO commandstats, these counts do not move with the machine's load.
+# the decision scripts of one-rule limits, as the library sends them (the assembled files in
+# ratelimit-runtime/src/store/redis/lua/): for the sliding window, the seed script (the
+# harness's reference), the lean script (decide_sw_batch.lua, a batch of one call, as a lone call
+# sends it) and the general one (decide.lua, as a call with a block or a shadow limit sends it);
+# for the O(1) algorithms the general script, the lean one (decide_o1_batch.lua, a batch of one),
+# and the reference GCRA script (benches/src/gcra_reference.lua). Unlike the harness's µs from
+# INFO commandstats, these counts do not move with the machine's load.
 #
 #     benches/lua_instructions.sh [calls per figure, default 2000]
 #
@@ -25,28 +26,8 @@ vg=$!
 trap 'kill $vg 2>/dev/null; wait $vg 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
 
-# The scripts with their `--@name` lines replaced by lua/name.lua (fragments may hold markers of
-# their own), as store/redis.rs assembles them.
-store=ratelimit-runtime/src/store
-assemble() { # template output
-  python3 - "$store" "$1" "$2" <<'PY'
-import re, sys
-store, template, output = sys.argv[1:]
-def splice(path, out):
-    for line in open(path):
-        marker = re.fullmatch(r"--@([a-z_0-9]+)", line.strip())
-        if marker:
-            splice(f"{store}/lua/{marker.group(1)}.lua", out)
-        else:
-            out.append(line.rstrip("\n") + "\n")
-out = []
-splice(f"{store}/{template}", out)
-open(output, "w").write("".join(out))
-PY
-}
-assemble decide.lua "$dir/general.lua"
-assemble decide_sw_batch.lua "$dir/sliding.lua"
-assemble decide_o1_batch.lua "$dir/o1.lua"
+# The scripts as the library sends them: checked in assembled from their parts.
+lua=ratelimit-runtime/src/store/redis/lua
 # The seed script, as benches/src/redis_load.rs holds it.
 sed -n '/^const SEED_SCRIPT: &str = r"$/,/^";$/p' benches/src/redis_load.rs | sed '1d;$d' >"$dir/seed.lua"
 
@@ -96,10 +77,11 @@ measure() { # label script args...
 measure "seed script (reference), 1 rule" "$dir/seed.lua" 1 'seed:{__rand_int__}' 1700000000000 member 60000 1000000000
 # decide_sw_batch.lua, one call: the call count, the member (16 bytes: here two doubles), now
 # (0: TIME), cost, the key count, the rule count, window and count, packed as doubles.
-measure "sw: sliding script (decide_sw_batch.lua)" "$dir/sliding.lua" 1 'k:{__rand_int__}:sw' 'pack:<ddddddddd:1,1.5,2.5,0,1,1,1,60000000,1000000000'
+measure "sw: sliding script (decide_sw_batch.lua)" "$lua/decide_sw_batch.lua" 1 'k:{__rand_int__}:sw' 'pack:<ddddddddd:1,1.5,2.5,0,1,1,1,60000000,1000000000'
+measure "sw: general script (decide.lua)" "$lua/decide.lua" 1 'k:{__rand_int__}:sw' 0 1 0123456789abcdef d 0 0 0 0 sw 1 0 60000000 1000000000
 measure "reference GCRA script" benches/src/gcra_reference.lua 1 'ref:{__rand_int__}' 1000000000 1000000000 60 1
 for alg in fw swc tb lb gcra; do
-  measure "$alg: general script (decide.lua)" "$dir/general.lua" 1 "k:{__rand_int__}:$alg" 0 1 0123456789abcdef d 0 0 0 0 "$alg" 1 0 60000000 1000000000
+  measure "$alg: general script (decide.lua)" "$lua/decide.lua" 1 "k:{__rand_int__}:$alg" 0 1 0123456789abcdef d 0 0 0 0 "$alg" 1 0 60000000 1000000000
   # decide_o1_batch.lua, one call: now, cost and the key count, no member nor mode.
-  measure "$alg: lean script (decide_o1_batch.lua)" "$dir/o1.lua" 1 "k:{__rand_int__}:$alg" 0 1 1 "$alg" 1 0 60000000 1000000000
+  measure "$alg: lean script (decide_o1_batch.lua)" "$lua/decide_o1_batch.lua" 1 "k:{__rand_int__}:$alg" 0 1 1 "$alg" 1 0 60000000 1000000000
 done

@@ -20,6 +20,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const REFERENCE_SCRIPT: &str = include_str!("gcra_reference.lua");
+/// The library's general decision script, as it sends it (checked in assembled from its parts).
+const GENERAL_SCRIPT: &str = include_str!("../../ratelimit-runtime/src/store/redis/lua/decide.lua");
 
 const HUGE: u64 = 1_000_000_000;
 const SUBJECTS: usize = 1000;
@@ -138,7 +140,7 @@ async fn context(server: &RedisServer) -> Arc<Ctx> {
         redis::cmd("SCRIPT").arg("LOAD").arg(REFERENCE_SCRIPT).query_async(&mut conn).await.expect("load");
     let general_sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
-        .arg(ratelimit::__private::general_script())
+        .arg(GENERAL_SCRIPT)
         .query_async(&mut conn)
         .await
         .expect("load general");

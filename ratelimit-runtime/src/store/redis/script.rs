@@ -1,6 +1,7 @@
-//! The Lua decision scripts: assembled from their templates and shared fragments, run with
-//! `EVALSHA` (loaded again on `NOSCRIPT`), and their packed replies read back. Below every
-//! Redis-backed store (one server, its batches, Sentinel, Cluster).
+//! The Lua decision scripts, run with `EVALSHA` (loaded again on `NOSCRIPT`), and their packed
+//! replies read back. Below every Redis-backed store (one server, its batches, Sentinel,
+//! Cluster). Each script is checked in whole, as the server runs it (lua/decide*.lua), assembled
+//! from the parts in lua/parts/ by a test (`assembly`), which fails when the two drift apart.
 
 use super::error::redis_error;
 use crate::error::StoreError;
@@ -9,67 +10,27 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, ServerErrorKind};
 use std::sync::OnceLock;
 
-/// A Lua script, assembled once from its template and the shared fragments, and its SHA-1 as
-/// `EVALSHA` names it.
+#[cfg(test)]
+mod assembly;
+
+/// A Lua script and its SHA-1 as `EVALSHA` names it (hashed once, on first use).
 pub(crate) struct Script {
-    template: &'static str,
-    assembled: OnceLock<(String, String)>,
-}
-
-/// The fragments the scripts share: each `--@name` line of a template (or of a fragment) becomes
-/// lua/name.lua.
-const FRAGMENTS: [(&str, &str); 14] = [
-    ("--@preamble", include_str!("lua/preamble.lua")),
-    ("--@server_time", include_str!("lua/server_time.lua")),
-    ("--@decision", include_str!("lua/decision.lua")),
-    ("--@exact", include_str!("lua/exact.lua")),
-    ("--@sliding_check", include_str!("lua/sliding_check.lua")),
-    ("--@sliding_commit", include_str!("lua/sliding_commit.lua")),
-    ("--@o1_limit", include_str!("lua/o1_limit.lua")),
-    ("--@bucket", include_str!("lua/bucket.lua")),
-    ("--@fixed_window", include_str!("lua/fixed_window.lua")),
-    ("--@window_counter", include_str!("lua/window_counter.lua")),
-    ("--@concurrency", include_str!("lua/concurrency.lua")),
-    ("--@block_check", include_str!("lua/block_check.lua")),
-    ("--@block_merge", include_str!("lua/block_merge.lua")),
-    ("--@block_start", include_str!("lua/block_start.lua")),
-];
-
-/// Appends `template` to `code` with its markers replaced, line by line: only a line that is
-/// exactly a marker is replaced (the comments that mention markers are left alone).
-fn splice(template: &str, code: &mut String) {
-    for line in template.lines() {
-        match FRAGMENTS.iter().find(|(marker, _)| line.trim() == *marker) {
-            Some((_, fragment)) => splice(fragment, code),
-            None => {
-                code.push_str(line);
-                code.push('\n');
-            }
-        }
-    }
+    code: &'static str,
+    sha: OnceLock<String>,
 }
 
 impl Script {
-    const fn new(template: &'static str) -> Script {
-        Script { template, assembled: OnceLock::new() }
-    }
-
-    fn assembled(&self) -> &(String, String) {
-        self.assembled.get_or_init(|| {
-            let mut code = String::with_capacity(self.template.len() * 4);
-            splice(self.template, &mut code);
-            let sha = redis::Script::new(&code).get_hash().to_owned();
-            (code, sha)
-        })
+    const fn new(code: &'static str) -> Script {
+        Script { code, sha: OnceLock::new() }
     }
 
     /// The script's text.
-    pub(crate) fn code(&self) -> &str {
-        &self.assembled().0
+    pub(crate) fn code(&self) -> &'static str {
+        self.code
     }
 
     pub(crate) fn sha(&self) -> &str {
-        &self.assembled().1
+        self.sha.get_or_init(|| redis::Script::new(self.code).get_hash().to_owned())
     }
 }
 
@@ -78,7 +39,7 @@ impl Script {
 pub(crate) static GENERAL: Script = Script::new(include_str!("lua/decide.lua"));
 /// The decisions of one or more calls whose limits are all sliding windows (no block, no
 /// concurrency or shadow limit), one after another (see `decide_sw_batch.lua` and
-/// store/batch.rs).
+/// store/redis/batch.rs).
 pub(crate) static BATCH: Script = Script::new(include_str!("lua/decide_sw_batch.lua"));
 /// The same for calls whose limits are all O(1) algorithms (see `decide_o1_batch.lua`).
 pub(crate) static O1_BATCH: Script = Script::new(include_str!("lua/decide_o1_batch.lua"));
@@ -213,20 +174,18 @@ fn shadow_refusal(answer: &redis::Value) -> Option<(usize, usize, u64)> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn scripts_are_assembled_whole() {
-        for script in [&super::GENERAL, &super::BATCH] {
-            let markers = script.code().lines().filter(|l| l.trim_start().starts_with("--@")).count();
-            assert_eq!(markers, 0, "a fragment marker was left unreplaced");
-            assert!(script.code().contains("redis.call('ZADD', key, now_text, member)"));
+    fn scripts_are_whole_and_distinct() {
+        let scripts = [&super::GENERAL, &super::BATCH, &super::O1_BATCH];
+        for script in scripts {
+            assert!(!script.code().lines().any(|l| l.trim_start().starts_with("--@")), "a part left unspliced");
+            // One part reads the server's clock, once per run.
+            assert_eq!(script.code().matches("redis.call('TIME')").count(), 1);
             assert_eq!(script.sha().len(), 40);
         }
-        assert_ne!(super::GENERAL.sha(), super::BATCH.sha());
-        assert_eq!(super::BATCH.code().matches("redis.call('TIME')").count(), 1);
-        let o1_batch = super::O1_BATCH.code();
-        assert!(!o1_batch.lines().any(|l| l.trim_start().starts_with("--@")), "a marker left in decide_o1_batch");
-        assert!(o1_batch.contains("local function muldiv") && o1_batch.contains("redis.call('HMGET', key"));
-        assert_eq!(o1_batch.matches("redis.call('TIME')").count(), 1, "the batch reads the time once");
-        assert_ne!(super::O1_BATCH.sha(), super::GENERAL.sha());
+        assert!(super::BATCH.code().contains("redis.call('ZADD', key, now_text, member)"));
+        assert!(super::O1_BATCH.code().contains("local function muldiv"));
+        let shas: std::collections::BTreeSet<&str> = scripts.iter().map(|s| s.sha()).collect();
+        assert_eq!(shas.len(), 3);
     }
 
     #[test]

@@ -1,10 +1,14 @@
+-- Assembled by store/redis/script/assembly.rs from lua/parts/decide_o1_batch.lua, each line
+-- `--@name` of a part replaced by a comment naming lua/parts/name.lua, then that part.
+-- Edit the parts, not this file, then re-assemble:
+--     RATELIMIT_ASSEMBLE_SCRIPTS=1 cargo test -p ratelimit-runtime --lib scripts
+
 -- The decisions of calls whose limits are all O(1) algorithms (fw, swc, tb, lb, gcra; no block,
 -- no concurrency or shadow limit: those are decide.lua's), one after another, through the
--- fragments decide.lua uses on the same HASH fields, each seeing every earlier one as if each had
+-- parts decide.lua uses on the same HASH fields, each seeing every earlier one as if each had
 -- been a script run of its own: a lone call (a batch of one), or concurrent calls on one
--- connection, coalesced (store/batch.rs). A batch pays once what a run costs whatever it
--- decides: the EVALSHA's dispatch, the reply, and TIME. Assembled by store/script.rs: `--@name`
--- lines become lua/name.lua.
+-- connection, coalesced (store/redis/batch.rs). A batch pays once what a run costs whatever
+-- it decides: the EVALSHA's dispatch, the reply, and TIME.
 --
 -- KEYS     every call's keys (one HASH per limit), call after call.
 -- ARGV     per call: now (0 = the server's TIME, read once for the batch), cost, its key count m
@@ -18,9 +22,34 @@
 -- Globals are table lookups: locals are cheaper.
 local KEYS, ARGV, redis, unpack, struct = KEYS, ARGV, redis, unpack, struct
 local release, peek, statuses = false, false, nil
---@exact
--- The server's time, once read, for every call of the batch that asks for it.
-local server_now = false
+-- parts/exact.lua
+-- Exact integer arithmetic on Lua's doubles. Every value the scripts compute is an integer
+-- below 2^53, where doubles are exact. For such x and an integer m > 0, `x % m` and
+-- `(x - x % m) / m` are exact too: the rounded quotient x / m errs by less than 1 / m, never
+-- enough to cross an integer, so its floor is the true one. A product of two such integers is
+-- exact while it stays below 2^53; muldiv handles the others.
+--
+-- muldiv(a, b, m): floor(a * b / m) and (a * b) mod m, for integers 0 <= a, b with m + b < 2^50
+-- and a quotient below 2^53 (in use: a <= 10^9, b and m below 2^46). A product past 2^53 is
+-- taken apart by the digits of a in a base chosen so that each step, remainder * base +
+-- digit * b, stays below 2^52.
+local function muldiv(a, b, m)
+  local x = a * b
+  if x < 9007199254740992 then
+    local r = x % m
+    return (x - r) / m, r
+  end
+  local base = 4503599627370496 / (m + b)
+  base = base - base % 1
+  local lo = a % base
+  local q, r = muldiv((a - lo) / base, b, m)
+  x = r * base + lo * b
+  local r2 = x % m
+  return q * base + (x - r2) / m, r2
+end
+-- The server's clock, once read (server_time.lua), as a number alone (no state here is scored
+-- by time as text).
+local server_now, server_text, time_text = false, false, false
 -- The replies of a batch of several calls (a table costs about 1 400 instructions: a batch of
 -- one answers without it).
 local replies, calls = false, 0
@@ -28,9 +57,24 @@ local pos, base, last = 1, 0, #ARGV
 while pos <= last do
   local now = ARGV[pos]
   if now == '0' then
+    -- parts/server_time.lua
+    -- The server's clock, read once per run into server_now (µs): the calls of a batch that ask for
+    -- it share one reading (false until read). A script that stores now as a score (the sliding
+    -- window's ZADD, with time_text set) also gets it as text in server_text. Each converts TIME's
+    -- two strings the way that costs it least: with the text, the µs are padded to six digits
+    -- (which they have nine times in ten), joined to the seconds and converted once, a conversion
+    -- (strtod) costing the server about 1 500 instructions; without, joining would cost about 550
+    -- more than converting both strings.
     if not server_now then
       local t = redis.call('TIME')
-      server_now = t[1] * 1000000 + t[2]
+      if time_text then
+        local us = t[2]
+        if #us < 6 then us = string.sub('00000', #us) .. us end
+        server_text = t[1] .. us
+        server_now = server_text + 0
+      else
+        server_now = t[1] * 1000000 + t[2]
+      end
     end
     now = server_now
   else
@@ -40,6 +84,10 @@ while pos <= last do
   if ARGV[pos + 1] ~= '1' then cost = ARGV[pos + 1] + 0 end
   local m = ARGV[pos + 2] + 0
   pos = pos + 3
+  -- parts/decision.lua
+  -- The call's decision, built rule by rule (verdict.lua merges each rule's verdict into it):
+  -- allowed (1/0), the limit and rule it reports (at_g, at_r, 1-based; 0: none yet), the
+  -- retry-after, and that rule's remaining (-1: no rule yet) and reset (µs).
   local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
   local at = now
   -- The call's limits, over KEYS[base + 1] to KEYS[base + m]: each decided by o1_limit, then,
@@ -49,7 +97,282 @@ while pos <= last do
   local set1, exp1, sets, exps
   for g = 1, m do
     local key = KEYS[base + g]
-    --@o1_limit
+    -- parts/o1_limit.lua
+    -- One limit of an O(1) algorithm (fw, swc, tb, lb, gcra) over its HASH: reads its rules'
+    -- states, runs each rule's algorithm, and leaves what the call would write. Rule r's state is
+    -- the field named r (1-based, longest window first), its integers packed as little-endian
+    -- doubles by the algorithm's part (bucket.lua, window_counter.lua, fixed_window.lua).
+    -- Measured in instructions of redis-server, a number given to redis.call costs the server a
+    -- printf (about 4 000 instructions for a time in µs), a field more in HMGET/HSET about 2 500,
+    -- and each C function call from Lua about as much as 50 VM instructions: packed states are read
+    -- and written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is
+    -- `%`, max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
+    -- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, release, peek,
+    -- statuses, muldiv and the decision. Leaves pos after the limit's arguments and sets set (HSET's
+    -- arguments, key first; nil: nothing to write) and expiry (decide mode: the key's new expiry in
+    -- ms, or false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
+    local alg = ARGV[pos]
+    local n = 1
+    if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
+    local burst = ARGV[pos + 2]
+    if burst == '0' then burst = false else burst = burst + 0 end
+    pos = pos + 3
+    local bucket, swc = alg == 'gcra' or alg == 'tb' or alg == 'lb', alg == 'swc'
+    if not (bucket or swc or alg == 'fw') then
+      return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg))
+    end
+    local v
+    if n == 1 then
+      v = redis.call('HGET', key, '1')
+    else
+      local fields = {}
+      for r = 1, n do fields[r] = r .. '' end
+      v = redis.call('HMGET', key, unpack(fields))
+    end
+    -- The expiry lies on a grid of 1/64 of the longest window (ms): a busy key refreshes it about
+    -- 64 times per window, not on every call. `was`: when the stored state stops mattering (false
+    -- if a rule has none); `newest`: when the new state does.
+    local grid = ARGV[pos] / 64000
+    grid = grid - grid % 1
+    if grid < 1 then grid = 1 end
+    local set, was, newest = nil, 0, now
+    for r = 1, n do
+      local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
+      pos = pos + 2
+      local cap = burst or count
+      local s = v
+      if n > 1 then s = v[r] end
+      local left, wait, rst, till, held, state
+      if bucket then
+        -- parts/bucket.lua
+        -- One rule of TokenBucket, LeakyBucket or Gcra: the three are one admission rule. The bucket
+        -- drains at count / w; a call passes iff level + cost <= cap. Its state is E, the instant the
+        -- bucket is empty (GCRA's theoretical arrival time; a token bucket's tokens are cap - level), an
+        -- exact fraction e + f / count (integers, 0 <= f < count), stored as struct.pack('<dd', e, f).
+        -- With T = w / count = q + rq / count and D = max(E, now) - now: a call passes iff
+        -- D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
+        -- E = now + D + cost * T. Spans are kept relative to now as (µs, numerator over count); an
+        -- admitted one is at most cap * T, which the limit's bounds keep under 2^45 µs.
+        -- Reads: w, count, cap, now, at (release: when the call was admitted), cost, release, peek,
+        -- muldiv, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
+        -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
+        -- again), till (when the new state stops mattering), held (when the stored one did, or false),
+        -- state (the new one, packed; false: nothing to write).
+        local rq = w % count
+        local q = (w - rq) / count
+        local e, f, dI, dF = 0, 0, 0, 0
+        held, state = false, false
+        if s and #s == 16 then
+          e, f = struct.unpack('<dd', s)
+          held = e
+          if f > 0 then held = e + 1 end
+          if e >= now then dI, dF = e - now, f end
+        end
+        if cost > cap then
+          -- Never fits (the caller refuses such a cost before asking), and was never admitted.
+          left, wait, rst, till = -1, w, 0, now
+        else
+          -- cost * T = cI + cF / count
+          local cI, cF = q, rq
+          if cost ~= 1 then
+            cI, cF = muldiv(cost, rq, count)
+            cI = cI + cost * q
+          end
+          if release then
+            -- Give back what this call added: E - cost * T, never before now (a bucket never holds
+            -- more than its capacity), and nothing once the bucket is empty or the call's units have
+            -- drained.
+            -- A full bucket drains in cap * T: the call's units are gone by then, whatever came after.
+            local fI, fF = muldiv(cap, rq, count)
+            fI = fI + cap * q
+            local since = now - at
+            local fresh = since < fI or (since == fI and fF > 0)
+            if held and fresh and (e > now or (e == now and f > 0)) then
+              e, f = e - cI, f - cF
+              if f < 0 then e, f = e - 1, f + count end
+              if e < now then e, f = now, 0 end
+              state = struct.pack('<dd', e, f)
+            end
+          else
+            -- D' = D + cost * T = nI + nF / count
+            local nI, nF = dI + cI, dF + cF
+            if nF >= count then nI, nF = nI + 1, nF - count end
+            rst = nI
+            if nF > 0 then rst = nI + 1 end
+            till = now + rst
+            left = -1
+            -- D' <= cap * T needs nI <= cap * (q + 1): past that (the clock went back) it is refused
+            -- without the product, whose quotient then stays below 2^53.
+            if nI <= cap * (q + 1) then
+              -- u = ceil(D' / T) = ceil((nI * count + nF) / w): the units in the bucket after the call.
+              local u, ur = muldiv(count, nI, w)
+              ur = ur + nF
+              local extra = ur % w
+              u = u + (ur - extra) / w
+              if extra > 0 then u = u + 1 end
+              left = cap - u
+            end
+            if left < 0 then
+              -- It passes once D' - cap * T has drained: wait = ceil(D' - cap * T) > 0.
+              local bI, bF = muldiv(cap, rq, count)
+              wait = nI - bI - cap * q
+              if nF > bF then wait = wait + 1 end
+            elseif not peek then
+              state = struct.pack('<dd', now + nI, nF)
+            end
+          end
+        end
+      elseif swc then
+        -- parts/window_counter.lua
+        -- One SlidingWindowCounter rule: with cur and prev the counts of the current and the previous
+        -- fixed window and e the time into the current one, a call passes iff
+        -- prev * (w - e) + (cur + cost) * w <= count * w, i.e. iff
+        -- cur + cost + ceil(prev * (w - e) / w) <= count. State: the index of the window counted, its
+        -- count and the count of the window before it, struct.pack('<ddd', i, c, p). Reads: w, count,
+        -- now, at (release: when the call was admitted), cost, release, peek, muldiv, and the stored
+        -- state s (a 24-byte string, or false). Sets: left (remaining after the call; < 0: refused),
+        -- wait (refused: the retry-after), rst (the reset), till (when the new state stops mattering),
+        -- held (when the stored one did, or false), state (the new one, packed; false: nothing to
+        -- write).
+        local e = now % w
+        local idx = (now - e) / w
+        local cur, prev = 0, 0
+        held, state = false, false
+        if s and #s == 24 then
+          local i, c, p = struct.unpack('<ddd', s)
+          held = (i + 2) * w
+          if i == idx then cur, prev = c, p
+          elseif i == idx - 1 then prev = c end
+          if release then
+            -- The call's units are in the window it was admitted in (at), which still weighs while it
+            -- is the current or the previous one: stored as i's count, or as the previous count of
+            -- the window after it (whatever now is: a refund at a pinned time before the stored
+            -- window still finds it there; later, that count weighs nowhere and changing it is moot).
+            local ae = at % w
+            local ai = (at - ae) / w
+            if i == ai and ai >= idx - 1 then
+              c = c - cost
+              if c < 0 then c = 0 end
+              state = struct.pack('<ddd', i, c, p)
+            elseif i == ai + 1 then
+              p = p - cost
+              if p < 0 then p = 0 end
+              state = struct.pack('<ddd', i, c, p)
+            end
+          end
+        end
+        if not release then
+          -- The previous window's weight now, rounded up.
+          local weight = 0
+          if prev > 0 then
+            local r
+            weight, r = muldiv(prev, w - e, w)
+            if r > 0 then weight = weight + 1 end
+          end
+          left = count - cur - cost - weight
+          rst = 0
+          if cur + cost > 0 then rst = 2 * w - e elseif prev > 0 then rst = w - e end
+          till = now - e + 2 * w
+          if left < 0 then
+            if cost > count then
+              -- Never fits (the caller refuses such a cost before asking).
+              wait = w
+            elseif cur + cost > count then
+              -- Not in this window. In the next one (prev = cur, cur = 0) it passes from the least e'
+              -- with cur * (w - e') <= (count - cost) * w: e' = w - floor((count - cost) * w / cur).
+              wait = 2 * w - e - muldiv(count - cost, w, cur)
+            else
+              -- Later in this window: from e' = w - floor((count - cur - cost) * w / prev).
+              wait = w - e - muldiv(count - cur - cost, w, prev)
+            end
+          elseif not peek then
+            state = struct.pack('<ddd', idx, cur + cost, prev)
+          end
+        end
+      else
+        -- parts/fixed_window.lua
+        -- One FixedWindow rule: windows start at multiples of w since the epoch; a call passes iff the
+        -- window's count + cost <= count. State: the index of the window counted and its count,
+        -- struct.pack('<dd', i, c). Reads: w, count, now, at (release: when the call was admitted),
+        -- cost, release, peek, and the stored state s (a 16-byte string, or false). Sets: left
+        -- (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the reset),
+        -- till (when the new state stops mattering), held (when the stored one did, or false), state
+        -- (the new one, packed; false: nothing to write).
+        local e = now % w
+        local idx = (now - e) / w
+        local cur, same = 0, false
+        held, state = false, false
+        if s and #s == 16 then
+          local i, c = struct.unpack('<dd', s)
+          held = (i + 1) * w
+          if i == idx then cur, same = c, true end
+        end
+        if release then
+          -- The call's units count only in the window it was admitted in (at), while it lasts.
+          local ae = at % w
+          if same and (at - ae) / w == idx then
+            cur = cur - cost
+            if cur < 0 then cur = 0 end
+            state = struct.pack('<dd', idx, cur)
+          end
+        else
+          left = count - cur - cost
+          -- A cost over the count never fits (the caller refuses it before asking).
+          wait = w - e
+          if cost > count then wait = w end
+          -- The reset: the window's end (a peek of an empty window: 0).
+          rst = w - e
+          if peek and cur == 0 then rst = 0 end
+          till = now - e + w
+          if left >= 0 and not peek then state = struct.pack('<dd', idx, cur + cost) end
+        end
+      end
+      if not held then was = false elseif was and held > was then was = held end
+      if peek then
+        if left < 0 then left = 0 end
+        statuses[#statuses + 1] = left
+        statuses[#statuses + 1] = rst
+      else
+        if not release then
+          -- parts/verdict.lua
+          -- Merges one rule's verdict into the call's decision, as deciding every rule at once would: a
+          -- refusal with the longest wait wins, the earlier on ties (waiting it is enough for every
+          -- rule); else the tightest rule, the one with the least remaining, the earlier on ties.
+          -- Reads: g and r (the limit and rule, 1-based), left (what the rule has left after the call;
+          -- < 0: refused), wait (refused: the retry-after), rst (admitted: the reset) and the decision.
+          if left < 0 then
+            if allowed == 1 or wait > retry then
+              allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
+            end
+          elseif allowed == 1 and (remaining < 0 or left < remaining) then
+            at_g, at_r, remaining, reset = g, r, left, rst
+          end
+          if till > newest then newest = till end
+        end
+        if state then
+          if n == 1 then
+            set = {key, '1', state}
+          else
+            if not set then set = {key} end
+            local m = #set
+            set[m + 1], set[m + 2] = r .. '', state
+          end
+        end
+      end
+    end
+    local expiry = false
+    if not (peek or release) then
+      -- The grid line after the instant (ms, rounded up) the new state stops mattering; unchanged
+      -- when the stored state's line is no earlier (a release only lowers the stored state).
+      local ms = newest + 999
+      ms = (ms - ms % 1000) / 1000
+      expiry = ms - ms % grid + grid
+      if was then
+        ms = was + 999
+        ms = (ms - ms % 1000) / 1000
+        if expiry <= ms - ms % grid + grid then expiry = false end
+      end
+    end
     if g == 1 then
       set1, exp1 = set, expiry
     else

@@ -1,15 +1,16 @@
--- One limit of an O(1) algorithm (fw, swc, tb, lb, gcra) over its HASH (spliced where
--- `--@o1_limit` stands): reads its rules' states, runs each rule's algorithm, and leaves what
--- the call would write. Rule r's state is the field named r (1-based, longest window first),
--- its integers packed as little-endian doubles by the algorithm's fragment. Measured in
--- instructions of redis-server, a number given to redis.call costs the server a printf (about
--- 4 000 instructions for a time in µs), a field more in HMGET/HSET about 2 500, and each C
--- function call from Lua about as much as 50 VM instructions: packed states are read and
--- written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is `%`,
--- max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
--- In scope: key, g, pos (at the limit's algorithm argument), now, cost, release, peek, statuses
--- and the decision's locals. Leaves pos after the limit's arguments and, in decide mode, set
--- (HSET's arguments, key first) and expiry (the key's new expiry in ms, or false: unchanged).
+-- One limit of an O(1) algorithm (fw, swc, tb, lb, gcra) over its HASH: reads its rules'
+-- states, runs each rule's algorithm, and leaves what the call would write. Rule r's state is
+-- the field named r (1-based, longest window first), its integers packed as little-endian
+-- doubles by the algorithm's part (bucket.lua, window_counter.lua, fixed_window.lua).
+-- Measured in instructions of redis-server, a number given to redis.call costs the server a
+-- printf (about 4 000 instructions for a time in µs), a field more in HMGET/HSET about 2 500,
+-- and each C function call from Lua about as much as 50 VM instructions: packed states are read
+-- and written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is
+-- `%`, max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
+-- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, release, peek,
+-- statuses, muldiv and the decision. Leaves pos after the limit's arguments and sets set (HSET's
+-- arguments, key first; nil: nothing to write) and expiry (decide mode: the key's new expiry in
+-- ms, or false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
 local alg = ARGV[pos]
 local n = 1
 if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
@@ -56,13 +57,7 @@ for r = 1, n do
     statuses[#statuses + 1] = rst
   else
     if not release then
-      if left < 0 then
-        -- The refusing rule with the longest wait is reported: waiting it is enough for all.
-        if allowed == 1 or wait > retry then allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait end
-      elseif allowed == 1 and (remaining < 0 or left < remaining) then
-        -- The tightest rule so far.
-        at_g, at_r, remaining, reset = g, r, left, rst
-      end
+      --@verdict
       if till > newest then newest = till end
     end
     if state then

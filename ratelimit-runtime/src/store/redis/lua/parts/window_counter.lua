@@ -1,12 +1,13 @@
--- One SlidingWindowCounter rule (spliced where `--@window_counter` stands): with cur and prev the
--- counts of the current and the previous fixed window and e the time into the current one, a
--- call passes iff prev * (w - e) + (cur + cost) * w <= count * w, i.e. iff
+-- One SlidingWindowCounter rule: with cur and prev the counts of the current and the previous
+-- fixed window and e the time into the current one, a call passes iff
+-- prev * (w - e) + (cur + cost) * w <= count * w, i.e. iff
 -- cur + cost + ceil(prev * (w - e) / w) <= count. State: the index of the window counted, its
--- count and the count of the window before it, struct.pack('<ddd', i, c, p).
--- In scope: w, count, now, at (release: when the call was admitted), cost, release, peek, the stored state s (a 24-byte string, or false).
--- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
--- reset), till (when the new state stops mattering), held (when the stored one did, or false),
--- state (the new one, packed; false: nothing to write).
+-- count and the count of the window before it, struct.pack('<ddd', i, c, p). Reads: w, count,
+-- now, at (release: when the call was admitted), cost, release, peek, muldiv, and the stored
+-- state s (a 24-byte string, or false). Sets: left (remaining after the call; < 0: refused),
+-- wait (refused: the retry-after), rst (the reset), till (when the new state stops mattering),
+-- held (when the stored one did, or false), state (the new one, packed; false: nothing to
+-- write).
 local e = now % w
 local idx = (now - e) / w
 local cur, prev = 0, 0

@@ -1,15 +1,16 @@
--- One rule of TokenBucket, LeakyBucket or Gcra (spliced where `--@bucket` stands): the three
--- are one admission rule. The bucket drains at count / w; a call passes iff level + cost <= cap.
--- Its state is E, the instant the bucket is empty (GCRA's theoretical arrival time; a token
--- bucket's tokens are cap - level), an exact fraction e + f / count (integers, 0 <= f < count),
--- stored as struct.pack('<dd', e, f). With T = w / count = q + rq / count and D = max(E, now) - now:
--- a call passes iff D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
+-- One rule of TokenBucket, LeakyBucket or Gcra: the three are one admission rule. The bucket
+-- drains at count / w; a call passes iff level + cost <= cap. Its state is E, the instant the
+-- bucket is empty (GCRA's theoretical arrival time; a token bucket's tokens are cap - level), an
+-- exact fraction e + f / count (integers, 0 <= f < count), stored as struct.pack('<dd', e, f).
+-- With T = w / count = q + rq / count and D = max(E, now) - now: a call passes iff
+-- D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
 -- E = now + D + cost * T. Spans are kept relative to now as (µs, numerator over count); an
 -- admitted one is at most cap * T, which the limit's bounds keep under 2^45 µs.
--- In scope: w, count, cap, now, at (release: when the call was admitted), cost, release, peek, the stored state s (a 16-byte string, or false).
--- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
--- reset: when the bucket is empty again), till (when the new state stops mattering), held (when
--- the stored one did, or false), state (the new one, packed; false: nothing to write).
+-- Reads: w, count, cap, now, at (release: when the call was admitted), cost, release, peek,
+-- muldiv, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
+-- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
+-- again), till (when the new state stops mattering), held (when the stored one did, or false),
+-- state (the new one, packed; false: nothing to write).
 local rq = w % count
 local q = (w - rq) / count
 local e, f, dI, dF = 0, 0, 0, 0

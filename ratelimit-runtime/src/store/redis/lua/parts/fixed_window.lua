@@ -1,10 +1,10 @@
--- One FixedWindow rule (spliced where `--@fixed_window` stands): windows start at multiples of w
--- since the epoch; a call passes iff the window's count + cost <= count. State: the index of the
--- window counted and its count, struct.pack('<dd', i, c).
--- In scope: w, count, now, at (release: when the call was admitted), cost, release, peek, the stored state s (a 16-byte string, or false).
--- Sets: left (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the
--- reset), till (when the new state stops mattering), held (when the stored one did, or false),
--- state (the new one, packed; false: nothing to write).
+-- One FixedWindow rule: windows start at multiples of w since the epoch; a call passes iff the
+-- window's count + cost <= count. State: the index of the window counted and its count,
+-- struct.pack('<dd', i, c). Reads: w, count, now, at (release: when the call was admitted),
+-- cost, release, peek, and the stored state s (a 16-byte string, or false). Sets: left
+-- (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the reset),
+-- till (when the new state stops mattering), held (when the stored one did, or false), state
+-- (the new one, packed; false: nothing to write).
 local e = now % w
 local idx = (now - e) / w
 local cur, same = 0, false
