@@ -1,9 +1,10 @@
 //! One Redis server: every decision is one `EVALSHA` of a decision script (concurrent
-//! sliding-window or O(1) calls share one: store/batch.rs); the commands that build them.
+//! sliding-window or O(1) calls share one: batch/), built by commands.rs.
 
 pub(crate) mod batch;
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
+pub(crate) mod commands;
 pub(crate) mod error;
 pub(crate) mod probe;
 pub(crate) mod script;
@@ -19,14 +20,16 @@ use crate::metrics;
 use crate::model::policy::RuleStatus;
 use crate::rt::io;
 use batch::{Batcher, Route};
+use commands::{del_command, general_command, peek_command, release_command, ScriptOp};
 use error::redis_error;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::Cmd;
-use script::{eval, eval_raw, load_scripts, query_script, Script, GENERAL};
+use script::{eval, eval_raw, load_scripts, query_script};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tls::TlsConfig;
+
+pub(crate) use commands::redact;
 
 /// A member no other call, in this process or any other, will use: a random per-process UUID
 /// with a per-call counter folded into its low half. 16 raw bytes keep the ZSET small.
@@ -103,109 +106,6 @@ impl Drop for RedisStore {
     }
 }
 
-/// What a run of the decision script does: decide, give back what a decision with the same member
-/// admitted, or read without writing.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ScriptOp {
-    Decide,
-    /// Gives back what a decision with the same member admitted at this time (µs; 0: now).
-    Release(u64),
-    /// Read every rule at cost 0 and write nothing (`Limiter::peek`).
-    Peek,
-}
-
-/// The general script's `EVALSHA` for the limits `indices` of `call` in `mode`.
-pub(crate) fn general_command(
-    call: &Call<'_>,
-    indices: impl Iterator<Item = usize> + Clone,
-    member: &[u8; 16],
-    mode: ScriptOp,
-) -> (Cmd, &'static Script) {
-    let enforced = call.enforced();
-    let shadow = indices.clone().filter(|&i| i >= enforced).count();
-    // Sized once: growing the command's buffers argument by argument cost more than building it.
-    // Eight fixed arguments (EVALSHA, SHA, key count, now, cost, member, mode, admitted), ~80
-    // bytes.
-    let (mut args, mut bytes) = (8, 90);
-    for i in indices.clone() {
-        let limit = &call.limits[i];
-        args += 1 + limit.policy_args.len() + limit.script_args.len() + 3;
-        bytes += 24
-            + call.subjects[i].len() * 3
-            + limit.redis_key_len()
-            + limit.policy_args.iter().chain(&limit.script_args).map(Vec::len).sum::<usize>();
-    }
-    let mut cmd = Cmd::with_capacity(args, bytes);
-    cmd.arg("EVALSHA").arg(GENERAL.sha()).arg(indices.clone().count());
-    for i in indices.clone() {
-        cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
-    }
-    cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(&member[..]);
-    match mode {
-        ScriptOp::Decide => cmd.arg("d").arg(shadow),
-        ScriptOp::Release(at) => cmd.arg("r").arg(at),
-        ScriptOp::Peek => cmd.arg("p").arg(0),
-    };
-    for i in indices {
-        let limit = &call.limits[i];
-        for a in limit.policy_args.iter().chain(&limit.script_args) {
-            cmd.arg(a.as_slice());
-        }
-    }
-    (cmd, &GENERAL)
-}
-
-/// The `EVALSHA` that gives back what `release` names (see [`Store::release`]).
-pub(crate) fn release_command(release: &Release<'_>) -> (Cmd, &'static Script) {
-    general_command(&release.call, release.indices.iter().copied(), &release.member, ScriptOp::Release(release.at_us))
-}
-
-/// A limit's key for one subject as a command argument, written straight into the command's
-/// buffer (no key `Vec` per call).
-struct KeyArg<'a> {
-    limit: &'a crate::model::compiled::CompiledLimit,
-    subject: &'a [u8],
-}
-
-impl redis::ToRedisArgs for KeyArg<'_> {
-    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
-        // Writing to the command's buffer cannot fail.
-        let _ = self.limit.write_redis_key(self.subject, &mut out.writer_for_next_arg());
-    }
-}
-
-/// The peek of the targets' limits `indices` (all in one slot on a cluster): the command, and
-/// the limits to read its answer with.
-pub(crate) fn peek_command(targets: &Targets<'_>, indices: &[usize]) -> (Cmd, &'static Script) {
-    let subjects: Vec<&[u8]> = targets.subjects.iter().map(|s| s.unwrap_or(&[])).collect();
-    let call = Call { limits: targets.limits, subjects: &subjects, cost: 0, now_us: targets.now_us, shadow: 0 };
-    // A peek gives back nothing by member: any will do.
-    general_command(&call, indices.iter().copied(), &[0; 16], ScriptOp::Peek)
-}
-
-/// `DEL` of the targets' keys for the limits `indices`, with their blocks.
-pub(crate) fn del_command(targets: &Targets<'_>, indices: &[usize]) -> Cmd {
-    let mut cmd = redis::cmd("DEL");
-    for &i in indices {
-        if let Some(subject) = targets.subjects[i] {
-            let key = targets.limits[i].redis_key(subject);
-            if targets.limits[i].block_us > 0 {
-                cmd.arg([&key[..], b":blk"].concat());
-            }
-            cmd.arg(key);
-        }
-    }
-    cmd
-}
-
-/// The URL without its password, for logs.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
-        _ => url.to_owned(),
-    }
-}
-
 impl Store for RedisStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         self.breaker.call(|| {
@@ -233,7 +133,7 @@ impl Store for RedisStore {
 
     fn release(&self, release: &Release<'_>) -> Answer<()> {
         self.breaker.call(|| {
-            let cmd = release_command(release);
+            let cmd = release_command(release, release.indices.iter().copied());
             let mut conn = self.conn.clone();
             let timeout = self.timeout;
             async move {
@@ -292,12 +192,6 @@ impl Store for RedisStore {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(super::redact("redis://user:secret@host:6379/0"), "redis://***@host:6379/0");
-        assert_eq!(super::redact("redis://host:6379"), "redis://host:6379");
-    }
-
     #[test]
     fn members_are_unique() {
         let a = super::unique_member();

@@ -18,9 +18,10 @@
 //! ends that pause as soon as a sentinel names another primary.
 
 use super::batch::{self, Batcher, Route};
+use super::commands::{del_command, general_command, peek_command, redact, release_command, ScriptOp};
 use super::error::redis_error;
 use super::script::{eval, eval_raw, load_scripts, query_script};
-use super::{del_command, general_command, peek_command, redact, release_command, unique_member, ScriptOp};
+use super::unique_member;
 use crate::error::StoreError;
 use crate::metrics;
 use crate::model::policy::RuleStatus;
@@ -565,7 +566,7 @@ impl Store for SentinelStore {
 
     fn release(&self, release: &Release<'_>) -> Answer<()> {
         self.shared.breaker.call(|| {
-            let cmd = Arc::new(release_command(release));
+            let cmd = Arc::new(release_command(release, release.indices.iter().copied()));
             run(self.shared.clone(), move |mut conn| {
                 let cmd = cmd.clone();
                 async move {
