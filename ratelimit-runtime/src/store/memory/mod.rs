@@ -5,8 +5,7 @@
 //! so memory is bounded by the subjects active within their longest window.
 
 use super::peek_reset::Targets;
-use super::Answer;
-use super::{Call, Pending, Release, Store};
+use super::{unique_member, Answer, Call, Internal, Operations, Pending, Release, Store};
 use crate::algorithm::{refund, Algorithm, Rate};
 use crate::metrics::{self, StoreMetrics};
 use crate::model::compiled::CompiledLimit;
@@ -211,7 +210,7 @@ impl MemoryStore {
             return (d, now);
         }
         if call.limits.iter().any(CompiledLimit::is_concurrency) {
-            d.member = crate::store::redis::unique_member();
+            d.member = unique_member();
         }
 
         // Commit: every limit records the call.
@@ -223,7 +222,7 @@ impl MemoryStore {
         (d, now)
     }
 
-    /// Gives back what an admitted call took (see [`Store::release`]).
+    /// Gives back what an admitted call took (see [`Operations::release`]).
     fn release_now(&self, release: &Release<'_>) {
         let now = release.call.now_us.unwrap_or_else(|| self.now_us());
         let call = &release.call;
@@ -340,7 +339,7 @@ fn next_tick() -> u32 {
     })
 }
 
-impl Store for MemoryStore {
+impl Operations for MemoryStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         let tick = next_tick();
         if StoreMetrics::sampled(tick) {
@@ -363,15 +362,23 @@ impl Store for MemoryStore {
         Answer::Ready(Ok(()))
     }
 
-    fn describe(&self) -> String {
-        "memory".to_owned()
-    }
-
-    fn label(&self) -> &'static str {
+    fn label(&self, _: Internal) -> &'static str {
         "memory"
     }
 
-    fn now_us(&self) -> u64 {
+    /// Decisions are made in process.
+    fn is_remote(&self, _: Internal) -> bool {
+        false
+    }
+
+    /// The store's own clock: the one its refusals were decided by.
+    fn now_us(&self, _: Internal) -> u64 {
         MemoryStore::now_us(self)
+    }
+}
+
+impl Store for MemoryStore {
+    fn describe(&self) -> String {
+        "memory".to_owned()
     }
 }

@@ -21,18 +21,17 @@ use super::commands::{del_command, general_command, peek_command, redact, releas
 use super::error::redis_error;
 use super::script::{eval, eval_raw, load_scripts, Script};
 use super::tls::{is_tls_url, TlsConfig};
-use super::unique_member;
 use crate::error::StoreError;
 use crate::metrics;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
 use crate::model::key::cluster_slot;
 use crate::model::policy::RuleStatus;
+use crate::rt::clock::{Clock, SystemClock};
 use crate::rt::io;
 use crate::store::breaker::{Breaker, MAX_PAUSE};
 use crate::store::peek_reset::{read_statuses, shapes, Shapes, Targets};
-use crate::store::Answer;
-use crate::store::{Call, Pending, Release, Store};
+use crate::store::{unique_member, Answer, Call, Internal, Operations, Pending, Release, Store};
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::Cmd;
@@ -122,21 +121,13 @@ struct SlotPart {
     release: (Cmd, &'static Script),
 }
 
-impl Store for ClusterStore {
+impl Operations for ClusterStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         self.breaker.call(|| self.decide_call(call))
     }
 
     fn release(&self, release: &Release<'_>) -> Answer<()> {
         self.breaker.call(|| self.release_call(release))
-    }
-
-    fn describe(&self) -> String {
-        format!("redis cluster ({})", self.nodes)
-    }
-
-    fn label(&self) -> &'static str {
-        "cluster"
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
@@ -147,8 +138,22 @@ impl Store for ClusterStore {
         self.breaker.call(|| self.reset_call(targets))
     }
 
-    fn is_remote(&self) -> bool {
+    fn label(&self, _: Internal) -> &'static str {
+        "cluster"
+    }
+
+    fn is_remote(&self, _: Internal) -> bool {
         true
+    }
+
+    fn now_us(&self, _: Internal) -> u64 {
+        SystemClock.now_us()
+    }
+}
+
+impl Store for ClusterStore {
+    fn describe(&self) -> String {
+        format!("redis cluster ({})", self.nodes)
     }
 }
 

@@ -13,32 +13,22 @@ pub(crate) mod tls;
 
 use super::breaker::{Breaker, MAX_PAUSE};
 use super::peek_reset::{read_statuses, shapes, Targets};
-use super::Answer;
-use super::{Call, Pending, Release, Store};
+use super::{unique_member, Answer, Call, Internal, Operations, Pending, Release, Store};
 use crate::error::StoreError;
 use crate::metrics;
 use crate::model::policy::RuleStatus;
+use crate::rt::clock::{Clock, SystemClock};
 use crate::rt::io;
 use batch::{Batcher, Route};
 use commands::{del_command, general_command, peek_command, release_command, ScriptOp};
 use error::redis_error;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use script::{eval, eval_raw, load_scripts, query_script};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tls::TlsConfig;
 
 pub(crate) use commands::redact;
-
-/// A member no other call, in this process or any other, will use: a random per-process UUID
-/// with a per-call counter folded into its low half. 16 raw bytes keep the ZSET small.
-pub(crate) fn unique_member() -> [u8; 16] {
-    static PROCESS: OnceLock<u128> = OnceLock::new();
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let base = *PROCESS.get_or_init(|| uuid::Uuid::new_v4().as_u128());
-    (base ^ u128::from(COUNTER.fetch_add(1, Ordering::Relaxed))).to_be_bytes()
-}
 
 /// A store on one Redis server (or a primary behind a proxy), through a connection that
 /// reconnects by itself.
@@ -106,7 +96,7 @@ impl Drop for RedisStore {
     }
 }
 
-impl Store for RedisStore {
+impl Operations for RedisStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         self.breaker.call(|| {
             let member = unique_member();
@@ -177,25 +167,21 @@ impl Store for RedisStore {
         })
     }
 
-    fn describe(&self) -> String {
-        format!("redis ({})", self.url)
-    }
-
-    fn label(&self) -> &'static str {
+    fn label(&self, _: Internal) -> &'static str {
         "redis"
     }
 
-    fn is_remote(&self) -> bool {
+    fn is_remote(&self, _: Internal) -> bool {
         true
+    }
+
+    fn now_us(&self, _: Internal) -> u64 {
+        SystemClock.now_us()
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn members_are_unique() {
-        let a = super::unique_member();
-        let b = super::unique_member();
-        assert_ne!(a, b);
+impl Store for RedisStore {
+    fn describe(&self) -> String {
+        format!("redis ({})", self.url)
     }
 }

@@ -21,15 +21,15 @@ use super::batch::{self, Batcher, Route};
 use super::commands::{del_command, general_command, peek_command, redact, release_command, ScriptOp};
 use super::error::redis_error;
 use super::script::{eval, eval_raw, load_scripts, query_script};
-use super::unique_member;
+
 use crate::error::StoreError;
 use crate::metrics;
 use crate::model::policy::RuleStatus;
+use crate::rt::clock::{Clock, SystemClock};
 use crate::rt::io;
 use crate::store::breaker::Breaker;
 use crate::store::peek_reset::{read_statuses, shapes, Targets};
-use crate::store::Answer;
-use crate::store::{Call, Pending, Release, Store};
+use crate::store::{unique_member, Answer, Call, Internal, Operations, Pending, Release, Store};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{
     AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo,
@@ -535,7 +535,7 @@ impl ConnectionLike for Watched {
     }
 }
 
-impl Store for SentinelStore {
+impl Operations for SentinelStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
         self.shared.breaker.call(|| {
             let member = unique_member();
@@ -575,10 +575,6 @@ impl Store for SentinelStore {
                 }
             })
         })
-    }
-
-    fn label(&self) -> &'static str {
-        "sentinel"
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
@@ -622,6 +618,21 @@ impl Store for SentinelStore {
         })
     }
 
+    fn label(&self, _: Internal) -> &'static str {
+        "sentinel"
+    }
+
+    /// Decisions travel to the primary: the refusal cache is on by default, as for one Redis.
+    fn is_remote(&self, _: Internal) -> bool {
+        true
+    }
+
+    fn now_us(&self, _: Internal) -> u64 {
+        SystemClock.now_us()
+    }
+}
+
+impl Store for SentinelStore {
     fn describe(&self) -> String {
         self.shared.description.clone()
     }
