@@ -295,6 +295,11 @@ impl StoreMetrics {
         StoreMetrics { label, handles: OnceLock::new() }
     }
 
+    /// The `store` label.
+    pub(crate) fn label(&self) -> &'static str {
+        self.label
+    }
+
     fn handles(&self) -> &StoreHandles {
         self.handles.get_or_init(|| {
             let circuit = metrics::gauge!(CIRCUIT_OPEN, "store" => self.label);

@@ -123,7 +123,7 @@ struct SlotPart {
 
 impl Operations for ClusterStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        self.breaker.call(|| self.decide_call(call))
+        self.breaker.decide(|| self.decide_call(call))
     }
 
     fn release(&self, release: &Release<'_>) -> Answer<()> {
@@ -171,21 +171,17 @@ impl ClusterStore {
         };
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        async move {
-            metrics::CLUSTER
-                .timed(io::timeout(timeout, async {
-                    let mut d = if parts.is_empty() {
-                        Decision::admitted(0)
-                    } else {
-                        decide_by_slot(&mut conn, &parts, member).await?
-                    };
-                    if d.allowed && !shadow.is_empty() {
-                        shadow_by_slot(&mut conn, &shadow, member, enforced, &mut d).await;
-                    }
-                    Ok(d)
-                }))
-                .await
-        }
+        io::timeout(timeout, async move {
+            let mut d = if parts.is_empty() {
+                Decision::admitted(0)
+            } else {
+                decide_by_slot(&mut conn, &parts, member).await?
+            };
+            if d.allowed && !shadow.is_empty() {
+                shadow_by_slot(&mut conn, &shadow, member, enforced, &mut d).await;
+            }
+            Ok(d)
+        })
     }
 
     fn release_call(&self, release: &Release<'_>) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {

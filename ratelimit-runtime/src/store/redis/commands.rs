@@ -1,10 +1,16 @@
 //! The commands every Redis-backed store sends (one server, Sentinel, Cluster): the general
 //! decision script's `EVALSHA` in its three modes, and the `DEL` of a reset. Each takes the limits
-//! it covers by index, so that a cluster can send one command per slot.
+//! it covers by index, so that a cluster can send one command per slot. Then the requests a store
+//! sends through its link: a command, and how its reply is read.
 
-use super::script::{Script, GENERAL};
+use super::error::redis_error;
+use super::link::Request;
+use super::script::{eval, eval_raw, load_scripts, query_script, Script, GENERAL};
+use crate::error::StoreError;
 use crate::model::compiled::CompiledLimit;
+use crate::model::decision::Decision;
 use crate::store::{Call, Release, Targets};
+use redis::aio::ConnectionLike;
 use redis::Cmd;
 
 /// What a run of the decision script does: decide, give back what a decision with the same member
@@ -104,6 +110,62 @@ pub(crate) fn del_command(targets: &Targets<'_>, indices: &[usize]) -> Cmd {
         }
     }
     cmd
+}
+
+/// A decision script's run, its reply read as the decision of the call whose member it holds.
+pub(crate) struct Decide(pub(crate) (Cmd, &'static Script), pub(crate) [u8; 16]);
+
+impl Request for Decide {
+    type Reply = Decision;
+
+    async fn send_on<C: ConnectionLike + Send>(&self, conn: &mut C) -> Result<Decision, StoreError> {
+        eval(conn, &self.0, self.1).await
+    }
+}
+
+/// A script's run whose reply is taken as it comes: a batch (split by its batcher), a refund.
+pub(crate) struct Run(pub(crate) (Cmd, &'static Script));
+
+impl Request for Run {
+    type Reply = redis::Value;
+
+    async fn send_on<C: ConnectionLike + Send>(&self, conn: &mut C) -> Result<redis::Value, StoreError> {
+        query_script(conn, &self.0).await
+    }
+}
+
+/// A peek: the script's integers, two per rule.
+pub(crate) struct Peek(pub(crate) (Cmd, &'static Script));
+
+impl Request for Peek {
+    type Reply = Vec<i64>;
+
+    async fn send_on<C: ConnectionLike + Send>(&self, conn: &mut C) -> Result<Vec<i64>, StoreError> {
+        eval_raw(conn, &self.0).await
+    }
+}
+
+/// A reset's `DEL` (how many keys it removed does not matter).
+pub(crate) struct Del(pub(crate) Cmd);
+
+impl Request for Del {
+    type Reply = ();
+
+    async fn send_on<C: ConnectionLike + Send>(&self, conn: &mut C) -> Result<(), StoreError> {
+        self.0.query_async::<i64>(conn).await.map(drop).map_err(redis_error)
+    }
+}
+
+/// The loading of every decision script: the startup probe's (the first command also connects
+/// and authenticates).
+pub(crate) struct LoadScripts;
+
+impl Request for LoadScripts {
+    type Reply = ();
+
+    async fn send_on<C: ConnectionLike + Send>(&self, conn: &mut C) -> Result<(), StoreError> {
+        load_scripts(conn).await
+    }
 }
 
 /// The URL without its password, for logs.

@@ -18,6 +18,8 @@
 
 mod encode;
 
+use super::commands::Run;
+use super::link::Link;
 use super::script::Script;
 use crate::error::StoreError;
 use crate::model::decision::Decision;
@@ -26,8 +28,6 @@ use crate::store::Call;
 pub(crate) use encode::{batchable, encode, one_command, Encoded};
 use encode::{command, split};
 use redis::Cmd;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
@@ -44,15 +44,6 @@ const MAX_CALLS: usize = 64;
 
 /// One call's reply, as `Decision::from_script` takes it.
 type Reply = Result<[i64; 8], StoreError>;
-
-/// How a batch reaches the server: one `EVALSHA` of a batch script (loaded again on
-/// `NOSCRIPT`), sent as the store sends its commands (its connection, and whatever it does when
-/// the node is gone), answered with the script's reply.
-pub(crate) type Sender = Arc<
-    dyn Fn(Arc<(Cmd, &'static Script)>) -> Pin<Box<dyn Future<Output = Result<redis::Value, StoreError>> + Send>>
-        + Send
-        + Sync,
->;
 
 /// How a decision goes: queued with the calls concurrent with it, or as a command of its own
 /// sent from its caller's task, either a batch of one (it found nothing to join; it holds a slot
@@ -103,15 +94,16 @@ impl Drop for Slot {
 }
 
 impl Batcher {
-    /// A batcher whose batches `sender` sends, its sending task started on the I/O runtime.
-    /// `timeout` bounds a batch: by then each of its callers has given up.
-    pub(crate) fn start(sender: Sender, timeout: Duration) -> Result<Arc<Batcher>, StoreError> {
+    /// A batcher whose batches go through `link`, as the store sends its commands (and as it
+    /// does when the node is gone), its sending task started on the I/O runtime. `timeout`
+    /// bounds a batch: by then each of its callers has given up.
+    pub(crate) fn start<L: Link>(link: L, timeout: Duration) -> Result<Arc<Batcher>, StoreError> {
         let batcher = Arc::new(Batcher {
             state: Mutex::new(State { entries: Vec::new(), in_flight: 0, closed: false }),
             ready: Notify::new(),
             in_flight_max: IN_FLIGHT,
         });
-        io::handle()?.spawn(send_batches(batcher.clone(), sender, timeout));
+        io::handle()?.spawn(send_batches(batcher.clone(), link, timeout));
         Ok(batcher)
     }
 
@@ -202,11 +194,11 @@ impl Batcher {
 }
 
 /// The sending task: a batch as soon as calls are queued and a slot is free ([`IN_FLIGHT`]).
-async fn send_batches(batcher: Arc<Batcher>, sender: Sender, timeout: Duration) {
+async fn send_batches<L: Link>(batcher: Arc<Batcher>, link: L, timeout: Duration) {
     while let Some((batch, slot)) = batcher.next().await {
-        let sender = sender.clone();
+        let link = link.clone();
         tokio::spawn(async move {
-            send(&sender, batch, timeout).await;
+            send(&link, batch, timeout).await;
             drop(slot);
         });
     }
@@ -215,11 +207,12 @@ async fn send_batches(batcher: Arc<Batcher>, sender: Sender, timeout: Duration) 
 /// Sends one batch and gives each call its reply; an error (the script's, the connection's, a
 /// timeout) is every call's: the calls before the failing one may have been recorded, as a call
 /// whose reply is lost may have been.
-async fn send(sender: &Sender, batch: Vec<Entry>, timeout: Duration) {
+async fn send<L: Link>(link: &L, batch: Vec<Entry>, timeout: Duration) {
     let Some(first) = batch.first() else { return };
     let kind = first.call.kind;
-    let command = Arc::new((command(batch.iter().map(|e| &e.call), kind), kind.script()));
-    let answer = io::timeout(timeout, sender(command)).await;
+    // One `EVALSHA` of the batch script (loaded again on `NOSCRIPT`), answered with its reply.
+    let run = Run((command(batch.iter().map(|e| &e.call), kind), kind.script()));
+    let answer = io::timeout(timeout, link.send(&run)).await;
     match answer.and_then(|a| split(&a, batch.len())) {
         Ok(replies) => {
             for (entry, reply) in batch.into_iter().zip(replies) {
