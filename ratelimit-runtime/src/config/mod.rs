@@ -407,7 +407,7 @@ pub(crate) fn global() -> &'static Global {
         let deny_cache_size = config.as_ref().map_or(DEFAULT_DENY_CACHE_SIZE, |c| c.deny_cache_size);
         let store = config.and_then(|c| c.build_store()).unwrap_or_else(|e| {
             tracing::error!(error = %e, "ratelimit: cannot configure the store from the environment");
-            Arc::new(Unavailable(StoreError::misconfigured(e.0)))
+            Arc::new(Unavailable::new(StoreError::misconfigured(e.0)))
         });
         Global { store, on_error, deny_cache, deny_cache_size }
     })

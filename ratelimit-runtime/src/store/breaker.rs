@@ -13,8 +13,8 @@
 //!   answered the breaker closes; if it fails the breaker opens again with the next pause.
 //!
 //! Opening and closing are logged once each (warn, info) and shown by the gauge
-//! `ratelimit_store_circuit_open{store}`. The breaker records in the store's metrics the duration
-//! and error of each decision it lets through. The state is a few atomics: a closed breaker costs a
+//! `ratelimit_store_circuit_open{store}`. The breaker holds the store's metrics, and records
+//! there the duration and error of each decision it lets through. The state is a few atomics: a closed breaker costs a
 //! call two loads before and two after (no clock read, no write while nothing fails), and one
 //! reference count for the call's future to report back.
 
@@ -38,7 +38,7 @@ pub(crate) const MAX_PAUSE: Duration = Duration::from_secs(30);
 pub(crate) struct Breaker {
     /// The store, for logs (no password: a store's `describe`).
     store: String,
-    metrics: &'static StoreMetrics,
+    metrics: StoreMetrics,
     max_pause_us: u64,
     /// Failures in a row while closed.
     failures: AtomicU32,
@@ -79,7 +79,7 @@ fn is_outage(e: &StoreError) -> bool {
 impl Breaker {
     /// The breaker of the store described as `store` (for logs), whose metrics are `metrics`,
     /// pausing at most `max_pause`.
-    pub(crate) fn new(store: String, metrics: &'static StoreMetrics, max_pause: Duration) -> Arc<Breaker> {
+    pub(crate) fn new(store: String, metrics: StoreMetrics, max_pause: Duration) -> Arc<Breaker> {
         Arc::new(Breaker {
             store,
             metrics,
@@ -94,7 +94,7 @@ impl Breaker {
 
     /// The store's metrics.
     pub(crate) fn metrics(&self) -> &StoreMetrics {
-        self.metrics
+        &self.metrics
     }
 
     /// Runs one store call through the breaker: `call` makes the call's future (with its
@@ -279,7 +279,7 @@ mod tests {
     const S: u64 = 1_000_000;
 
     fn breaker(max: Duration) -> Arc<Breaker> {
-        Breaker::new("test".to_owned(), &crate::metrics::REDIS, max)
+        Breaker::new("test".to_owned(), StoreMetrics::new("redis"), max)
     }
 
     fn timeout() -> StoreError {

@@ -103,7 +103,7 @@ mod tests {
             ),
             #[cfg(feature = "cluster")]
             (Box::new(super::ClusterStore::open(&[nowhere.to_owned()], t).unwrap()), "cluster", true),
-            (Box::new(super::Unavailable(crate::error::StoreError::misconfigured("bad"))), "unavailable", false),
+            (Box::new(super::Unavailable::new(crate::error::StoreError::misconfigured("bad"))), "unavailable", false),
         ];
         for (store, label, remote) in &stores {
             assert_eq!((store.label(INTERNAL), store.is_remote(INTERNAL)), (*label, *remote), "{label}");

@@ -7,7 +7,7 @@
 use super::peek_reset::Targets;
 use super::{unique_member, Answer, Call, Internal, Operations, Pending, Release, Store};
 use crate::algorithm::{refund, Algorithm, Rate};
-use crate::metrics::{self, StoreMetrics};
+use crate::metrics::StoreMetrics;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
 use crate::model::policy::RuleStatus;
@@ -40,6 +40,9 @@ pub struct MemoryStore {
     /// `clock` itself when it is the CPU's counter (`MemoryStore::new`), read without a call
     /// through `dyn Clock`.
     counter: Option<&'static crate::rt::clock::CounterClock>,
+    /// Its duration histogram, one decision in [`MEMORY_SAMPLE`](crate::metrics::MEMORY_SAMPLE)
+    /// timed.
+    metrics: StoreMetrics,
 }
 
 impl Default for MemoryStore {
@@ -74,6 +77,7 @@ impl MemoryStore {
             hasher: RandomState::default(),
             clock,
             counter: None,
+            metrics: StoreMetrics::new("memory"),
         }
     }
 
@@ -319,7 +323,7 @@ impl MemoryStore {
     fn decide_timed(&self, call: &Call<'_>, tick: u32) -> Decision {
         let started = Instant::now();
         let decision = self.decide_now(call, tick);
-        metrics::MEMORY.duration(started.elapsed());
+        self.metrics.duration(started.elapsed());
         decision
     }
 }
@@ -363,7 +367,7 @@ impl Operations for MemoryStore {
     }
 
     fn label(&self, _: Internal) -> &'static str {
-        "memory"
+        self.metrics.label()
     }
 
     /// Decisions are made in process.

@@ -22,7 +22,7 @@ use super::error::redis_error;
 use super::script::{eval, eval_raw, load_scripts, Script};
 use super::tls::{is_tls_url, TlsConfig};
 use crate::error::StoreError;
-use crate::metrics;
+use crate::metrics::StoreMetrics;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
 use crate::model::key::cluster_slot;
@@ -80,7 +80,7 @@ impl ClusterStore {
         // Created inside the I/O runtime so that the connections and their refreshes live there.
         let _guard = io::handle()?.enter();
         let conn = client.get_pending_async_connection_with_config(ClusterConfig::default());
-        let breaker = Breaker::new(format!("redis cluster ({nodes})"), &metrics::CLUSTER, MAX_PAUSE);
+        let breaker = Breaker::new(format!("redis cluster ({nodes})"), StoreMetrics::new("cluster"), MAX_PAUSE);
         let store = ClusterStore { conn, timeout, nodes, breaker };
         let mut probe = store.conn.clone();
         // The cluster client hides why no node could be reached ("No connections found"): on
@@ -139,7 +139,7 @@ impl Operations for ClusterStore {
     }
 
     fn label(&self, _: Internal) -> &'static str {
-        "cluster"
+        self.breaker.metrics().label()
     }
 
     fn is_remote(&self, _: Internal) -> bool {

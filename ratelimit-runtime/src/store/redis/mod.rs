@@ -16,7 +16,7 @@ pub(crate) mod sentinel;
 pub(crate) mod tls;
 
 use crate::error::StoreError;
-use crate::metrics;
+use crate::metrics::StoreMetrics;
 use crate::rt::io;
 use crate::store::breaker::{Breaker, MAX_PAUSE};
 use crate::store::Store;
@@ -59,7 +59,7 @@ impl RedisStore {
         let _guard = io::handle()?.enter();
         let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(redis_error)?;
         let description = format!("redis ({redacted})");
-        let breaker = Breaker::new(description.clone(), &metrics::REDIS, MAX_PAUSE);
+        let breaker = Breaker::new(description.clone(), StoreMetrics::new("redis"), MAX_PAUSE);
         Ok(RedisStore { backed: RedisBacked::start(conn, description, timeout, breaker)? })
     }
 

@@ -22,7 +22,7 @@ mod spec;
 
 use super::backed::{OverRedis, RedisBacked};
 use crate::error::StoreError;
-use crate::metrics;
+use crate::metrics::StoreMetrics;
 use crate::store::breaker::Breaker;
 use crate::store::Store;
 use primary::Sentinels;
@@ -46,7 +46,7 @@ impl SentinelStore {
     /// Every call gives up after `timeout`, and the failure policy applies.
     pub fn open(spec: &SentinelSpec, timeout: Duration) -> Result<SentinelStore, StoreError> {
         let description = spec.describe();
-        let breaker = Breaker::new(description.clone(), &metrics::SENTINEL, MAX_PAUSE);
+        let breaker = Breaker::new(description.clone(), StoreMetrics::new("sentinel"), MAX_PAUSE);
         let sentinels = Sentinels::open(spec, timeout, breaker.clone())?;
         Ok(SentinelStore { backed: RedisBacked::start(sentinels, description, timeout, breaker)? })
     }
