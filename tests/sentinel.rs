@@ -297,3 +297,28 @@ async fn concurrent_calls_are_coalesced_on_the_primary() {
         assert!(runs * 2 < calls, "{algorithm:?}: {runs} script runs for {calls} calls");
     }
 }
+
+/// The local refusal cache is on for the Sentinel store, as for any remote store: one client
+/// refused 400 times (a limit of 1 per minute) costs the primary a handful of script runs, not
+/// one per call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_answered_locally_without_the_primary() {
+    let set = SentinelSet::start();
+    let store = store(&set, Duration::from_secs(2));
+    let warm = limiter("sn::refusals_warm", 1_000_000, FailurePolicy::Deny, &store);
+    let once = limiter("sn::refusals", 1, FailurePolicy::Deny, &store);
+    let client = [Subject::bytes(&b"client"[..])];
+    until_decided(&warm, &client, Duration::from_secs(10)).await;
+    let primary = set.primary_port().expect("a primary");
+    cli(primary, &["CONFIG", "RESETSTAT"]);
+    assert!(once.check(&client).await.is_ok(), "the first call has room");
+    for _ in 0..400 {
+        let refused = once.check(&client).await.expect_err("one call per minute");
+        assert_eq!(refused.cause(), Cause::Exceeded, "{refused}");
+        assert!(refused.retry_after() > Duration::from_secs(50), "{:?}", refused.retry_after());
+    }
+    let info = cli(primary, &["INFO", "commandstats"]).unwrap_or_default();
+    let runs = support::command_stat(&info, "evalsha", "calls");
+    eprintln!("1 admitted and 400 refused calls through the sentinel: {runs} script runs on the primary");
+    assert!(runs <= 3.0, "{runs} script runs for 1 admitted and 400 refused calls");
+}

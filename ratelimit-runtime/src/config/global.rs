@@ -74,7 +74,7 @@ pub(crate) fn global() -> &'static Global {
         let store = config.and_then(|c| c.build_store()).unwrap_or_else(|e| {
             tracing::error!(error = %e, "ratelimit: cannot configure the store from the environment");
             let unusable = StoreError::Misconfigured { context: String::new(), source: Some(Arc::new(e)) };
-            Arc::new(Unavailable(unusable))
+            Arc::new(Unavailable::new(unusable))
         });
         Global { store, overrides, on_error, refusal_cache, refusal_cache_size }
     })

@@ -34,7 +34,7 @@ use crate::model::policy::Policy;
 use crate::model::refusal::Cause;
 use crate::model::refusal::{Failure, RateLimited};
 use crate::model::subject::Subject;
-use crate::store::{Call, Pending, RemoteDecision, Store};
+use crate::store::{Call, Operations, Pending, RemoteDecision, INTERNAL};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,7 +166,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         }
         let store = self.limiter.store();
         if self.limiter.refusal_cache_on(store) {
-            self.cache_at = Some(self.pinned.unwrap_or_else(|| store.now_us()));
+            self.cache_at = Some(self.pinned.unwrap_or_else(|| store.now_us(INTERNAL)));
         }
         let set = self.set();
         let keys = match Keys::of(set, self.subjects) {
@@ -191,7 +191,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             // Each reserve answers its key's refusals itself; the exact limits' refusals are
             // not cached (a cached refusal would name the whole set's keys).
             self.cache_at = None;
-            self.sync.now_us = self.pinned.unwrap_or_else(|| store.now_us());
+            self.sync.now_us = self.pinned.unwrap_or_else(|| store.now_us(INTERNAL));
             return self.sync_from(0, keys.as_slice());
         }
         if let Some(now) = self.cache_at {

@@ -228,7 +228,7 @@ impl Limiter {
     fn resolve_refusal_cache(&self, store: &StoreHandle) -> bool {
         // Read first: a configuration set after this look is seen on a later call.
         let for_good = config::global::is_set();
-        let on = config::global::refusal_cache_settings().0.unwrap_or_else(|| store.is_remote());
+        let on = config::global::refusal_cache_settings().0.unwrap_or_else(|| store.is_remote(crate::store::INTERNAL));
         self.inner.refusal_cache_resolved.store(u8::from(on) + 1 + if for_good { 2 } else { 0 }, Ordering::Relaxed);
         on
     }

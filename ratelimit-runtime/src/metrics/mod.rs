@@ -264,8 +264,9 @@ fn start_timer_cold() -> Option<Instant> {
     Some(Instant::now())
 }
 
-/// A store kind's handles. One static per kind (the label is all that tells stores apart), built
-/// on first use.
+/// A store's handles, held by the store and built on its first call (a store built before the
+/// application installs its recorder still reports to it). Stores of one kind share their
+/// series: the label is all that tells them apart.
 pub(crate) struct StoreMetrics {
     label: &'static str,
     handles: OnceLock<StoreHandles>,
@@ -277,31 +278,26 @@ struct StoreHandles {
     circuit: Gauge,
 }
 
-/// The in-memory store.
-pub(crate) static MEMORY: StoreMetrics = StoreMetrics::new("memory");
-/// One Redis server.
-pub(crate) static REDIS: StoreMetrics = StoreMetrics::new("redis");
-/// A Redis Cluster.
-#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-pub(crate) static CLUSTER: StoreMetrics = StoreMetrics::new("cluster");
-/// Redis through Sentinel.
-pub(crate) static SENTINEL: StoreMetrics = StoreMetrics::new("sentinel");
-/// A store that could not be built.
-pub(crate) static UNAVAILABLE: StoreMetrics = StoreMetrics::new("unavailable");
-
 impl StoreMetrics {
-    /// The handles of stores labelled `label` (`memory`, `redis`, `cluster`, `sentinel`).
-    pub(crate) const fn new(label: &'static str) -> StoreMetrics {
+    /// The handles of a store labelled `label` (`memory`, `redis`, `cluster`, `sentinel`,
+    /// `unavailable`).
+    pub(crate) fn new(label: &'static str) -> StoreMetrics {
         StoreMetrics { label, handles: OnceLock::new() }
+    }
+
+    /// The `store` label.
+    pub(crate) fn label(&self) -> &'static str {
+        self.label
     }
 
     fn handles(&self) -> &StoreHandles {
         self.handles.get_or_init(|| {
             let circuit = metrics::gauge!(CIRCUIT_OPEN, "store" => self.label);
             // Shown from the first call, so that a dashboard sees 0 before any outage. A remote
-            // store's breaker opens only after failed calls, which came here first.
+            // store's breaker opens only after failed calls, which came here first. Added to, not
+            // set: another store of the same kind may have its breaker open.
             if self.label != "memory" {
-                circuit.set(0.0);
+                circuit.increment(0.0);
             }
             StoreHandles {
                 duration: metrics::histogram!(STORE_DURATION, "store" => self.label),
@@ -312,7 +308,7 @@ impl StoreMetrics {
         })
     }
 
-    /// A breaker of this kind of store opened (`true`) or closed.
+    /// The store's breaker opened (`true`) or closed.
     #[cold]
     pub(crate) fn circuit(&self, open: bool) {
         let gauge = &self.handles().circuit;

@@ -18,7 +18,7 @@ use tokio::time::Sleep;
 
 /// An answer still travelling from a remote store. It owns everything it needs (`'static`) so
 /// it can run on the I/O runtime whatever runtime, if any, the caller has.
-pub(crate) type RemoteAnswer<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
+pub type RemoteAnswer<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
 
 fn runtime() -> Result<&'static Runtime, StoreError> {
     static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();

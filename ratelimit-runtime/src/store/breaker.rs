@@ -13,7 +13,8 @@
 //!   answered the breaker closes; if it fails the breaker opens again with the next pause.
 //!
 //! Opening and closing are logged once each (warn, info) and shown by the gauge
-//! `ratelimit_store_circuit_open{store}`. The state is a few atomics: a closed breaker costs a
+//! `ratelimit_store_circuit_open{store}`. The breaker holds the store's metrics, and records
+//! there the duration and error of each decision it lets through. The state is a few atomics: a closed breaker costs a
 //! call two loads before and two after (no clock read, no write while nothing fails), and one
 //! reference count for the call's future to report back.
 
@@ -37,7 +38,7 @@ pub(crate) const MAX_PAUSE: Duration = Duration::from_secs(30);
 pub(crate) struct Breaker {
     /// The store, for logs (no password: a store's `describe`).
     store: String,
-    metrics: &'static StoreMetrics,
+    metrics: StoreMetrics,
     max_pause_us: u64,
     /// Failures in a row while closed.
     failures: AtomicU32,
@@ -78,7 +79,7 @@ fn is_outage(e: &StoreError) -> bool {
 impl Breaker {
     /// The breaker of the store described as `store` (for logs), whose metrics are `metrics`,
     /// pausing at most `max_pause`.
-    pub(crate) fn new(store: String, metrics: &'static StoreMetrics, max_pause: Duration) -> Arc<Breaker> {
+    pub(crate) fn new(store: String, metrics: StoreMetrics, max_pause: Duration) -> Arc<Breaker> {
         Arc::new(Breaker {
             store,
             metrics,
@@ -91,11 +92,36 @@ impl Breaker {
         })
     }
 
+    /// The store's metrics.
+    pub(crate) fn metrics(&self) -> &StoreMetrics {
+        &self.metrics
+    }
+
     /// Runs one store call through the breaker: `call` makes the call's future (with its
     /// timeout) only when the store is to be called; otherwise the answer is
     /// [`StoreError::CircuitOpen`] at once.
     #[inline]
     pub(crate) fn call<T, F>(self: &Arc<Self>, call: impl FnOnce() -> F) -> Answer<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        self.run(call, false)
+    }
+
+    /// [`call`](Self::call) for a decision: its duration, and its error by kind, recorded in
+    /// the store's metrics (a call the open breaker answers is neither timed nor counted).
+    #[inline]
+    pub(crate) fn decide<T, F>(self: &Arc<Self>, call: impl FnOnce() -> F) -> Answer<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        self.run(call, true)
+    }
+
+    #[inline]
+    fn run<T, F>(self: &Arc<Self>, call: impl FnOnce() -> F, timed: bool) -> Answer<T>
     where
         T: Send + 'static,
         F: Future<Output = Result<T, StoreError>> + Send + 'static,
@@ -111,7 +137,7 @@ impl Breaker {
         let fut = call();
         let mut report = Report { breaker: self.clone(), trial };
         Answer::Remote(Box::pin(async move {
-            let result = fut.await;
+            let result = if timed { report.breaker.metrics.timed(fut).await } else { fut.await };
             report.done(&result);
             result
         }))
@@ -253,7 +279,7 @@ mod tests {
     const S: u64 = 1_000_000;
 
     fn breaker(max: Duration) -> Arc<Breaker> {
-        Breaker::new("test".to_owned(), &crate::metrics::REDIS, max)
+        Breaker::new("test".to_owned(), StoreMetrics::new("redis"), max)
     }
 
     fn timeout() -> StoreError {

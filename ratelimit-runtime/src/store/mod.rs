@@ -1,21 +1,23 @@
 //! Stores: where the counts live. The algorithm (the script and its in-memory twin) decides; the
 //! store only holds state and runs the decision atomically.
-
-// `Call`, `Answer` and `Targets` are the library's own: `Store` is sealed, so no one outside
-// implements its methods or has a `Call` to pass them.
-#![allow(private_interfaces)]
+//!
+//! [`Store`] is not an extension point: it is sealed by its supertrait, `Operations`, which no
+//! user can name, and is implemented by this crate's stores only.
 
 pub(crate) mod breaker;
 pub(crate) mod memory;
+mod operations;
 pub(crate) mod peek_reset;
 pub(crate) mod redis;
+mod unavailable;
 
 pub use crate::error::ErrorSource;
 pub use crate::error::StoreError;
-use crate::model::compiled::CompiledLimit;
-use crate::model::decision::Decision;
 pub use crate::model::key::{DEFAULT_PREFIX, MAX_PREFIX_LEN};
 pub use memory::MemoryStore;
+pub(crate) use operations::{
+    unique_member, Answer, Call, Internal, Operations, Pending, Release, RemoteDecision, INTERNAL,
+};
 pub(crate) use peek_reset::Targets;
 #[cfg(feature = "cluster")]
 pub use redis::cluster::ClusterStore;
@@ -23,172 +25,26 @@ pub use redis::sentinel::{SentinelSpec, SentinelStore};
 pub use redis::tls::TlsConfig;
 pub use redis::RedisStore;
 use std::sync::Arc;
+pub(crate) use unavailable::Unavailable;
 
-pub(crate) use crate::rt::io::RemoteAnswer;
-
-/// What a store answers ([`Store::decide`], [`Store::peek`], [`Store::reset`]): at once (in
-/// memory), or a future for the I/O runtime (with the store's timeout applied inside), which
-/// async callers await and blocking callers block on.
-pub(crate) enum Answer<T> {
-    /// Already answered.
-    Ready(Result<T, StoreError>),
-    /// To be run on the I/O runtime.
-    Remote(RemoteAnswer<T>),
-}
-
-impl<T: Send + 'static> Answer<T> {
-    /// The answer, blocking the thread until it comes.
-    pub(crate) fn finish_blocking(self) -> Result<T, StoreError> {
-        match self {
-            Answer::Ready(r) => r,
-            Answer::Remote(fut) => crate::rt::io::block_on(fut),
-        }
-    }
-}
-
-/// A decision still travelling to a remote store.
-pub(crate) type RemoteDecision = RemoteAnswer<Decision>;
-
-/// What [`Store::decide`] answers.
-pub(crate) type Pending = Answer<Decision>;
-
-/// One call to decide: every limit of the call with its subject, and the cost.
-pub(crate) struct Call<'a> {
-    pub(crate) limits: &'a [CompiledLimit],
-    /// One subject (key bytes, empty for global) per limit.
-    pub(crate) subjects: &'a [&'a [u8]],
-    pub(crate) cost: u64,
-    /// Pinned time in µs since the Unix epoch (tests and platforms without `TIME`).
-    pub(crate) now_us: Option<u64>,
-    /// How many of the limits, at the end, are shadow limits (0: none). The others decide the
-    /// call all or nothing; if they admit it, the shadow limits are decided as a group in the
-    /// same atomic step: recorded in all of them if all have room, else in none, the decision
-    /// (an admission) then carrying their refusal ([`Decision::shadow_refusal`]). If the others
-    /// refuse, the shadow limits are neither decided nor counted.
-    pub(crate) shadow: usize,
-}
-
-impl Call<'_> {
-    /// How many limits decide the call (the ones before the shadow limits).
-    #[inline]
-    pub(crate) fn enforced(&self) -> usize {
-        self.limits.len().saturating_sub(self.shadow)
-    }
-}
-
-/// What a call admitted and now gives back ([`Store::release`]): a refund of its units, and/or
-/// the concurrency slots it held.
-pub(crate) struct Release<'a> {
-    /// The call's limits and subjects, as decided, and its cost.
-    pub(crate) call: Call<'a>,
-    /// Which of the call's limits give back (a refund: the rate limits; the end of a call: the
-    /// concurrency limits; both at once when a refunded call ends).
-    pub(crate) indices: &'a [usize],
-    /// When the call was admitted (µs, the store's clock): the window its units count in.
-    pub(crate) at_us: u64,
-    /// The call's id in the store (its sliding-window entries and slots).
-    pub(crate) member: [u8; 16],
-}
-
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// A place where counts live: [`MemoryStore`],
-/// [`RedisStore`], [`SentinelStore`] or `ClusterStore` (feature `cluster`).
-/// Sealed: the decision semantics are the library's.
-pub trait Store: sealed::Sealed + Send + Sync + 'static {
-    /// Decides `call` atomically: every rule of every limit passes and the call is recorded in
-    /// all of them, or nothing is recorded.
-    fn decide(&self, call: &Call<'_>) -> Pending;
-
-    /// Each rule's remaining quota and reset for the targets' subjects, recording nothing
-    /// (one round trip; per slot on a cluster). In limit order, rules in rule order.
-    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::model::policy::RuleStatus>> {
-        peek_reset::unsupported("peek")
-    }
-
-    /// Gives back what an admitted call took from the limits `release.indices` (one round trip;
-    /// per slot on a cluster): its units, where they still count (a refund), and its
-    /// concurrency slots. Never below zero, never twice for one call.
-    fn release(&self, _release: &Release<'_>) -> Answer<()> {
-        peek_reset::unsupported("release")
-    }
-
-    /// Forgets the targets' subjects' counts (one round trip; per slot on a cluster).
-    fn reset(&self, _targets: &Targets<'_>) -> Answer<()> {
-        peek_reset::unsupported("reset")
-    }
-
-    /// A short description for logs: `memory`, `redis://127.0.0.1:6379`.
+/// A place where counts live: [`MemoryStore`], [`RedisStore`], [`SentinelStore`] or
+/// `ClusterStore` (feature `cluster`). Implemented by these stores only: what a store does for
+/// a limiter is the library's own, out of users' reach (they hand a store to a limiter or a
+/// [`Config`](crate::Config), which call it).
+pub trait Store: Operations + Send + Sync + 'static {
+    /// A short description for logs, never holding a password: `memory`,
+    /// `redis (redis://127.0.0.1:6379)`.
     fn describe(&self) -> String;
-
-    /// The `store` label of its metrics: `memory`, `redis`, `cluster`, `sentinel`,
-    /// `unavailable`. Never holds an address or a password.
-    fn label(&self) -> &'static str {
-        "other"
-    }
-
-    /// Whether decisions travel over the network: the local refusal cache is on by default
-    /// for such stores.
-    fn is_remote(&self) -> bool {
-        false
-    }
-
-    /// Now, in µs, on the clock the local refusal cache times this store's refusals by: the
-    /// store's own clock in memory, the system clock for remote stores (a refusal is timed from
-    /// before the call left, so it never outlives the server's retry-after).
-    fn now_us(&self) -> u64 {
-        crate::rt::clock::Clock::now_us(&crate::rt::clock::SystemClock)
-    }
 }
-
-impl sealed::Sealed for memory::MemoryStore {}
-impl sealed::Sealed for redis::RedisStore {}
-impl sealed::Sealed for redis::sentinel::SentinelStore {}
-impl sealed::Sealed for Unavailable {}
-#[cfg(feature = "cluster")]
-impl sealed::Sealed for redis::cluster::ClusterStore {}
 
 /// A shared handle to a store.
 pub type StoreHandle = Arc<dyn Store>;
 
-/// A store that could not be built (for example a malformed `REDIS_URL`): every call fails with
-/// the reason, so the failure policy applies instead of a silent fallback to memory.
-pub(crate) struct Unavailable(pub(crate) StoreError);
-
-impl Unavailable {
-    fn error(&self) -> StoreError {
-        self.0.clone()
-    }
-}
-
-impl Store for Unavailable {
-    fn decide(&self, _call: &Call<'_>) -> Pending {
-        let error = self.error();
-        crate::metrics::UNAVAILABLE.error(crate::metrics::ErrorKind::of(&error));
-        Pending::Ready(Err(error))
-    }
-    fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<crate::model::policy::RuleStatus>> {
-        Answer::Ready(Err(self.error()))
-    }
-    fn reset(&self, _targets: &Targets<'_>) -> Answer<()> {
-        Answer::Ready(Err(self.error()))
-    }
-    fn release(&self, _release: &Release<'_>) -> Answer<()> {
-        Answer::Ready(Err(self.error()))
-    }
-    fn describe(&self) -> String {
-        format!("unavailable ({})", self.0)
-    }
-    fn label(&self) -> &'static str {
-        "unavailable"
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{Call, MemoryStore, Pending, Store, Targets};
+    use super::{Answer, Call, Internal, MemoryStore, Operations, Pending, Release, Store, Targets, INTERNAL};
+    use crate::model::policy::RuleStatus;
+    use crate::rt::clock::{Clock, ManualClock, SystemClock};
     use crate::{Limit, LimitType, Limiter, Mode, Rule, Subject};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -200,19 +56,64 @@ mod tests {
         decides: AtomicUsize,
     }
 
-    impl super::sealed::Sealed for Counted {}
-
-    impl Store for Counted {
+    impl Operations for Counted {
         fn decide(&self, call: &Call<'_>) -> Pending {
             self.decides.fetch_add(1, Ordering::Relaxed);
             self.store.decide(call)
         }
-        fn peek(&self, targets: &Targets<'_>) -> super::Answer<Vec<crate::model::policy::RuleStatus>> {
+        fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
             self.store.peek(targets)
         }
+        fn release(&self, release: &Release<'_>) -> Answer<()> {
+            self.store.release(release)
+        }
+        fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
+            self.store.reset(targets)
+        }
+        fn label(&self, internal: Internal) -> &'static str {
+            self.store.label(internal)
+        }
+        fn is_remote(&self, internal: Internal) -> bool {
+            self.store.is_remote(internal)
+        }
+        fn now_us(&self, internal: Internal) -> u64 {
+            Operations::now_us(&self.store, internal)
+        }
+    }
+
+    impl Store for Counted {
         fn describe(&self) -> String {
             "counted memory".to_owned()
         }
+    }
+
+    /// Each store says what it is: its metrics label, whether it is remote (the refusal cache
+    /// is on by default for those: Sentinel's included), and the clock its refusals are timed by.
+    #[test]
+    fn each_store_states_what_it_is() {
+        let t = Duration::from_millis(100);
+        let nowhere = "redis://127.0.0.1:1";
+        let stores: Vec<(Box<dyn Store>, &str, bool)> = vec![
+            (Box::new(MemoryStore::new()), "memory", false),
+            (Box::new(super::RedisStore::open(nowhere, t).unwrap()), "redis", true),
+            (
+                Box::new(super::SentinelStore::open(&super::SentinelSpec::new([nowhere], "m"), t).unwrap()),
+                "sentinel",
+                true,
+            ),
+            #[cfg(feature = "cluster")]
+            (Box::new(super::ClusterStore::open(&[nowhere.to_owned()], t).unwrap()), "cluster", true),
+            (Box::new(super::Unavailable::new(crate::error::StoreError::misconfigured("bad"))), "unavailable", false),
+        ];
+        for (store, label, remote) in &stores {
+            assert_eq!((store.label(INTERNAL), store.is_remote(INTERNAL)), (*label, *remote), "{label}");
+            if *label != "memory" {
+                let system = SystemClock.now_us();
+                assert!(store.now_us(INTERNAL).abs_diff(system) < 1_000_000, "{label}: the system clock");
+            }
+        }
+        let manual = Arc::new(ManualClock::new(42));
+        assert_eq!(MemoryStore::with_clock(manual).now_us(INTERNAL), 42, "memory: the store's own clock");
     }
 
     fn rule(count: u64) -> Rule {

@@ -1,7 +1,6 @@
 //! The store side of peek and reset: which subjects a store is asked about ([`Targets`]), and
 //! how it reads a peek's answer.
 
-use super::Answer;
 use crate::error::StoreError;
 use crate::model::compiled::CompiledLimit;
 use crate::model::policy::Policy;
@@ -12,7 +11,7 @@ use std::time::Duration;
 pub struct Targets<'a> {
     pub(crate) limits: &'a [CompiledLimit],
     pub(crate) subjects: &'a [Option<&'a [u8]>],
-    /// Pinned time in µs since the Unix epoch (peek; as [`Call`](super::Call)'s).
+    /// Pinned time in µs since the Unix epoch (peek; as a [`Call`](super::Call)'s).
     pub(crate) now_us: Option<u64>,
 }
 
@@ -55,9 +54,4 @@ pub(crate) fn read_statuses(shapes: &Shapes, flat: &[i64], out: &mut Vec<RuleSta
         }
     }
     Ok(())
-}
-
-/// What a store without peek or reset answers.
-pub(crate) fn unsupported<T>(what: &str) -> Answer<T> {
-    Answer::Ready(Err(StoreError::misconfigured(format!("this store cannot {what}"))))
 }

@@ -36,7 +36,7 @@ impl Key {
 
     /// The seeded hash the key starts with.
     pub(super) fn hash(&self) -> u64 {
-        super::hash_of(self.bytes())
+        super::shard::hash_of(self.bytes())
     }
 
     /// Whether this is `key`: compared 8 bytes at a time, inline (no `memcmp` call for keys of a

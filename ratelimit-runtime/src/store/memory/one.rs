@@ -5,8 +5,11 @@
 //! steps (`sliding`, `step_rule`, `room`, `deny`) on the same state, only fused. The unit tests
 //! below hold the two paths to the same decisions and the same stored state.
 
-use super::inline::KEY_BYTES;
-use super::{check_log, room, step_rule, Cells, Log, MemoryStore, State, Values};
+use super::check::{check_log, deny, room, step_rule};
+use super::inline::{Values, KEY_BYTES};
+use super::log::Log;
+use super::shard::{shard_of, Cells, Shard, State};
+use super::MemoryStore;
 use crate::algorithm::Algorithm;
 use crate::algorithm::{step, Rate};
 use crate::model::compiled::CompiledLimit;
@@ -55,7 +58,7 @@ impl MemoryStore {
 
         let now = call.now_us.unwrap_or_else(|| self.now_us());
         let (decision, now) = {
-            let mut shard = lock(&self.shards[super::shard_of(hash)]);
+            let mut shard = lock(&self.shards[shard_of(hash)]);
             let found = match buf.first_chunk::<{ KEY_BYTES }>() {
                 Some(padded) if len <= KEY_BYTES => shard.get_mut_padded(padded, len),
                 _ => shard.get_mut(key),
@@ -82,7 +85,7 @@ impl MemoryStore {
 /// Decides one limit of a subject with nothing stored: on an empty state, kept only if the call
 /// is allowed. Out of line: the usual call finds its subject.
 #[inline(never)]
-fn decide_new(shard: &mut super::Shard, key: &[u8], limit: &CompiledLimit, now: u64, cost: u64) -> Decision {
+fn decide_new(shard: &mut Shard, key: &[u8], limit: &CompiledLimit, now: u64, cost: u64) -> Decision {
     let mut state = State::Log(Log::default());
     let d = decide_in(limit, &mut state, now, cost);
     if d.allowed {
@@ -137,7 +140,7 @@ fn decide_in(limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> D
         if s.allowed {
             room(&mut d, &mut tightest, 0, r, s.left, s.wait);
         } else {
-            super::deny(&mut d, 0, r, s.wait);
+            deny(&mut d, 0, r, s.wait);
         }
         *slot = s.state;
         ttl = ttl.max(s.ttl);

@@ -17,20 +17,21 @@
 //! never refuses.
 
 use super::batch;
+use super::commands::{del_command, general_command, peek_command, redact, release_command, ScriptOp};
 use super::error::redis_error;
 use super::script::{eval, eval_raw, load_scripts, Script};
 use super::tls::{is_tls_url, TlsConfig};
-use super::{del_command, general_command, peek_command, redact, unique_member, ScriptOp};
 use crate::error::StoreError;
-use crate::metrics;
+use crate::metrics::StoreMetrics;
+use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
 use crate::model::key::cluster_slot;
 use crate::model::policy::RuleStatus;
+use crate::rt::clock::{Clock, SystemClock};
 use crate::rt::io;
 use crate::store::breaker::{Breaker, MAX_PAUSE};
 use crate::store::peek_reset::{read_statuses, shapes, Shapes, Targets};
-use crate::store::Answer;
-use crate::store::{Call, Pending, Release, Store};
+use crate::store::{unique_member, Answer, Call, Internal, Operations, Pending, Release, Store};
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::Cmd;
@@ -79,7 +80,7 @@ impl ClusterStore {
         // Created inside the I/O runtime so that the connections and their refreshes live there.
         let _guard = io::handle()?.enter();
         let conn = client.get_pending_async_connection_with_config(ClusterConfig::default());
-        let breaker = Breaker::new(format!("redis cluster ({nodes})"), &metrics::CLUSTER, MAX_PAUSE);
+        let breaker = Breaker::new(format!("redis cluster ({nodes})"), StoreMetrics::new("cluster"), MAX_PAUSE);
         let store = ClusterStore { conn, timeout, nodes, breaker };
         let mut probe = store.conn.clone();
         // The cluster client hides why no node could be reached ("No connections found"): on
@@ -120,21 +121,13 @@ struct SlotPart {
     release: (Cmd, &'static Script),
 }
 
-impl Store for ClusterStore {
+impl Operations for ClusterStore {
     fn decide(&self, call: &Call<'_>) -> Pending {
-        self.breaker.call(|| self.decide_call(call))
+        self.breaker.decide(|| self.decide_call(call))
     }
 
     fn release(&self, release: &Release<'_>) -> Answer<()> {
         self.breaker.call(|| self.release_call(release))
-    }
-
-    fn describe(&self) -> String {
-        format!("redis cluster ({})", self.nodes)
-    }
-
-    fn label(&self) -> &'static str {
-        "cluster"
     }
 
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
@@ -145,8 +138,22 @@ impl Store for ClusterStore {
         self.breaker.call(|| self.reset_call(targets))
     }
 
-    fn is_remote(&self) -> bool {
+    fn label(&self, _: Internal) -> &'static str {
+        self.breaker.metrics().label()
+    }
+
+    fn is_remote(&self, _: Internal) -> bool {
         true
+    }
+
+    fn now_us(&self, _: Internal) -> u64 {
+        SystemClock.now_us()
+    }
+}
+
+impl Store for ClusterStore {
+    fn describe(&self) -> String {
+        format!("redis cluster ({})", self.nodes)
     }
 }
 
@@ -164,41 +171,29 @@ impl ClusterStore {
         };
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
-        async move {
-            metrics::CLUSTER
-                .timed(io::timeout(timeout, async {
-                    let mut d = if parts.is_empty() {
-                        Decision::admitted(0)
-                    } else {
-                        decide_by_slot(&mut conn, &parts, member).await?
-                    };
-                    if d.allowed && !shadow.is_empty() {
-                        shadow_by_slot(&mut conn, &shadow, member, enforced, &mut d).await;
-                    }
-                    Ok(d)
-                }))
-                .await
-        }
+        io::timeout(timeout, async move {
+            let mut d = if parts.is_empty() {
+                Decision::admitted(0)
+            } else {
+                decide_by_slot(&mut conn, &parts, member).await?
+            };
+            if d.allowed && !shadow.is_empty() {
+                shadow_by_slot(&mut conn, &shadow, member, enforced, &mut d).await;
+            }
+            Ok(d)
+        })
     }
 
     fn release_call(&self, release: &Release<'_>) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
         // One script per slot. The call was admitted at the time of the slot that answered
         // first: another node's clock may differ by its skew, which near a window's end can
         // make a refund of a fixed window or a window counter a no-op there (an over-count).
-        let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
-        for &i in release.indices {
-            let slot = cluster_slot(&release.call.limits[i].redis_key(release.call.subjects[i]));
-            match groups.iter_mut().find(|(s, _)| *s == slot) {
-                Some((_, v)) => v.push(i),
-                None => groups.push((slot, vec![i])),
-            }
-        }
-        let cmds: Vec<(Cmd, &'static Script)> = groups
-            .into_iter()
-            .map(|(_, indices)| {
-                general_command(&release.call, indices.into_iter(), &release.member, ScriptOp::Release(release.at_us))
-            })
-            .collect();
+        let call = &release.call;
+        let cmds: Vec<(Cmd, &'static Script)> =
+            by_slot(release.indices.iter().map(|&i| (i, &call.limits[i], call.subjects[i])))
+                .into_iter()
+                .map(|indices| release_command(release, indices.into_iter()))
+                .collect();
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         async move {
@@ -217,7 +212,7 @@ impl ClusterStore {
         targets: &Targets<'_>,
     ) -> impl Future<Output = Result<Vec<RuleStatus>, StoreError>> + Send + 'static {
         // One script per slot: each reads its limits atomically; nothing is written anywhere.
-        let parts: Vec<((Cmd, &'static Script), Shapes)> = by_slot(targets)
+        let parts: Vec<((Cmd, &'static Script), Shapes)> = by_slot(targets.present())
             .into_iter()
             .map(|indices| (peek_command(targets, &indices), shapes(targets, &indices)))
             .collect();
@@ -240,7 +235,8 @@ impl ClusterStore {
 
     fn reset_call(&self, targets: &Targets<'_>) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
         // One `DEL` per slot (a multi-key command may not span slots).
-        let dels: Vec<Cmd> = by_slot(targets).into_iter().map(|indices| del_command(targets, &indices)).collect();
+        let dels: Vec<Cmd> =
+            by_slot(targets.present()).into_iter().map(|indices| del_command(targets, &indices)).collect();
         let mut conn = self.conn.clone();
         let timeout = self.timeout;
         async move {
@@ -271,17 +267,9 @@ fn decide_command(
 /// The limits `indices` of `call` grouped by the slot of their key, in the order the slots first
 /// appear, each group with its decide and release commands.
 fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &[u8; 16]) -> Vec<SlotPart> {
-    let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
-    for i in indices {
-        let slot = cluster_slot(&call.limits[i].redis_key(call.subjects[i]));
-        match groups.iter_mut().find(|(s, _)| *s == slot) {
-            Some((_, v)) => v.push(i),
-            None => groups.push((slot, vec![i])),
-        }
-    }
-    groups
+    by_slot(indices.map(|i| (i, &call.limits[i], call.subjects[i])))
         .into_iter()
-        .map(|(_, limits)| SlotPart {
+        .map(|limits| SlotPart {
             decide: decide_command(call, limits.iter().copied(), member),
             // Given back at once: the units are in the window of "now".
             release: general_command(call, limits.iter().copied(), member, ScriptOp::Release(0)),
@@ -328,11 +316,11 @@ async fn shadow_by_slot(
     }
 }
 
-/// The targets' limits that have a subject, grouped by the slot of their key, in the order
-/// the slots first appear.
-fn by_slot(targets: &Targets<'_>) -> Vec<Vec<usize>> {
+/// The limits (index, limit, subject) grouped by the slot of their key, in the order the slots
+/// first appear: a script, or a `DEL`, may not span slots.
+fn by_slot<'a>(limits: impl Iterator<Item = (usize, &'a CompiledLimit, &'a [u8])>) -> Vec<Vec<usize>> {
     let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
-    for (i, limit, subject) in targets.present() {
+    for (i, limit, subject) in limits {
         let slot = cluster_slot(&limit.redis_key(subject));
         match groups.iter_mut().find(|(s, _)| *s == slot) {
             Some((_, v)) => v.push(i),

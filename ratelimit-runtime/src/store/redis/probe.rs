@@ -55,7 +55,7 @@ fn hint(error: &StoreError, text: &str) -> Option<&'static str> {
 }
 
 /// A cluster's error, with what its first seed says when asked alone (unless it answers).
-#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+#[cfg(feature = "cluster")]
 pub(crate) async fn explain_with_seed(error: StoreError, seed: redis::Client) -> StoreError {
     let alone = async {
         let mut conn = seed.get_multiplexed_async_connection().await?;

@@ -1,0 +1,172 @@
+//! The Redis-backed store, whatever its [`Link`] to the server: every decision is one `EVALSHA`
+//! of a decision script (concurrent sliding-window or O(1) calls share one: `batch/`), peeks and
+//! refunds are runs of the general script, a reset is one `DEL`. Every call goes through the
+//! store's circuit breaker, within its timeout.
+
+use super::batch::{Batcher, Route};
+use super::commands::{
+    del_command, general_command, peek_command, release_command, Decide, Del, LoadScripts, Peek, Run, ScriptOp,
+};
+use super::link::Link;
+use super::probe;
+use crate::error::StoreError;
+use crate::model::policy::RuleStatus;
+use crate::rt::clock::{Clock, SystemClock};
+use crate::rt::io;
+use crate::store::breaker::Breaker;
+use crate::store::peek_reset::{read_statuses, shapes, Targets};
+use crate::store::{unique_member, Answer, Call, Internal, Operations, Pending, Release};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A store on the Redis node that `link` reaches.
+pub(crate) struct RedisBacked<L: Link> {
+    link: L,
+    timeout: Duration,
+    /// For logs, without passwords.
+    description: String,
+    breaker: Arc<Breaker>,
+    /// Concurrent sliding-window or O(1) decisions, coalesced into one script run.
+    batcher: Arc<Batcher>,
+}
+
+impl<L: Link> RedisBacked<L> {
+    /// The store over `link`, described as `description` (no password), each call given up
+    /// after `timeout`, all of them through `breaker`. Starts its batching task, and the probe
+    /// that connects and loads the scripts in the background, so that the first call does not
+    /// pay for it, and says how it went.
+    pub(crate) fn start(
+        link: L,
+        description: String,
+        timeout: Duration,
+        breaker: Arc<Breaker>,
+    ) -> Result<RedisBacked<L>, StoreError> {
+        let batcher = Batcher::start(link.clone(), timeout)?;
+        let probe = link.clone();
+        probe::spawn(description.clone(), probe::probe_timeout(timeout), async move { probe.send(&LoadScripts).await });
+        Ok(RedisBacked { link, timeout, description, breaker, batcher })
+    }
+
+    /// The per-call timeout.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// For logs: the store and where it is, without passwords.
+    pub(crate) fn describe(&self) -> String {
+        self.description.clone()
+    }
+}
+
+impl<L: Link> Drop for RedisBacked<L> {
+    fn drop(&mut self) {
+        // The batching task sends what is queued, then ends.
+        self.batcher.close();
+    }
+}
+
+impl<L: Link> Operations for RedisBacked<L> {
+    fn decide(&self, call: &Call<'_>) -> Pending {
+        self.breaker.decide(|| {
+            let member = unique_member();
+            // A call a batch script can decide is coalesced with the calls concurrent with it,
+            // but for one that finds nothing to join: that one goes as a batch of its own, from
+            // its caller's task. The others go to the general script.
+            let route = self
+                .batcher
+                .route(call, &member, || general_command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
+            let link = self.link.clone();
+            io::timeout(self.timeout, async move {
+                match route {
+                    Route::Queued(batcher, call) => batcher.decide(call, member).await,
+                    // The slot, if any, is given back when this future ends.
+                    Route::Direct(cmd, _slot) => link.send(&Decide(cmd, member)).await,
+                }
+            })
+        })
+    }
+
+    fn release(&self, release: &Release<'_>) -> Answer<()> {
+        self.breaker.call(|| {
+            let refund = Run(release_command(release, release.indices.iter().copied()));
+            let link = self.link.clone();
+            io::timeout(self.timeout, async move { link.send(&refund).await.map(drop) })
+        })
+    }
+
+    fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
+        let indices: Vec<usize> = targets.present().map(|(i, _, _)| i).collect();
+        if indices.is_empty() {
+            return Answer::Ready(Ok(Vec::new()));
+        }
+        self.breaker.call(|| {
+            let peek = Peek(peek_command(targets, &indices));
+            let shapes = shapes(targets, &indices);
+            let link = self.link.clone();
+            io::timeout(self.timeout, async move {
+                let flat = link.send(&peek).await?;
+                let mut out = Vec::new();
+                read_statuses(&shapes, &flat, &mut out)?;
+                Ok(out)
+            })
+        })
+    }
+
+    fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
+        let indices: Vec<usize> = targets.present().map(|(i, _, _)| i).collect();
+        if indices.is_empty() {
+            return Answer::Ready(Ok(()));
+        }
+        self.breaker.call(|| {
+            let del = Del(del_command(targets, &indices));
+            let link = self.link.clone();
+            io::timeout(self.timeout, async move { link.send(&del).await })
+        })
+    }
+
+    fn label(&self, _: Internal) -> &'static str {
+        self.breaker.metrics().label()
+    }
+
+    fn is_remote(&self, _: Internal) -> bool {
+        true
+    }
+
+    fn now_us(&self, _: Internal) -> u64 {
+        SystemClock.now_us()
+    }
+}
+
+/// A public store that is a [`RedisBacked`] store ([`RedisStore`](super::RedisStore),
+/// [`SentinelStore`](super::SentinelStore)): its operations are that store's.
+pub(crate) trait OverRedis: Send + Sync + 'static {
+    /// How the store reaches its server.
+    type Link: Link;
+
+    /// The store.
+    fn backed(&self) -> &RedisBacked<Self::Link>;
+}
+
+impl<S: OverRedis> Operations for S {
+    fn decide(&self, call: &Call<'_>) -> Pending {
+        self.backed().decide(call)
+    }
+    fn release(&self, release: &Release<'_>) -> Answer<()> {
+        self.backed().release(release)
+    }
+    fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
+        self.backed().peek(targets)
+    }
+    fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
+        self.backed().reset(targets)
+    }
+    fn label(&self, internal: Internal) -> &'static str {
+        self.backed().label(internal)
+    }
+    fn is_remote(&self, internal: Internal) -> bool {
+        self.backed().is_remote(internal)
+    }
+    fn now_us(&self, internal: Internal) -> u64 {
+        self.backed().now_us(internal)
+    }
+}

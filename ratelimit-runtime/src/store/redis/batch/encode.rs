@@ -1,0 +1,271 @@
+//! A call encoded for a batch script, and the batch's command and reply: decide_sw_batch.lua
+//! takes every number of a batch packed in one argument, decide_o1_batch.lua its arguments as
+//! text; both answer one packed reply per call.
+
+use super::super::script::{double, unpack, Script, BATCH, O1_BATCH, REPLY_ADMITTED_LEN, REPLY_LEN};
+use crate::algorithm::Algorithm;
+use crate::error::StoreError;
+use crate::store::Call;
+use redis::Cmd;
+
+/// Which batch script decides a call.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    /// Every limit a sliding window: decide_sw_batch.lua.
+    Sliding,
+    /// Every limit an O(1) algorithm: decide_o1_batch.lua.
+    O1,
+}
+
+impl Kind {
+    pub(super) fn script(self) -> &'static Script {
+        match self {
+            Kind::Sliding => &BATCH,
+            Kind::O1 => &O1_BATCH,
+        }
+    }
+}
+
+/// A call, encoded for its batch script (it no longer borrows the caller's limits).
+pub(crate) struct Encoded {
+    pub(super) kind: Kind,
+    /// The call's arguments, then its keys, each key after its length (8 bytes, native order).
+    /// [`Kind::Sliding`]: the numbers as decide_sw_batch.lua reads them, packed (member, now,
+    /// cost, key count, then per key its rule count and rules). [`Kind::O1`]: `args` arguments
+    /// of decide_o1_batch.lua, each after its length as the keys are.
+    buf: Vec<u8>,
+    /// Where the arguments end and the keys start.
+    nums: usize,
+    /// [`Kind::O1`]: how many arguments.
+    args: usize,
+    keys: usize,
+}
+
+/// Which batch script can decide the limits `indices` of `call`, if one can: every limit a
+/// sliding window, or none, with no block, no concurrency limit and no shadow limit (those are
+/// decide.lua's).
+pub(crate) fn batchable(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone) -> Option<Kind> {
+    // Shadow limits (the call's last `call.shadow`) are decided as a group after the others.
+    let enforced = call.enforced();
+    if indices.clone().any(|i| i >= enforced || call.limits[i].has_policy()) {
+        return None;
+    }
+    let sliding = |i: usize| call.limits[i].algorithm == Algorithm::SlidingWindow;
+    if indices.clone().all(sliding) {
+        Some(Kind::Sliding)
+    } else if !indices.clone().any(sliding) {
+        Some(Kind::O1)
+    } else {
+        None
+    }
+}
+
+/// The limits `indices` of `call`, with its member, as an entry of a `kind` batch.
+pub(crate) fn encode(
+    call: &Call<'_>,
+    indices: impl Iterator<Item = usize> + Clone,
+    member: &[u8; 16],
+    kind: Kind,
+) -> Encoded {
+    match kind {
+        Kind::Sliding => encode_sliding(call, indices, member),
+        Kind::O1 => encode_o1(call, indices),
+    }
+}
+
+/// A sliding-window call: little-endian doubles, as decide_sw_batch.lua reads them (every value
+/// below 2^53 but a cost or pinned time past it, which becomes the double its text would have).
+fn encode_sliding(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone, member: &[u8; 16]) -> Encoded {
+    let (mut nums, mut bytes, mut keys) = (16 + 3 * 8, 0, 0);
+    for i in indices.clone() {
+        let limit = &call.limits[i];
+        nums += 8 + 16 * limit.rules.len();
+        bytes += 8 + limit.redis_key_len() + call.subjects[i].len() * 3 + 24;
+        keys += 1;
+    }
+    let mut buf = Vec::with_capacity(nums + bytes);
+    let put = |buf: &mut Vec<u8>, x: u64| buf.extend_from_slice(&(x as f64).to_le_bytes());
+    buf.extend_from_slice(member);
+    put(&mut buf, call.now_us.unwrap_or(0));
+    put(&mut buf, call.cost);
+    put(&mut buf, keys as u64);
+    for i in indices.clone() {
+        let limit = &call.limits[i];
+        put(&mut buf, limit.rules.len() as u64);
+        for rule in &limit.rules {
+            put(&mut buf, rule.window_us());
+            put(&mut buf, rule.count());
+        }
+    }
+    let nums = buf.len();
+    put_keys(call, indices, &mut buf);
+    Encoded { kind: Kind::Sliding, buf, nums, args: 0, keys }
+}
+
+/// An O(1) call: decide_o1_batch.lua's arguments as text (now, cost, key count, then its
+/// limits'; the member is not the script's: nothing is logged by member).
+fn encode_o1(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone) -> Encoded {
+    let (mut bytes, mut args, mut keys) = (3 * 28, 3, 0);
+    for i in indices.clone() {
+        let limit = &call.limits[i];
+        args += limit.script_args.len();
+        bytes += limit.script_args.iter().map(|a| 8 + a.len()).sum::<usize>();
+        bytes += 8 + limit.redis_key_len() + call.subjects[i].len() * 3 + 24;
+        keys += 1;
+    }
+    let mut buf = Vec::with_capacity(bytes);
+    let put = |buf: &mut Vec<u8>, arg: &[u8]| {
+        buf.extend_from_slice(&arg.len().to_ne_bytes());
+        buf.extend_from_slice(arg);
+    };
+    // In decimal, as redis-rs writes an integer argument (with the same crate).
+    let mut text = itoa::Buffer::new();
+    put(&mut buf, text.format(call.now_us.unwrap_or(0)).as_bytes());
+    put(&mut buf, text.format(call.cost).as_bytes());
+    put(&mut buf, text.format(keys).as_bytes());
+    for i in indices.clone() {
+        for a in &call.limits[i].script_args {
+            put(&mut buf, a);
+        }
+    }
+    let nums = buf.len();
+    put_keys(call, indices, &mut buf);
+    Encoded { kind: Kind::O1, buf, nums, args, keys }
+}
+
+/// The keys of the limits `indices` of `call`, each after its length.
+fn put_keys(call: &Call<'_>, indices: impl Iterator<Item = usize>, buf: &mut Vec<u8>) {
+    for i in indices {
+        let (limit, subject) = (&call.limits[i], call.subjects[i]);
+        let at = buf.len();
+        buf.extend_from_slice(&0usize.to_ne_bytes());
+        // Writing to a Vec cannot fail.
+        let _ = limit.write_redis_key(subject, &mut *buf);
+        let len = buf.len() - at - 8;
+        buf[at..at + 8].copy_from_slice(&len.to_ne_bytes());
+    }
+}
+
+/// The `count` byte strings at the start of `bytes`, each after its length (8 bytes, native
+/// order).
+fn items(bytes: &[u8], count: usize) -> impl Iterator<Item = &[u8]> {
+    let mut rest = bytes;
+    (0..count).map(move |_| {
+        let (len, tail) = rest.split_at(8);
+        let mut n = [0u8; 8];
+        n.copy_from_slice(len);
+        let (item, tail) = tail.split_at(usize::from_ne_bytes(n));
+        rest = tail;
+        item
+    })
+}
+
+impl Encoded {
+    fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        items(&self.buf[self.nums..], self.keys)
+    }
+
+    /// [`Kind::O1`]: the arguments.
+    fn args(&self) -> impl Iterator<Item = &[u8]> {
+        items(&self.buf[..self.nums], self.args)
+    }
+}
+
+/// The `EVALSHA` that decides `call` alone: a batch of one.
+pub(crate) fn one_command(call: &Encoded) -> (Cmd, &'static Script) {
+    (command(std::iter::once(call), call.kind), call.kind.script())
+}
+
+/// The batch script's `EVALSHA` for `calls` (of one kind): every call's keys, then
+/// decide_sw_batch.lua's one argument of every number, or decide_o1_batch.lua's arguments of
+/// every call (see the scripts).
+pub(super) fn command<'a>(calls: impl Iterator<Item = &'a Encoded> + Clone, kind: Kind) -> Cmd {
+    let (mut keys, mut args, mut bytes) = (0, 0, 0);
+    for call in calls.clone() {
+        keys += call.keys;
+        args += call.args;
+        bytes += call.buf.len() + 16;
+    }
+    let mut cmd = Cmd::with_capacity(4 + keys + args.max(1), 80 + bytes);
+    cmd.arg("EVALSHA").arg(kind.script().sha()).arg(keys);
+    for call in calls.clone() {
+        for key in call.keys() {
+            cmd.arg(key);
+        }
+    }
+    match kind {
+        Kind::Sliding => {
+            cmd.arg(Numbers(calls));
+        }
+        Kind::O1 => {
+            for call in calls {
+                for arg in call.args() {
+                    cmd.arg(arg);
+                }
+            }
+        }
+    }
+    cmd
+}
+
+/// The batch's numbers: the call count, then each call's.
+struct Numbers<I>(I);
+
+impl<'a, I: Iterator<Item = &'a Encoded> + Clone> redis::ToRedisArgs for Numbers<I> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write;
+        let mut w = out.writer_for_next_arg();
+        // Writing to the command's buffer cannot fail.
+        let _ = w.write_all(&(self.0.clone().count() as f64).to_le_bytes());
+        for call in self.0.clone() {
+            let _ = w.write_all(&call.buf[..call.nums]);
+        }
+    }
+}
+
+/// The batch's reply, one packed reply per call in call order: 48 bytes, or (decide_sw_batch.lua
+/// only) 24 for an admission by one limit of one rule, whose first value is `-1 - remaining`
+/// (negative, where the long form's is `allowed`, 0 or 1: decide_o1_batch.lua's replies are all
+/// of the long form).
+pub(super) fn split(answer: &redis::Value, calls: usize) -> Result<Vec<[i64; 8]>, StoreError> {
+    let unexpected = || StoreError::Protocol(format!("unexpected batch reply for {calls} calls: {answer:?}"));
+    let redis::Value::BulkString(bytes) = answer else { return Err(unexpected()) };
+    let mut replies = Vec::with_capacity(calls);
+    let mut rest = &bytes[..];
+    while !rest.is_empty() {
+        let short = double(rest) < 0.0;
+        let len = if short { REPLY_ADMITTED_LEN } else { REPLY_LEN };
+        let Some(one) = rest.get(..len) else { return Err(unexpected()) };
+        replies.push(unpack(one));
+        rest = &rest[len..];
+    }
+    if replies.len() != calls {
+        return Err(unexpected());
+    }
+    Ok(replies)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn batch_replies_split_by_their_first_value() {
+        let packed = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let mut bytes = packed(&[-42.0, 60e6, 9.0]);
+        bytes.extend(packed(&[0.0, 1.0, 1.0, 0.0, 1234.0, 9.0]));
+        bytes.extend(packed(&[1.0, 2.0, 1.0, 5.0, 30e6, 9.0]));
+        bytes.extend(packed(&[-1.0, 10.0, 9.0]));
+        let answer = redis::Value::BulkString(bytes);
+        let replies = split(&answer, 4).unwrap();
+        assert_eq!(replies[0], [1, 1, 1, 0, 41, 60_000_000, 9, 0]);
+        assert_eq!(replies[1], [0, 1, 1, 1234, 0, 1234, 9, 0]);
+        assert_eq!(replies[2], [1, 2, 1, 0, 5, 30_000_000, 9, 0]);
+        assert_eq!(replies[3], [1, 1, 1, 0, 0, 10, 9, 0]);
+        assert!(split(&answer, 3).is_err(), "a count that does not match");
+        let redis::Value::BulkString(mut cut) = answer else { unreachable!() };
+        cut.truncate(cut.len() - 8);
+        assert!(split(&redis::Value::BulkString(cut), 4).is_err(), "a reply cut short");
+        assert!(split(&redis::Value::Int(1), 1).is_err());
+    }
+}

@@ -1,0 +1,229 @@
+//! Concurrent decisions on one Redis server ([`RedisStore`](super::super::RedisStore), or the
+//! primary of a [`SentinelStore`](super::super::SentinelStore)), coalesced: the calls queue, and
+//! one task on the I/O runtime sends what is queued as one run of a batch script, which decides
+//! them one after another: decide_sw_batch.lua for sliding windows, decide_o1_batch.lua for O(1)
+//! algorithms (a batch holds calls of one kind; `encode.rs` writes them). The same scripts decide
+//! a lone call, as a batch of one ([`one_command`]), on any Redis-backed store.
+//!
+//! Under load Redis is the bottleneck (one core), so throughput is the server's work per
+//! decision; a run costs the server, whatever it decides, its dispatch and arguments, its reply
+//! and `TIME` (the time must be the server's): a batch pays them once for all its calls. The
+//! batching is natural: nothing waits for a batch to fill. While fewer than [`IN_FLIGHT`]
+//! batches are under way, everything queued (up to [`MAX_CALLS`]) goes at once. A call that
+//! finds nothing queued and nothing under way goes alone, as a batch of one sent from the
+//! caller's own task (no hop through the sending task, so a lone caller's latency is that of a
+//! call without batching); the others queue, and the busier the connection, the larger its
+//! batches. Calls of the other kind queued between two runs of one kind split a batch: it
+//! takes the longest run of one kind at the head of the queue, which keeps the calls' order.
+
+mod encode;
+
+use super::commands::Run;
+use super::link::Link;
+use super::script::Script;
+use crate::error::StoreError;
+use crate::model::decision::Decision;
+use crate::rt::io;
+use crate::store::Call;
+pub(crate) use encode::{batchable, encode, one_command, Encoded};
+use encode::{command, split};
+use redis::Cmd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{oneshot, Notify};
+
+/// Batches under way at once on one connection. One would leave Redis idle while a batch's reply
+/// travels back and the next is sent; two keep it busy; more only make each batch smaller (2
+/// and 4 cost the server the same per decision under callgrind, 42 400 and 42 900 instructions
+/// at 64 callers: BENCHMARKS.md, "Coalesced decisions").
+const IN_FLIGHT: usize = 2;
+
+/// The most calls one batch decides: Redis runs nothing else while a script runs, so a batch
+/// must stay short (64 one-rule decisions take the server about 1 ms).
+const MAX_CALLS: usize = 64;
+
+/// One call's reply, as `Decision::from_script` takes it.
+type Reply = Result<[i64; 8], StoreError>;
+
+/// How a decision goes: queued with the calls concurrent with it, or as a command of its own
+/// sent from its caller's task, either a batch of one (it found nothing to join; it holds a slot
+/// among the batches in flight while it runs) or the general script's.
+pub(crate) enum Route {
+    Queued(Arc<Batcher>, Encoded),
+    Direct((Cmd, &'static Script), Option<Slot>),
+}
+
+struct Entry {
+    call: Encoded,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// The queue of one store's calls and the task that sends them.
+pub(crate) struct Batcher {
+    state: Mutex<State>,
+    /// Wakes the sending task: a call was queued, a batch slot freed with calls queued, or the
+    /// store was dropped.
+    ready: Notify,
+    /// Batches (or lone calls) under way at most: [`IN_FLIGHT`].
+    in_flight_max: usize,
+}
+
+struct State {
+    entries: Vec<Entry>,
+    /// Batches and lone calls under way.
+    in_flight: usize,
+    /// The store was dropped: the task sends what is queued and ends.
+    closed: bool,
+}
+
+/// A place among the batches in flight, given back when dropped (the call answered, failed, or
+/// its caller gave up).
+pub(crate) struct Slot(Arc<Batcher>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let wake = {
+            let mut state = crate::rt::lock::lock(&self.0.state);
+            state.in_flight -= 1;
+            !state.entries.is_empty()
+        };
+        if wake {
+            self.0.ready.notify_one();
+        }
+    }
+}
+
+impl Batcher {
+    /// A batcher whose batches go through `link`, as the store sends its commands (and as it
+    /// does when the node is gone), its sending task started on the I/O runtime. `timeout`
+    /// bounds a batch: by then each of its callers has given up.
+    pub(crate) fn start<L: Link>(link: L, timeout: Duration) -> Result<Arc<Batcher>, StoreError> {
+        let batcher = Arc::new(Batcher {
+            state: Mutex::new(State { entries: Vec::new(), in_flight: 0, closed: false }),
+            ready: Notify::new(),
+            in_flight_max: IN_FLIGHT,
+        });
+        io::handle()?.spawn(send_batches(batcher.clone(), link, timeout));
+        Ok(batcher)
+    }
+
+    /// How `call` (all its limits) goes, with its member: through a batch script if one can
+    /// decide it, else as `general` builds its command.
+    pub(crate) fn route(
+        self: &Arc<Self>,
+        call: &Call<'_>,
+        member: &[u8; 16],
+        general: impl FnOnce() -> (Cmd, &'static Script),
+    ) -> Route {
+        let all = 0..call.limits.len();
+        let Some(kind) = batchable(call, all.clone()) else { return Route::Direct(general(), None) };
+        let encoded = encode(call, all, member, kind);
+        match self.alone() {
+            Some(slot) => Route::Direct(one_command(&encoded), Some(slot)),
+            None => Route::Queued(self.clone(), encoded),
+        }
+    }
+
+    /// A slot for a call to go alone, as it is, when nothing is queued or under way: then
+    /// nothing would join it, and it saves the hop through the sending task (a lone caller's
+    /// calls all go this way, as fast as without batching). Only then: under load, the first
+    /// caller answered would otherwise take a free slot for itself alone each time a batch comes
+    /// back, and half the batches would be of one call.
+    fn alone(self: &Arc<Self>) -> Option<Slot> {
+        let mut state = crate::rt::lock::lock(&self.state);
+        if state.in_flight == 0 && state.entries.is_empty() && !state.closed {
+            state.in_flight += 1;
+            return Some(Slot(self.clone()));
+        }
+        None
+    }
+
+    /// Decides `call`, whose member is `member`, in the next batch. The caller's timeout is the
+    /// caller's: dropping this future only stops the waiting (the call may still be decided, as
+    /// any call whose reply never came).
+    pub(crate) async fn decide(&self, call: Encoded, member: [u8; 16]) -> Result<Decision, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        {
+            let mut state = crate::rt::lock::lock(&self.state);
+            if state.closed {
+                return Err(StoreError::other("the Redis store was dropped"));
+            }
+            state.entries.push(Entry { call, reply });
+        }
+        self.ready.notify_one();
+        let reply = answer.await.map_err(|_| StoreError::other("the Redis store's batch task ended"))??;
+        let mut decision = Decision::from_script(reply);
+        decision.member = member;
+        Ok(decision)
+    }
+
+    /// The store is dropped: the task sends what is queued, then ends.
+    pub(crate) fn close(&self) {
+        crate::rt::lock::lock(&self.state).closed = true;
+        self.ready.notify_one();
+    }
+
+    /// The next batch and its slot: the calls queued first, up to [`MAX_CALLS`] and as long as
+    /// they are of the first one's kind (one script decides a batch), as soon as there is
+    /// anything and a slot is free; `None` once the store is dropped and nothing is left.
+    async fn next(self: &Arc<Self>) -> Option<(Vec<Entry>, Slot)> {
+        loop {
+            {
+                let mut state = crate::rt::lock::lock(&self.state);
+                let queued = state.entries.len();
+                if queued > 0 && state.in_flight < self.in_flight_max {
+                    let kind = state.entries[0].call.kind;
+                    let run = state.entries.iter().take(MAX_CALLS).take_while(|e| e.call.kind == kind).count();
+                    let batch = if run == queued {
+                        std::mem::take(&mut state.entries)
+                    } else {
+                        state.entries.drain(..run).collect()
+                    };
+                    state.in_flight += 1;
+                    return Some((batch, Slot(self.clone())));
+                }
+                if queued == 0 && state.closed {
+                    return None;
+                }
+            }
+            // A call queued, or a slot freed, after the look above has stored a wake-up: none
+            // is lost.
+            self.ready.notified().await;
+        }
+    }
+}
+
+/// The sending task: a batch as soon as calls are queued and a slot is free ([`IN_FLIGHT`]).
+async fn send_batches<L: Link>(batcher: Arc<Batcher>, link: L, timeout: Duration) {
+    while let Some((batch, slot)) = batcher.next().await {
+        let link = link.clone();
+        tokio::spawn(async move {
+            send(&link, batch, timeout).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Sends one batch and gives each call its reply; an error (the script's, the connection's, a
+/// timeout) is every call's: the calls before the failing one may have been recorded, as a call
+/// whose reply is lost may have been.
+async fn send<L: Link>(link: &L, batch: Vec<Entry>, timeout: Duration) {
+    let Some(first) = batch.first() else { return };
+    let kind = first.call.kind;
+    // One `EVALSHA` of the batch script (loaded again on `NOSCRIPT`), answered with its reply.
+    let run = Run((command(batch.iter().map(|e| &e.call), kind), kind.script()));
+    let answer = io::timeout(timeout, link.send(&run)).await;
+    match answer.and_then(|a| split(&a, batch.len())) {
+        Ok(replies) => {
+            for (entry, reply) in batch.into_iter().zip(replies) {
+                // A caller that gave up has dropped its end.
+                let _ = entry.reply.send(Ok(reply));
+            }
+        }
+        Err(e) => {
+            for entry in batch {
+                let _ = entry.reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
