@@ -39,7 +39,7 @@ pub(crate) struct CompiledLimit {
     /// from the store in batches and keeps at most this long (µs; 0: every call asks the store).
     pub(crate) sync_us: u64,
     /// The arguments every limit gives the general script first: block µs, concurrency, lease µs.
-    pub(crate) policy_args: [Vec<u8>; 3],
+    pub(crate) block_slot_args: [Vec<u8>; 3],
     /// The script's arguments for this limit: algorithm, rule count, (window µs, count)*.
     pub(crate) script_args: Vec<Vec<u8>>,
     /// Distinguishes this limit's logs in the in-memory store without building a Redis key
@@ -80,7 +80,7 @@ impl CompiledLimit {
     /// Whether this limit needs more than its rules (a penalty, or in-flight slots): such calls
     /// are decided by the general script, and in memory by the general path.
     #[inline]
-    pub(crate) fn has_policy(&self) -> bool {
+    pub(crate) fn has_block_or_slots(&self) -> bool {
         self.block_us > 0 || self.concurrency > 0
     }
 
@@ -244,7 +244,7 @@ impl CompiledLimit {
             concurrency: 0,
             lease_us: 0,
             sync_us,
-            policy_args: [block_us.to_string().into_bytes(), b"0".to_vec(), b"0".to_vec()],
+            block_slot_args: [block_us.to_string().into_bytes(), b"0".to_vec(), b"0".to_vec()],
             script_args,
             memory_id: registration.id,
             _memory_registration: registration,
@@ -280,7 +280,7 @@ impl CompiledLimit {
             concurrency: n,
             lease_us,
             sync_us: 0,
-            policy_args: [b"0".to_vec(), n.to_string().into_bytes(), lease_us.to_string().into_bytes()],
+            block_slot_args: [b"0".to_vec(), n.to_string().into_bytes(), lease_us.to_string().into_bytes()],
             script_args: vec![b"cc".to_vec(), b"0".to_vec(), b"0".to_vec()],
             memory_id: registration.id,
             _memory_registration: registration,

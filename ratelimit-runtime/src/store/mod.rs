@@ -11,7 +11,6 @@ pub(crate) mod peek_reset;
 pub(crate) mod redis;
 mod unavailable;
 
-pub use crate::error::ErrorSource;
 pub use crate::error::StoreError;
 pub use crate::model::key::{DEFAULT_PREFIX, MAX_PREFIX_LEN};
 pub use memory::MemoryStore;

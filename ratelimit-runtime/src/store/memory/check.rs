@@ -42,7 +42,7 @@ pub(super) fn check_limit(
         }
         return;
     }
-    if !limit.has_policy() {
+    if !limit.has_block_or_slots() {
         check_rules(shard.get_mut(key), g, limit, now, cost, d, tightest);
         return;
     }

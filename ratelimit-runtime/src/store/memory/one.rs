@@ -31,7 +31,7 @@ impl MemoryStore {
     pub(super) fn one_limit<'c>(call: &Call<'c>) -> Option<(&'c CompiledLimit, &'c [u8])> {
         let ([limit], [subject]) = (call.limits, call.subjects) else { return None };
         // A shadow limit (decided only once the others admit) goes the general way.
-        if limit.has_policy() || call.shadow > 0 {
+        if limit.has_block_or_slots() || call.shadow > 0 {
             return None;
         }
         if 16 + subject.len() > INLINE_KEY

@@ -39,11 +39,11 @@ pub(crate) fn general_command(
     let (mut args, mut bytes) = (8, 90);
     for i in indices.clone() {
         let limit = &call.limits[i];
-        args += 1 + limit.policy_args.len() + limit.script_args.len() + 3;
+        args += 1 + limit.block_slot_args.len() + limit.script_args.len() + 3;
         bytes += 24
             + call.subjects[i].len() * 3
             + limit.redis_key_len()
-            + limit.policy_args.iter().chain(&limit.script_args).map(Vec::len).sum::<usize>();
+            + limit.block_slot_args.iter().chain(&limit.script_args).map(Vec::len).sum::<usize>();
     }
     let mut cmd = Cmd::with_capacity(args, bytes);
     cmd.arg("EVALSHA").arg(GENERAL.sha()).arg(indices.clone().count());
@@ -58,7 +58,7 @@ pub(crate) fn general_command(
     };
     for i in indices {
         let limit = &call.limits[i];
-        for a in limit.policy_args.iter().chain(&limit.script_args) {
+        for a in limit.block_slot_args.iter().chain(&limit.script_args) {
             cmd.arg(a.as_slice());
         }
     }

@@ -47,7 +47,7 @@ pub(crate) struct Encoded {
 pub(crate) fn batchable(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone) -> Option<Kind> {
     // Shadow limits (the call's last `call.shadow`) are decided as a group after the others.
     let enforced = call.enforced();
-    if indices.clone().any(|i| i >= enforced || call.limits[i].has_policy()) {
+    if indices.clone().any(|i| i >= enforced || call.limits[i].has_block_or_slots()) {
         return None;
     }
     let sliding = |i: usize| call.limits[i].algorithm == Algorithm::SlidingWindow;
