@@ -39,7 +39,7 @@ impl Script {
 pub(crate) static GENERAL: Script = Script::new(include_str!("lua/decide.lua"));
 /// The decisions of one or more calls whose limits are all sliding windows (no block, no
 /// concurrency or shadow limit), one after another (see `decide_sw_batch.lua` and
-/// store/redis/batch.rs).
+/// store/redis/batch/).
 pub(crate) static BATCH: Script = Script::new(include_str!("lua/decide_sw_batch.lua"));
 /// The same for calls whose limits are all O(1) algorithms (see `decide_o1_batch.lua`).
 pub(crate) static O1_BATCH: Script = Script::new(include_str!("lua/decide_o1_batch.lua"));
