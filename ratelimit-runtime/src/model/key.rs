@@ -237,6 +237,7 @@ mod tests {
 }
 
 /// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag, modulo 16384.
+#[cfg(feature = "cluster")]
 pub(crate) fn cluster_slot(key: &[u8]) -> u16 {
     let tagged = key
         .iter()
@@ -247,7 +248,7 @@ pub(crate) fn cluster_slot(key: &[u8]) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(tagged) % 16384
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "cluster"))]
 mod slot_tests {
     use super::*;
 
