@@ -73,9 +73,16 @@ fn check(
 
 /// `<crate>::__private`, the runtime items generated code calls.
 fn private_path(krate: Option<&syn::Path>) -> TokenStream {
+    let krate = crate_path(krate);
+    quote!(#krate::__private)
+}
+
+/// The `ratelimit` crate: the limiter is built with its public API (`Limiter`, `Limit`, `Rule`…),
+/// as a user would build it by hand.
+fn crate_path(krate: Option<&syn::Path>) -> TokenStream {
     match krate {
-        Some(path) => quote!(#path::__private),
-        None => quote!(::ratelimit::__private),
+        Some(path) => quote!(#path),
+        None => quote!(::ratelimit),
     }
 }
 
@@ -211,25 +218,26 @@ fn prelude(func: &Function, plan: &Plan, shape: &Shape, bounds: TokenStream, kee
 
 /// The limiter, built on first use: every stacked limit, and the limiter-wide options.
 fn build_limiter(p: &TokenStream, func: &Function, plan: &Plan) -> TokenStream {
+    let k = crate_path(plan.krate.as_ref());
     let function = func.sig.ident.unraw().to_string();
     let name = match &plan.name {
         Some(lit) => quote!(::core::option::Option::Some(#lit)),
         None => quote!(::core::option::Option::None),
     };
-    let limits = plan.limits.iter().map(|limit| add_limit(p, limit));
+    let limits = plan.limits.iter().map(|limit| add_limit(&k, limit));
     let on_error = plan.on_error.map(|policy| {
         let variant = match policy {
             OnError::Allow => quote!(Allow),
             OnError::Deny => quote!(Deny),
             OnError::Local => quote!(Local),
         };
-        quote!(.on_error(#p::FailurePolicy::#variant))
+        quote!(.on_error(#k::FailurePolicy::#variant))
     });
     let name_arg = syn::Ident::new("__ratelimit_name", Span::mixed_site());
     quote! {
         #p::LazyLimiter::new(
             || #p::name(::core::module_path!(), #function, #name),
-            |#name_arg| #p::Limiter::builder(#name_arg)
+            |#name_arg| #k::Limiter::builder(#name_arg)
                 #(#limits)*
                 #on_error
                 .build(),
@@ -237,17 +245,17 @@ fn build_limiter(p: &TokenStream, func: &Function, plan: &Plan) -> TokenStream {
     }
 }
 
-/// One attribute's limit, as a `Limit` with its options.
-fn add_limit(p: &TokenStream, limit: &Limit) -> TokenStream {
+/// One attribute's limit, as a `Limit` with its options; `k` is the `ratelimit` crate's path.
+fn add_limit(k: &TokenStream, limit: &Limit) -> TokenStream {
     let kind = syn::Ident::new(limit.kind.variant(), Span::call_site());
-    let algorithm = limit.algorithm.as_ref().map(|a| quote!(.algorithm(#p::Algorithm::#a)));
+    let algorithm = limit.algorithm.as_ref().map(|a| quote!(.algorithm(#k::Algorithm::#a)));
     let prefix = limit.prefix.as_ref().map(|lit| quote!(.prefix(#lit)));
     let burst = limit.burst.map(|b| {
         let b = Literal::u64_suffixed(b);
         quote!(.burst(#b))
     });
     let mode = match limit.mode {
-        Some(Mode::Shadow) => Some(quote!(.mode(#p::Mode::Shadow))),
+        Some(Mode::Shadow) => Some(quote!(.mode(#k::Mode::Shadow))),
         Some(Mode::Enforce) | None => None,
     };
     let millis = |ms: u64| {
@@ -261,14 +269,14 @@ fn add_limit(p: &TokenStream, limit: &Limit) -> TokenStream {
             quote!(.lease(#lease))
         });
         return quote! {
-            .limit(#p::Limit::concurrency(#p::LimitType::#kind, #n) #prefix #lease #mode)
+            .limit(#k::Limit::concurrency(#k::LimitType::#kind, #n) #prefix #lease #mode)
         };
     }
     // Every literal was checked against the rules' bounds at compile time (`bounds`): the `?`
     // is for the compiler, which cannot know it.
     let rules = limit.rules.iter().map(|r| {
         let (window, count) = (Literal::u64_suffixed(r.window_ms), Literal::u64_suffixed(r.count));
-        quote!(#p::Rule::from_millis(#window, #count)?)
+        quote!(#k::Rule::from_millis(#window, #count)?)
     });
     let block = limit.block.map(|ms| {
         let block = millis(ms);
@@ -279,7 +287,7 @@ fn add_limit(p: &TokenStream, limit: &Limit) -> TokenStream {
         quote!(.sync(#sync))
     });
     quote! {
-        .limit(#p::Limit::new(#p::LimitType::#kind, [#(#rules),*]) #algorithm #prefix #burst #mode #block #sync)
+        .limit(#k::Limit::new(#k::LimitType::#kind, [#(#rules),*]) #algorithm #prefix #burst #mode #block #sync)
     }
 }
 

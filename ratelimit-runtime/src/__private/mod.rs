@@ -1,6 +1,7 @@
 //! What `#[rate_limiter]` expands to. Not a public API: names and shapes change freely.
 //!
-//! The expansion of one annotated function is, in outline, the public request API:
+//! The expansion of one annotated function is, in outline, the public builder and request API
+//! (named by their public paths, `::ratelimit::Limiter` and so on):
 //!
 //! ```ignore
 //! static LIMITER: LazyLimiter = LazyLimiter::new(
@@ -35,13 +36,6 @@ use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-pub use crate::algorithm::Algorithm;
-pub use crate::config::FailurePolicy;
-pub use crate::limiter::Limiter;
-pub use crate::model::limit::Limit;
-pub use crate::model::limit_type::LimitType;
-pub use crate::model::mode::Mode;
-pub use crate::model::rule::Rule;
 pub use bounds::{concurrency_problem, count_problem, window_problem, Problem};
 pub use lazy::LazyLimiter;
 pub use values::{cost, ip, tier, Cost, SubjectOf, Tier, ViaDisplay, ViaSubjectValue};
