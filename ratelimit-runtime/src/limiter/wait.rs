@@ -59,8 +59,15 @@ fn jitter(retry: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limiter::Limiter;
+    use crate::model::limit::Limit;
     use crate::model::limit_type::LimitType;
+    use crate::model::rule::Rule;
+    use crate::model::subject::Subject;
+    use crate::rt::clock::ManualClock;
+    use crate::store::memory::MemoryStore;
     use std::sync::Arc;
+    use std::time::Instant;
 
     fn exceeded(retry_after: Duration) -> RateLimited {
         RateLimited {
@@ -99,5 +106,55 @@ mod tests {
         assert!(values.len() > 10, "jitter should vary: {values:?}");
         assert!(values.iter().all(|j| *j <= JITTER_CAP));
         assert_eq!(jitter(Duration::from_micros(5)), Duration::ZERO);
+    }
+
+    /// On a manual clock that the sleeps advance: waiting admits exactly `count` calls per
+    /// window, and each wait is the retry-after (plus jitter).
+    #[test]
+    fn waiting_admits_exactly_the_rules_rate() {
+        let clock = Arc::new(ManualClock::new(1_000_000_000));
+        let limiter = Limiter::builder("wait::manual")
+            .limit(Limit::new(LimitType::Global, [Rule::from_millis(1_000, 5).unwrap()]))
+            .store(Arc::new(MemoryStore::with_clock(clock.clone())))
+            .build()
+            .unwrap();
+        let origin = Instant::now();
+        let elapsed = std::cell::Cell::new(Duration::ZERO);
+        let mut admitted_at = Vec::new();
+        for _ in 0..20 {
+            let now = || origin + elapsed.get();
+            let sleep = |d: Duration| {
+                clock.advance(d);
+                elapsed.set(elapsed.get() + d);
+            };
+            let global = [Subject::global()];
+            limiter.check(&global).wait(Duration::from_secs(2)).wait_blocking(now, sleep).unwrap();
+            admitted_at.push(elapsed.get());
+        }
+        // 20 calls at 5 per second: the last needs three whole windows.
+        let total = *admitted_at.last().unwrap();
+        assert!(total >= Duration::from_secs(3) && total < Duration::from_millis(3_100), "{total:?}");
+        // In any one-second window, at most 5 admissions.
+        for (i, t) in admitted_at.iter().enumerate() {
+            let within = admitted_at[i..].iter().filter(|u| **u < *t + Duration::from_secs(1)).count();
+            assert!(within <= 5, "{within} admissions within 1s from {t:?}");
+        }
+    }
+
+    #[test]
+    fn a_wait_longer_than_max_wait_refuses_without_sleeping() {
+        let clock = Arc::new(ManualClock::new(1_000_000_000));
+        let limiter = Limiter::builder("wait::too_long")
+            .limit(Limit::new(LimitType::Global, [Rule::from_millis(60_000, 1).unwrap()]))
+            .store(Arc::new(MemoryStore::with_clock(clock)))
+            .build()
+            .unwrap();
+        let g = [Subject::global()];
+        limiter.check(&g).blocking().unwrap();
+        let mut slept = Vec::new();
+        let e =
+            limiter.check(&g).wait(Duration::from_secs(10)).wait_blocking(Instant::now, |d| slept.push(d)).unwrap_err();
+        assert_eq!(e.cause(), Cause::Exceeded);
+        assert!(slept.is_empty(), "refused at once, without sleeping: {slept:?}");
     }
 }
