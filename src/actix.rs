@@ -9,7 +9,8 @@
 //!   `RateLimit` fields.
 //! - `RateLimited: actix_web::ResponseError`: the status, header fields and JSON body that axum
 //!   gets (`429` with `Retry-After`, `RateLimit-Policy`, `RateLimit` and
-//!   `{"error":"rate_limited","retry_after_ms":N}`; `503` when the store could not decide; `500`
+//!   `{"error":"rate_limited","retry_after_ms":N}`; `503` with `{"error":"store_unavailable",…}`
+//!   when the store could not decide; `500`
 //!   when the server is misconfigured). A handler returns `Result<_, RateLimited>`, or its own
 //!   error type built from it.
 //!

@@ -193,5 +193,5 @@ async fn users_from_the_header_and_the_other_statuses() {
     let r = request(server.addr, loopback(6), "GET", "/down", &[]).await;
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.header("retry-after").is_some(), "{:?}", r.headers);
-    assert!(r.body.starts_with(r#"{"error":"rate_limited""#), "{}", r.body);
+    assert!(r.body.starts_with(r#"{"error":"store_unavailable","retry_after_ms":"#), "{}", r.body);
 }

@@ -31,7 +31,8 @@ fn actix_headers(headers: http::HeaderMap) -> impl Iterator<Item = (HeaderName, 
 
 /// `429 Too Many Requests` (`503` when the store was unavailable, `500` when the identity was
 /// missing or the limiter is invalid) with `Retry-After`, `RateLimit-Policy`, `RateLimit` and a
-/// JSON body `{"error":"rate_limited","retry_after_ms":N}`: the response axum gets.
+/// JSON body `{"error":"rate_limited","retry_after_ms":N}` (`"store_unavailable"` for a 503):
+/// the response axum gets.
 impl ResponseError for RateLimited {
     fn status_code(&self) -> StatusCode {
         StatusCode::from_u16(self.status().as_u16()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)

@@ -199,7 +199,9 @@ impl RateLimited {
     }
 
     /// The JSON body of the response: `{"error":"rate_limited","retry_after_ms":3200}`
-    /// (`{"error":"rate_limit_subject_missing"}` for a missing identity,
+    /// (`{"error":"store_unavailable","retry_after_ms":1000}` when the store could not decide, so
+    /// that a client tells an outage from its own limit without reading the status;
+    /// `{"error":"rate_limit_subject_missing"}` for a missing identity,
     /// `{"error":"rate_limiter_misconfigured","limiter":"<name>"}` for an invalid limiter).
     ///
     /// ```
@@ -228,14 +230,16 @@ impl RateLimited {
             }
             _ => {}
         }
+        let error = if self.cause == Cause::StoreUnavailable { "store_unavailable" } else { "rate_limited" };
         let ms = self.retry_after.as_micros().div_ceil(1000);
-        format!(r#"{{"error":"rate_limited","retry_after_ms":{ms}}}"#)
+        format!(r#"{{"error":"{error}","retry_after_ms":{ms}}}"#)
     }
 }
 
 /// `429 Too Many Requests` (`503` when the store was unavailable, `500` when the identity was
 /// missing or the limiter is invalid) with `Retry-After`,
-/// `RateLimit-Policy`, `RateLimit` and a JSON body `{"error":"rate_limited","retry_after_ms":N}`.
+/// `RateLimit-Policy`, `RateLimit` and the JSON body of [`json_body`](RateLimited::json_body)
+/// (`{"error":"rate_limited","retry_after_ms":N}`, `"store_unavailable"` for a 503).
 #[cfg(feature = "axum")]
 impl IntoResponse for RateLimited {
     fn into_response(self) -> Response {

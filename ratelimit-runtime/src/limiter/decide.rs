@@ -310,6 +310,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                     self.shadow()
                 }
                 FailurePolicy::Deny => {
+                    logs::refusing_calls(self.limiter.name(), &e);
                     // A configuration no retry can fix is the server's error, not an outage.
                     let cause = match e {
                         StoreError::Misconfigured { .. } => Cause::Misconfigured,

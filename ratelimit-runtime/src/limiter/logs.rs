@@ -15,6 +15,15 @@ pub(crate) fn store_failure(limiter: &str, error: &StoreError) {
     }
 }
 
+/// A failed store call under the fail-closed policy: the calls are refused (503), and an
+/// operator must learn why from the log as under the other policies.
+pub(crate) fn refusing_calls(limiter: &str, error: &StoreError) {
+    static THROTTLE: Throttle = Throttle::new(Duration::from_secs(10));
+    if let Some(suppressed) = THROTTLE.admit(Instant::now()) {
+        tracing::warn!(limiter, error = %error, suppressed, "rate-limit store failed; refusing calls (fail closed)");
+    }
+}
+
 /// A failed store call under the `local` policy.
 pub(crate) fn local_decisions(limiter: &str, error: &StoreError) {
     static THROTTLE: Throttle = Throttle::new(Duration::from_secs(10));
