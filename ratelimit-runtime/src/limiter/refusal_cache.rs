@@ -169,11 +169,15 @@ pub(crate) struct RefusalCache {
 }
 
 impl RefusalCache {
-    /// A cache of at most about `size` entries.
+    /// A cache of at most `size` entries (at least one: the configuration refuses 0). The
+    /// entries are split over the shards exactly, so that the size a user sets is the size
+    /// they get: fewer shards than entries, the first `size % shards` holding one more.
     pub(crate) fn new(size: usize) -> RefusalCache {
-        let per_shard = size.div_ceil(SHARDS).max(1);
+        let size = size.max(1);
+        let shards = size.min(SHARDS);
+        let capacity = |i: usize| size / shards + usize::from(i < size % shards);
         RefusalCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(LruCache::with_hasher(per_shard, NoHash))).collect(),
+            shards: (0..shards).map(|i| Mutex::new(LruCache::with_hasher(capacity(i), NoHash))).collect(),
             // Seeded per process: callers choose subjects, and must not choose collisions.
             seed: foldhash::fast::RandomState::default(),
         }
@@ -293,5 +297,18 @@ mod tests {
         assert!(get(&mut shard, 1, A, &s[..1], 1, (0, false)).is_some(), "recently used: kept");
         assert!(get(&mut shard, 2, A, &s[1..2], 1, (0, false)).is_none(), "least recently used: evicted");
         assert!(get(&mut shard, 3, A, &s[2..3], 1, (0, false)).is_some());
+    }
+
+    /// The size set is the size held: 1 holds one refusal, and sizes that are no multiple of the
+    /// shard count hold exactly that many once full.
+    #[test]
+    fn holds_exactly_the_size_set() {
+        for size in [1, 2, 63, 64, 65, 100, 1000] {
+            let cache = RefusalCache::new(size);
+            for i in 0u32..20_000 {
+                cache.insert(A, &[&i.to_le_bytes()], refusal(u64::MAX, 1));
+            }
+            assert_eq!(cache.len(), size, "size {size}");
+        }
     }
 }
