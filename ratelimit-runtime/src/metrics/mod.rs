@@ -275,7 +275,8 @@ pub(crate) struct StoreMetrics {
 struct StoreHandles {
     duration: Histogram,
     errors: [Counter; ErrorKind::ALL.len()],
-    circuit: Gauge,
+    /// `None` in memory: it has no breaker, and a series of it would read as one that never opens.
+    circuit: Option<Gauge>,
 }
 
 impl StoreMetrics {
@@ -292,13 +293,14 @@ impl StoreMetrics {
 
     fn handles(&self) -> &StoreHandles {
         self.handles.get_or_init(|| {
-            let circuit = metrics::gauge!(CIRCUIT_OPEN, "store" => self.label);
             // Shown from the first call, so that a dashboard sees 0 before any outage. A remote
             // store's breaker opens only after failed calls, which came here first. Added to, not
             // set: another store of the same kind may have its breaker open.
-            if self.label != "memory" {
-                circuit.increment(0.0);
-            }
+            let circuit = (self.label != "memory").then(|| {
+                let gauge = metrics::gauge!(CIRCUIT_OPEN, "store" => self.label);
+                gauge.increment(0.0);
+                gauge
+            });
             StoreHandles {
                 duration: metrics::histogram!(STORE_DURATION, "store" => self.label),
                 errors: ErrorKind::ALL
@@ -311,7 +313,7 @@ impl StoreMetrics {
     /// The store's breaker opened (`true`) or closed.
     #[cold]
     pub(crate) fn circuit(&self, open: bool) {
-        let gauge = &self.handles().circuit;
+        let Some(gauge) = &self.handles().circuit else { return };
         if open {
             gauge.increment(1.0);
         } else {
