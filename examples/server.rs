@@ -46,7 +46,8 @@ Routes:
                      IP only failures count: after 5 in 60s, 2 minutes of 429
   GET  /api/report   ?ms=N: sleeps N ms (at most 10000); per client IP at most 2 at a time
   GET  /api/search   per user (X-User-Id, required): 5 per 10s; the plan in the
-                     X-Plan header chooses the tier (pro: 50 per 10s)
+                     X-Plan header chooses the tier (pro: 50 per 10s; tier names are
+                     case-sensitive: Pro is not pro)
   GET  /metrics      the limiter's metrics, Prometheus text format (no limit)
 
 Environment (at most one of REDIS_URL, REDIS_CLUSTER_URLS, REDIS_SENTINEL_URLS;
@@ -66,12 +67,14 @@ none: counts in process memory):
   RATELIMIT_ON_ERROR        allow or deny calls when the store cannot decide, or local:
                             decide them in this process's memory until it answers
                             [default: allow]
-  RATELIMIT_REFUSAL_CACHE   0 turns off the local cache of refusals (remote stores)
-                            [default: 1]
+  RATELIMIT_REFUSAL_CACHE   on or off: the local cache of refusals (remote stores)
+                            [default: on for Redis, off in memory]
   RATELIMIT_REFUSAL_CACHE_SIZE
-                            refusals the cache holds [default: 100000]
+                            refusals the cache holds, 1 or more [default: 100000]
   RATELIMIT_CONFIG          a TOML file that overrides the limits (rules, tiers, mode = shadow|off,
                             [exempt] ips and users); re-read on SIGHUP [default: unset]
+Values are read exactly as shown (lower case); any other value stops the server with a message
+naming the variable. A blank variable counts as unset.
   RUST_LOG                  log filter for stderr [default: info]";
 
 /// The command line.
@@ -104,9 +107,11 @@ pub fn cli() -> clap::Command {
                 .value_name("ADDR:PORT")
                 .default_value("127.0.0.1:3000")
                 .value_parser(|v: &str| {
-                    v.parse::<SocketAddr>().map_err(|_| "expected ADDR:PORT, e.g. 127.0.0.1:3000 or [::1]:3000")
+                    v.parse::<SocketAddr>().map_err(|_| {
+                        "expected ADDR:PORT, an IP address and a port (not a host name), e.g. 127.0.0.1:3000 or [::1]:3000"
+                    })
                 })
-                .help("Where to listen (port 0 picks a free one)"),
+                .help("Where to listen: an IP address and a port, not a host name (port 0 picks a free one)"),
         )
         .arg(
             Arg::new("trust-proxy")
@@ -411,7 +416,15 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         let addr = listener.local_addr().unwrap_or(args.listen);
         let shutdown = shutdown_signal();
         reload_on_sighup();
-        println!("server: listening on http://{addr} (rate-limit store: {})", ratelimit::config::describe_store());
+        // The settings in force, so that an operator sees what a deployment's variables did.
+        let proxies = match args.trust_proxy.as_slice() {
+            [] => "none".to_owned(),
+            cidrs => cidrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        };
+        println!(
+            "server: listening on http://{addr} (rate-limit {}; trusted proxies: {proxies})",
+            ratelimit::config::settings()
+        );
         let app = app(&args.trust_proxy).into_make_service_with_connect_info::<SocketAddr>();
         match axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
             Ok(()) => {

@@ -77,7 +77,9 @@ pub mod error {
 
 /// Global configuration beside [`Config`]: the overrides file and the store in use.
 pub mod config {
-    pub use ratelimit_runtime::config::{describe_store, unknown_limiters, LimitOverride, Overrides, DEFAULT_TIMEOUT};
+    pub use ratelimit_runtime::config::{
+        describe_store, settings, unknown_limiters, LimitOverride, Overrides, Settings, DEFAULT_TIMEOUT,
+    };
 }
 
 /// The metrics the limiters report (`ratelimit_decisions_total` and the rest, through the

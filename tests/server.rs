@@ -229,7 +229,10 @@ async fn store_failure_policy() {
     let r = get(&closed, 2, "/api/global").await;
     assert_eq!(r.status, 503, "{r:?}");
     assert!(r.header("retry-after").is_some_and(|v| v.parse::<u64>().is_ok()));
-    assert!(r.body.starts_with(r#"{"error":"rate_limited","retry_after_ms":"#));
+    // The body tells an outage from the client's own limit.
+    assert!(r.body.starts_with(r#"{"error":"store_unavailable","retry_after_ms":"#), "{}", r.body);
+    // And the operator learns why, as under the other policies.
+    closed.wait_for("rate-limit store failed; refusing calls (fail closed)", Duration::from_secs(10));
     assert_eq!(get(&closed, 2, "/healthz").await.status, 200);
 }
 
@@ -284,7 +287,8 @@ fn command_line() {
     };
     bad(
         &["--listen", "localhost"],
-        "error: invalid value 'localhost' for '--listen <ADDR:PORT>': expected ADDR:PORT, e.g. 127.0.0.1:3000",
+        "error: invalid value 'localhost' for '--listen <ADDR:PORT>': expected ADDR:PORT, an IP address and a port \
+         (not a host name), e.g. 127.0.0.1:3000",
     );
     bad(&["--trust-proxy=10.0.0.1/8"], "did you mean 10.0.0.0/8?");
     bad(&["--trust-proxy"], "error: a value is required for '--trust-proxy <CIDR>' but none was supplied");

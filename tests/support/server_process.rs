@@ -26,15 +26,21 @@ const EXIT_WITH_PARENT: &str = "RATELIMIT_TEST_EXIT_WITH_PARENT";
 const LISTENING: &str = "listening on http://";
 /// The environment the test process may carry that would configure the child: removed, so a
 /// server runs on its defaults plus exactly what its test gives.
-const CLEARED: [&str; 10] = [
+const CLEARED: [&str; 16] = [
     "REDIS_URL",
     "REDIS_CLUSTER_URLS",
     "REDIS_SENTINEL_URLS",
     "REDIS_SENTINEL_MASTER",
+    "REDIS_PASSWORD",
+    "REDIS_USERNAME",
     "REDIS_CA_CERT",
     "REDIS_CLIENT_CERT",
     "REDIS_CLIENT_KEY",
     "RATELIMIT_ON_ERROR",
+    "RATELIMIT_REFUSAL_CACHE",
+    "RATELIMIT_REFUSAL_CACHE_SIZE",
+    "RATELIMIT_DENY_CACHE",
+    "RATELIMIT_DENY_CACHE_SIZE",
     "RATELIMIT_CONFIG",
     "RUST_LOG",
 ];

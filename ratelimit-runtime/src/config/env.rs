@@ -5,7 +5,8 @@ use crate::error::{ConfigError, ParseError};
 use crate::store::{SentinelSpec, TlsConfig};
 use std::path::PathBuf;
 
-/// One environment variable, or `None` when it is unset or blank.
+/// One environment variable, or `None` when it is unset or blank (blank is unset, so that
+/// `VAR=` in a compose file or a unit means the default).
 pub(crate) type Var<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// The process's environment, blank values counting as unset.
@@ -41,9 +42,14 @@ impl Config {
     /// `REDIS_PASSWORD`, `REDIS_USERNAME`), else memory; `RATELIMIT_ON_ERROR=allow|deny|local`.
     /// Naming more than one store is an error. `RATELIMIT_CONFIG=path.toml`: the overrides file.
     /// For `rediss://`, `REDIS_CA_CERT` (a private CA's PEM file) and `REDIS_CLIENT_CERT` with
-    /// `REDIS_CLIENT_KEY` (mutual TLS). `RATELIMIT_REFUSAL_CACHE=0|1` and
-    /// `RATELIMIT_REFUSAL_CACHE_SIZE=<entries>` (see [`refusal_cache`](Self::refusal_cache);
-    /// their former names `RATELIMIT_DENY_CACHE` and `RATELIMIT_DENY_CACHE_SIZE` still work).
+    /// `REDIS_CLIENT_KEY` (mutual TLS). `RATELIMIT_REFUSAL_CACHE=on|off` (also `1|0`,
+    /// `true|false`) and `RATELIMIT_REFUSAL_CACHE_SIZE=<entries>`, 1 or more (see
+    /// [`refusal_cache`](Self::refusal_cache); their former names `RATELIMIT_DENY_CACHE` and
+    /// `RATELIMIT_DENY_CACHE_SIZE` still work).
+    ///
+    /// Values are read exactly as documented (lower case, no spaces, no aliases); any other
+    /// value is an error naming the variable and the values it takes. A blank variable counts as
+    /// unset.
     pub fn from_env() -> Result<Config, ConfigError> {
         from(&process_var)
     }
@@ -52,12 +58,18 @@ impl Config {
 /// The configuration the variables `var` give.
 pub(crate) fn from(var: Var<'_>) -> Result<Config, ConfigError> {
     let mut config = if let Some(spec) = sentinel(var)? {
-        Config::sentinel_spec(spec)
+        Config { store_var: Some("REDIS_SENTINEL_URLS"), ..Config::sentinel_spec(spec) }
     } else if let Some(urls) = var("REDIS_CLUSTER_URLS") {
-        Config::cluster(list(&urls))
+        Config { store_var: Some("REDIS_CLUSTER_URLS"), ..Config::cluster(list(&urls)) }
     } else if let Some(url) = var("REDIS_URL") {
-        Config::redis(url)
+        Config { store_var: Some("REDIS_URL"), ..Config::redis(url) }
     } else {
+        // Settings of a Redis with no Redis named: a mistake to say, not a value to ignore.
+        for name in ["REDIS_CA_CERT", "REDIS_CLIENT_CERT", "REDIS_CLIENT_KEY"] {
+            if var(name).is_some() {
+                return Err(ConfigError::MissingVar { set: name, missing: "REDIS_URL" });
+            }
+        }
         Config::memory()
     };
     config.tls = tls(var)?;
@@ -82,9 +94,7 @@ pub(crate) fn refusal_cache(var: Var<'_>) -> Result<(Option<bool>, Option<usize>
         None => None,
     };
     let size = match current_or_former(var, "RATELIMIT_REFUSAL_CACHE_SIZE") {
-        Some((name, value)) => Some(parsed(name, &value, |v| {
-            v.trim().parse::<usize>().map_err(|source| ParseError::Number { value: v.to_owned(), source })
-        })?),
+        Some((name, value)) => Some(parsed(name, &value, cache_size)?),
         None => None,
     };
     Ok((on, size))
@@ -95,14 +105,28 @@ fn parsed<T>(name: &'static str, value: &str, parse: impl Fn(&str) -> Result<T, 
     parse(value).map_err(|source| ConfigError::Var { var: name, value: value.to_owned(), source })
 }
 
-/// `0`/`1`, `true`/`false`, `on`/`off`, `yes`/`no`.
+/// `on`/`off`, `1`/`0`, `true`/`false`, spelled exactly so: a value read some other way than
+/// its writer meant must stop the process, not change what it does.
 pub(crate) fn switch(s: &str) -> Result<bool, ParseError> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "on" | "yes" => Ok(true),
-        "0" | "false" | "off" | "no" => Ok(false),
-        _ => Err(ParseError::Unknown { what: "switch", value: s.to_owned(), expected: "0, 1, true, false, on or off" }),
+    match s {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        _ => Err(ParseError::Unknown { what: "switch", value: s.to_owned(), expected: "on, off, 1, 0, true or false" }),
     }
 }
+
+/// A number of refusal cache entries: 1 or more (the switch turns the cache off).
+fn cache_size(s: &str) -> Result<usize, ParseError> {
+    match s.parse::<usize>() {
+        Ok(0) => Err(ParseError::OutOfRange { value: s.to_owned(), expected: REFUSAL_CACHE_SIZES }),
+        Ok(n) => Ok(n),
+        Err(source) => Err(ParseError::Number { value: s.to_owned(), source }),
+    }
+}
+
+/// What a refusal cache size may be.
+pub(crate) const REFUSAL_CACHE_SIZES: &str =
+    "1 or more entries (RATELIMIT_REFUSAL_CACHE=off or Config::refusal_cache(false) turns the cache off)";
 
 /// A comma-separated list, blanks dropped.
 fn list(text: &str) -> Vec<String> {
@@ -122,7 +146,16 @@ fn sentinel(var: Var<'_>) -> Result<Option<SentinelSpec>, ConfigError> {
         return Err(ConfigError::StoresConflict(named));
     }
     let (urls, master) = match (var("REDIS_SENTINEL_URLS"), var("REDIS_SENTINEL_MASTER")) {
-        (None, None) => return Ok(None),
+        (None, None) => {
+            // Only the Sentinel primary takes its credentials from variables: a password meant
+            // for REDIS_URL would otherwise be dropped without a word.
+            for name in ["REDIS_PASSWORD", "REDIS_USERNAME"] {
+                if var(name).is_some() {
+                    return Err(ConfigError::MissingVar { set: name, missing: "REDIS_SENTINEL_URLS" });
+                }
+            }
+            return Ok(None);
+        }
         (Some(urls), Some(master)) => (urls, master),
         (Some(_), None) => {
             return Err(ConfigError::MissingVar { set: "REDIS_SENTINEL_URLS", missing: "REDIS_SENTINEL_MASTER" })
@@ -184,12 +217,20 @@ mod tests {
         assert_eq!(spec.unwrap(), Some(expected));
         let half = tls(&env(&[("REDIS_CLIENT_CERT", "c.pem")])).unwrap_err();
         assert_eq!(half.to_string(), "REDIS_CLIENT_CERT is set without REDIS_CLIENT_KEY");
+        // Settings of a store that is not there are refused, not ignored.
+        let stray = from(&env(&[("REDIS_PASSWORD", "pw"), ("REDIS_URL", "redis://a")])).unwrap_err();
+        assert!(stray.to_string().starts_with("REDIS_PASSWORD is set without REDIS_SENTINEL_URLS"), "{stray}");
+        let stray = from(&env(&[("REDIS_CA_CERT", "ca.pem")])).unwrap_err();
+        assert!(stray.to_string().starts_with("REDIS_CA_CERT is set without REDIS_URL"), "{stray}");
+        // A store a variable names that cannot be built: the error names the variable.
+        let bad = from(&env(&[("REDIS_URL", "http://a:6379/")])).unwrap().build_store().err().unwrap();
+        assert!(bad.to_string().starts_with("REDIS_URL: "), "{bad}");
     }
 
     #[test]
     fn the_refusal_cache_variables_keep_their_former_names() {
         assert_eq!(refusal_cache(&env(&[])).unwrap(), (None, None));
-        let new = env(&[("RATELIMIT_REFUSAL_CACHE", " Off "), ("RATELIMIT_REFUSAL_CACHE_SIZE", "10")]);
+        let new = env(&[("RATELIMIT_REFUSAL_CACHE", "off"), ("RATELIMIT_REFUSAL_CACHE_SIZE", "10")]);
         assert_eq!(refusal_cache(&new).unwrap(), (Some(false), Some(10)));
         let old = env(&[("RATELIMIT_DENY_CACHE", "1"), ("RATELIMIT_DENY_CACHE_SIZE", "20")]);
         assert_eq!(refusal_cache(&old).unwrap(), (Some(true), Some(20)));
@@ -199,7 +240,19 @@ mod tests {
         let bad = refusal_cache(&env(&[("RATELIMIT_DENY_CACHE", "maybe")])).unwrap_err();
         assert_eq!(
             bad.to_string(),
-            "RATELIMIT_DENY_CACHE=\"maybe\": unknown switch \"maybe\": expected 0, 1, true, false, on or off"
+            "RATELIMIT_DENY_CACHE=\"maybe\": unknown switch \"maybe\": expected on, off, 1, 0, true or false"
+        );
+        // Strict: no other spelling, no case, no spaces.
+        for value in ["yes", "no", "Off", " on", "ON"] {
+            let pairs: &'static [(&str, &str)] = Box::leak(Box::new([("RATELIMIT_REFUSAL_CACHE", value)]));
+            assert!(refusal_cache(&env(pairs)).is_err(), "{value:?}");
+        }
+        // A size the cache cannot hold is refused, saying how to turn it off.
+        let zero = refusal_cache(&env(&[("RATELIMIT_REFUSAL_CACHE_SIZE", "0")])).unwrap_err();
+        assert_eq!(
+            zero.to_string(),
+            "RATELIMIT_REFUSAL_CACHE_SIZE=\"0\": \"0\" is out of range: expected 1 or more entries \
+             (RATELIMIT_REFUSAL_CACHE=off or Config::refusal_cache(false) turns the cache off)"
         );
         let bad = refusal_cache(&env(&[("RATELIMIT_REFUSAL_CACHE_SIZE", "lots")])).unwrap_err();
         assert!(bad.to_string().starts_with("RATELIMIT_REFUSAL_CACHE_SIZE=\"lots\": "), "{bad}");
@@ -211,6 +264,14 @@ mod tests {
         let config = from(&env(&[("RATELIMIT_ON_ERROR", "deny")])).unwrap();
         assert_eq!(config.on_error, FailurePolicy::Deny);
         let bad = from(&env(&[("RATELIMIT_ON_ERROR", "sometimes")])).unwrap_err();
-        assert!(bad.to_string().contains("unknown failure policy \"sometimes\""), "{bad}");
+        assert_eq!(
+            bad.to_string(),
+            "RATELIMIT_ON_ERROR=\"sometimes\": unknown failure policy \"sometimes\": expected `allow`, `deny` or `local`"
+        );
+        // Strict: the aliases and other cases that were once read are refused.
+        for value in ["closed", "open", "DENY", "Allow", " deny"] {
+            let pairs: &'static [(&str, &str)] = Box::leak(Box::new([("RATELIMIT_ON_ERROR", value)]));
+            assert!(from(&env(pairs)).is_err(), "{value:?}");
+        }
     }
 }

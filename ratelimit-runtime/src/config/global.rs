@@ -24,7 +24,7 @@ static GLOBAL: OnceLock<Global> = OnceLock::new();
 /// Sets the global configuration. Call it once, before the first rate-limited call; a second
 /// call, or one after the configuration was taken from the environment, is an error.
 pub fn init(config: Config) -> Result<(), ConfigError> {
-    config.check_tiers()?;
+    config.check()?;
     let overrides = match &config.overrides_file {
         Some(path) => Some(Overrides::load(path)?),
         None => None,

@@ -6,6 +6,7 @@
 pub(crate) mod env;
 pub(crate) mod global;
 pub(crate) mod overrides;
+mod settings;
 
 use crate::error::{ConfigError, ParseError, TierProblem};
 use crate::model::limit_type::LimitType;
@@ -13,6 +14,7 @@ use crate::model::rule::Rule;
 use crate::store::{MemoryStore, RedisStore, SentinelSpec, SentinelStore, StoreHandle, TlsConfig};
 pub use global::{describe_store, init, reload, unknown_limiters};
 pub use overrides::{LimitOverride, Overrides};
+pub use settings::{settings, Settings};
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -44,9 +46,10 @@ pub enum FailurePolicy {
 impl FromStr for FailurePolicy {
     type Err = ParseError;
     fn from_str(s: &str) -> Result<Self, ParseError> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "allow" | "open" => Ok(FailurePolicy::Allow),
-            "deny" | "closed" => Ok(FailurePolicy::Deny),
+        // Exactly the names the docs give: a value meant otherwise must not be read as one.
+        match s {
+            "allow" => Ok(FailurePolicy::Allow),
+            "deny" => Ok(FailurePolicy::Deny),
             "local" => Ok(FailurePolicy::Local),
             other => Err(ParseError::Unknown {
                 what: "failure policy",
@@ -115,6 +118,8 @@ pub struct Config {
     refusal_cache_size: usize,
     /// Tiers given in code, by limiter name ([`Config::tier`]).
     tiers: Vec<LimitOverride>,
+    /// The environment variable that named the store, so that its errors can say which.
+    store_var: Option<&'static str>,
 }
 
 impl Config {
@@ -129,6 +134,7 @@ impl Config {
             refusal_cache: None,
             refusal_cache_size: DEFAULT_REFUSAL_CACHE_SIZE,
             tiers: Vec::new(),
+            store_var: None,
         }
     }
 
@@ -221,6 +227,18 @@ impl Config {
     }
 
     /// Why a tier given with [`tier`](Self::tier) cannot apply.
+    /// The values given in code that [`init`](crate::init) cannot apply.
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.refusal_cache_size == 0 {
+            return Err(ConfigError::Setting {
+                setting: "Config::refusal_cache_size",
+                value: "0".to_owned(),
+                source: ParseError::OutOfRange { value: "0".to_owned(), expected: env::REFUSAL_CACHE_SIZES },
+            });
+        }
+        self.check_tiers()
+    }
+
     fn check_tiers(&self) -> Result<(), ConfigError> {
         for (i, t) in self.tiers.iter().enumerate() {
             let name = t.tier.as_deref().unwrap_or("");
@@ -279,7 +297,9 @@ impl Config {
     }
 
     /// How many refusals the cache keeps at most (least recently used go first; default
-    /// 100 000). Taken when the cache is first used. `RATELIMIT_REFUSAL_CACHE_SIZE`.
+    /// 100 000), 1 or more: [`init`](crate::init) refuses 0 (turn the cache off with
+    /// [`refusal_cache(false)`](Self::refusal_cache)). Taken when the cache is first used.
+    /// `RATELIMIT_REFUSAL_CACHE_SIZE`.
     pub fn refusal_cache_size(mut self, entries: usize) -> Config {
         self.refusal_cache_size = entries;
         self
@@ -287,6 +307,13 @@ impl Config {
 
     /// Builds the store this configuration names.
     pub fn build_store(&self) -> Result<StoreHandle, ConfigError> {
+        self.build_backend().map_err(|e| match (self.store_var, e) {
+            (Some(var), ConfigError::Store(source)) => ConfigError::StoreVar { var, source },
+            (_, e) => e,
+        })
+    }
+
+    fn build_backend(&self) -> Result<StoreHandle, ConfigError> {
         Ok(match &self.backend {
             Backend::Memory => Arc::new(MemoryStore::new()),
             Backend::Redis(url) => Arc::new(RedisStore::open_with_tls(url, self.timeout, &self.tls)?),
@@ -321,7 +348,8 @@ mod tests {
     #[test]
     fn failure_policy_parses() {
         assert_eq!("deny".parse(), Ok(FailurePolicy::Deny));
-        assert_eq!(" Allow ".parse(), Ok(FailurePolicy::Allow));
+        assert_eq!("allow".parse(), Ok(FailurePolicy::Allow));
+        assert!(" Allow ".parse::<FailurePolicy>().is_err());
         assert_eq!("local".parse(), Ok(FailurePolicy::Local));
         assert!("sometimes".parse::<FailurePolicy>().is_err());
     }

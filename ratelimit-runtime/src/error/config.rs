@@ -18,6 +18,14 @@ pub enum ParseError {
         /// The names it takes.
         expected: &'static str,
     },
+    /// A number outside the range the value takes.
+    #[error("{value:?} is out of range: expected {expected}")]
+    OutOfRange {
+        /// The text, as given.
+        value: String,
+        /// The range it takes.
+        expected: &'static str,
+    },
     /// Not a whole number.
     #[error("{value:?} is not a whole number")]
     Number {
@@ -138,8 +146,19 @@ pub enum ConfigError {
         #[source]
         source: ParseError,
     },
+    /// A value given in code cannot apply (`Config::refusal_cache_size(0)`).
+    #[error("{setting}({value}): {source}")]
+    Setting {
+        /// The method it was given to.
+        setting: &'static str,
+        /// The value.
+        value: String,
+        /// Why it cannot apply.
+        #[source]
+        source: ParseError,
+    },
     /// A variable is set without the one it goes with.
-    #[error("{set} is set without {missing}{}", hint_for(.missing))]
+    #[error("{set} is set without {missing}{}", hint_for(.set, .missing))]
     MissingVar {
         /// The variable that is set.
         set: &'static str,
@@ -172,6 +191,15 @@ pub enum ConfigError {
     /// The store could not be built (a malformed URL, a missing feature).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The store an environment variable names could not be built (a malformed URL).
+    #[error("{var}: {source}")]
+    StoreVar {
+        /// The variable (`REDIS_URL`, `REDIS_CLUSTER_URLS`, `REDIS_SENTINEL_URLS`).
+        var: &'static str,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
     /// [`init`](crate::init) was called a second time, or after the configuration was taken from
     /// the environment.
     #[error("ratelimit is already initialised")]
@@ -179,7 +207,18 @@ pub enum ConfigError {
 }
 
 /// What the message of a missing variable adds, to say what to set.
-fn hint_for(missing: &str) -> &'static str {
+fn hint_for(set: &str, missing: &str) -> &'static str {
+    match set {
+        "REDIS_PASSWORD" | "REDIS_USERNAME" => {
+            return " (they are the Sentinel primary's; for one Redis or a cluster, give them in the URL: \
+                    redis://user:password@host:6379/)"
+        }
+        "REDIS_CA_CERT" | "REDIS_CLIENT_CERT" | "REDIS_CLIENT_KEY" if missing == "REDIS_URL" => {
+            return " (or REDIS_CLUSTER_URLS, or REDIS_SENTINEL_URLS: a Redis to reach over TLS; without one, \
+                    counts live in memory)"
+        }
+        _ => {}
+    }
     match missing {
         "REDIS_SENTINEL_MASTER" => " (the name the sentinels monitor the primary under, e.g. mymaster)",
         "REDIS_SENTINEL_URLS" => " (the sentinels, e.g. redis://10.0.0.1:26379,redis://10.0.0.2:26379)",

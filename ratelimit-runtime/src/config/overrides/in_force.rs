@@ -77,6 +77,11 @@ impl InForce {
         in_force
     }
 
+    /// The file the table is read from, if any.
+    pub(crate) fn path(&self) -> Option<&std::path::Path> {
+        self.path.as_deref()
+    }
+
     /// The generation of the table in force: 0 for none.
     #[inline]
     pub(crate) fn generation(&self) -> u64 {
