@@ -2,14 +2,15 @@
 # Runs every test of the workspace (`cargo test --workspace --all-features`, extra arguments
 # passed on), after installing what the tests need when it is missing: redis-server and
 # redis-cli (the suites start their own servers on free 127.0.0.1 ports), faketime (a client with
-# a skewed clock), openssl (a private CA for the TLS tests) and wrk (the benchmark harness).
+# a skewed clock), openssl (a private CA for the TLS tests), wrk (the benchmark harness) and curl
+# (the docs' transcripts are run with it).
 # Installs with apt-get, as root or through passwordless sudo; otherwise stops and says what to
 # install. The tests never skip a missing binary: they fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-for pair in redis-server:redis-server redis-cli:redis-tools faketime:faketime openssl:openssl wrk:wrk; do
+for pair in redis-server:redis-server redis-cli:redis-tools faketime:faketime openssl:openssl wrk:wrk curl:curl; do
   command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
 done
 
