@@ -290,7 +290,7 @@ impl Config {
     /// without a store call, until its retry-after has passed. On by default for the remote
     /// stores (Redis, Sentinel, Redis Cluster), off for memory (where a decision costs no round
     /// trip). A limiter's own [`LimiterBuilder::refusal_cache`](crate::LimiterBuilder::refusal_cache)
-    /// overrides it. `RATELIMIT_REFUSAL_CACHE=0|1`.
+    /// overrides it. `RATELIMIT_REFUSAL_CACHE=on|off`.
     pub fn refusal_cache(mut self, on: bool) -> Config {
         self.refusal_cache = Some(on);
         self
