@@ -27,9 +27,10 @@ const STAYS_OPEN: &str = "the circuit stays open";
 /// The example server's store timeout (the library's default).
 const TIMEOUT: Duration = Duration::from_millis(250);
 
-/// Not a test: the body of the server processes the tests start (see
-/// tests/support/server_process.rs).
+/// Not a test of its own: the body of the server processes the tests start (see
+/// tests/support/server_process.rs and tests/support/child.rs).
 #[test]
+#[ignore = "the server process the other tests start"]
 fn server_process() {
     support::server_process::child_main(server::run);
 }
