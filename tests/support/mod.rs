@@ -75,6 +75,14 @@ pub fn command_stat(info: &str, command: &str, field: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A plain synchronous connection to the server on 127.0.0.1:`port` (a cluster node, a
+/// sentinel's primary…), for inspecting it.
+pub fn connect(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .unwrap_or_else(|e| panic!("connect to the test server on port {port}: {e}"))
+}
+
 /// `CONFIG RESETSTAT`: the counts of [`command_calls`] and [`evalsha_runs`] start again at 0.
 pub fn reset_stats(con: &mut redis::Connection) {
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).expect("CONFIG RESETSTAT");
