@@ -299,17 +299,17 @@ fn concurrency(store: &StoreHandle, n: u64, lease: Duration) -> Limiter {
 
 /// Waits (up to 5 s) until `l` admits a call for `who`: a slot freed in the background.
 async fn admitted_soon<'l>(l: &'l Limiter, who: &[Subject<'_>]) -> ratelimit::Permit<'l> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    let every = Duration::from_millis(10);
+    support::poll_until_async(Duration::from_secs(5), every, "no slot was freed", || async {
         match l.check(who).await {
-            Ok(p) => return p,
+            Ok(p) => Some(p),
             Err(e) => {
                 assert_eq!(e.cause(), Cause::Concurrency);
-                assert!(Instant::now() < deadline, "no slot was freed within 5 s");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                None
             }
         }
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -577,14 +577,16 @@ fn a_killed_process_frees_its_slot_by_lease() {
     let l = holder(redis(&server));
     let job = [Subject::bytes(&b"job"[..])];
     assert_eq!(l.check(&job).blocking().unwrap_err().cause(), Cause::Concurrency, "the dead process's slot");
-    let admitted = loop {
+    let every = Duration::from_millis(50);
+    let admitted = support::poll_until(Duration::from_secs(10), every, "the lease never freed the slot", || {
         match l.check(&job).blocking() {
-            Ok(p) => break p,
-            Err(e) => assert_eq!(e.cause(), Cause::Concurrency),
+            Ok(p) => Some(p),
+            Err(e) => {
+                assert_eq!(e.cause(), Cause::Concurrency);
+                None
+            }
         }
-        assert!(held_at.elapsed() < Duration::from_secs(10), "the lease never freed the slot");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    });
     let waited = held_at.elapsed();
     assert!(waited >= Duration::from_millis(2_500), "freed only by the 3 s lease, after {waited:?}");
     drop(admitted);
