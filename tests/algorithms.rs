@@ -337,14 +337,12 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
 
 /// How many times 200 admissions of `busy`'s global key move its expiry (`PEXPIREAT`).
 async fn expiry_moves_in_200_admissions(con: &mut redis::Connection, busy: &Limiter) -> u64 {
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).unwrap();
+    support::reset_stats(con);
     for _ in 0..200 {
         busy.check(&[Subject::global()]).await.unwrap();
     }
-    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
-    let calls = |cmd: &str| support::command_stat(&info, cmd, "calls") as u64;
-    assert_eq!(calls("evalsha"), 200);
-    calls("pexpireat")
+    assert_eq!(support::command_calls(con, "evalsha"), 200);
+    support::command_calls(con, "pexpireat")
 }
 
 /// A sliding-window key expires no sooner than its newest unit leaves the longest window, and
