@@ -1,5 +1,6 @@
-//! Every algorithm on a real `redis-server`: the script and its in-memory twin decide
-//! alike call for call, each algorithm shows its defining property, and the O(1) ones stay small.
+//! Every algorithm on a real `redis-server`: the script and its in-memory twin decide call for
+//! call as the algorithms' definitions (tests/support/definition.rs), each algorithm shows its
+//! defining property, and the O(1) ones stay small.
 
 #[path = "support/definition.rs"]
 mod definition;
@@ -12,7 +13,7 @@ use ratelimit::{
 use redis::Commands;
 use std::sync::Arc;
 use std::time::Duration;
-use support::RedisServer;
+use support::{RedisServer, Rng};
 
 /// Pinned times lie in the future: keys expire at pinned time + TTL by the server clock.
 const T0: u64 = 4_000_000_000_000_000;
@@ -49,16 +50,6 @@ fn summarize(r: Result<ratelimit::Permit, RateLimited>) -> Summary {
             (true, Some(q.policy.rule), Duration::ZERO, q.remaining, q.reset)
         }
         Err(e) => (false, e.rule(), e.retry_after(), 0, Duration::ZERO),
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
     }
 }
 
@@ -112,32 +103,49 @@ async fn every_algorithm_decides_alike_in_redis_and_memory() {
     }
 }
 
-/// Stacked limits of different algorithms are decided in one call, alike in both stores.
+/// Stacked limits of different algorithms are decided in one call (one `EVALSHA` each), in
+/// both stores as their definitions, the calls both admitted and refused.
 #[tokio::test]
 async fn mixed_algorithms_decide_in_one_call() {
     let server = RedisServer::start();
+    let spec = |limit_type, ms, count, alg| definition::LimitSpec {
+        limit_type,
+        alg,
+        rules: vec![rule(ms, count)],
+        burst: None,
+        block: None,
+    };
+    let specs = vec![
+        spec(LimitType::Ip, 10_000, 4, Algorithm::TokenBucket),
+        spec(LimitType::Global, 30_000, 10, Algorithm::SlidingWindow),
+        spec(LimitType::Key, 5_000, 3, Algorithm::Gcra),
+    ];
     let build = |store: StoreHandle| {
-        Limiter::builder("diff::mixed")
-            .limit(Limit::new(LimitType::Ip, [rule(10_000, 4)]).algorithm(Algorithm::TokenBucket).prefix("rl:"))
-            .limit(Limit::new(LimitType::Global, [rule(30_000, 10)]).algorithm(Algorithm::SlidingWindow).prefix("rl:"))
-            .limit(Limit::new(LimitType::Key, [rule(5_000, 3)]).algorithm(Algorithm::Gcra).prefix("rl:"))
-            .store(store)
-            .refusal_cache(false)
-            .build()
-            .unwrap()
+        let mut b = Limiter::builder("diff::mixed");
+        for s in &specs {
+            b = b.limit(Limit::new(s.limit_type, s.rules.iter().copied()).algorithm(s.alg).prefix("rl:"));
+        }
+        b.store(store).refusal_cache(false).build().unwrap()
     };
     let (remote, local) = (build(redis_store(&server)), build(Arc::new(MemoryStore::new())));
+    // Connected and the script loaded, then counted from 0.
+    remote.peek(&[Subject::ip([10, 0, 0, 9].into()), Subject::global(), Subject::bytes(&b"z"[..])]).await.unwrap();
+    server.reset_stats();
+    let (mut remote_model, mut local_model) = (definition::Stack::new(specs.clone()), definition::Stack::new(specs));
     let mut rng = Rng(7);
-    let mut now = T0;
-    for i in 0..300 {
+    let (mut now, mut allowed, n) = (T0, 0, 300);
+    for i in 0..n {
         now += rng.below(3 * S);
         let ip = Subject::ip(["10.0.0.1", "10.0.0.2"][rng.below(2) as usize].parse().unwrap());
         let key = Subject::bytes(["a", "b", "c"][rng.below(3) as usize].as_bytes());
         let subjects = [ip, Subject::global(), key];
-        let a = summarize(remote.check(&subjects).at(support::at(now)).await);
-        let b = summarize(local.check(&subjects).at(support::at(now)).await);
-        assert_eq!(a, b, "call {i}");
+        let want = remote_model.compare(&remote, &subjects, now, 1).await;
+        let want = want.unwrap_or_else(|e| panic!("redis, call {i}: {e}")).expect("a cost that fits");
+        local_model.compare(&local, &subjects, now, 1).await.unwrap_or_else(|e| panic!("memory, call {i}: {e}"));
+        allowed += usize::from(want.allowed);
     }
+    assert_eq!(server.evalsha_runs(), n as u64, "one script run per call, for all three limits");
+    assert!(allowed > n / 10 && allowed < n * 9 / 10, "both outcomes exercised ({allowed} of {n} allowed)");
 }
 
 // ---------- defining properties, on Redis ----------
@@ -249,9 +257,9 @@ async fn o1_algorithms_use_constant_memory() {
 // ---------- the lean O(1) script (decide_o1_batch.lua) beside the general one ----------
 
 /// The O(1) algorithms stacked (no sliding window: the lean script decides), several rules,
-/// bursts and costs above a count: alike in both stores.
+/// bursts and costs above a count: both stores decide as the definitions.
 #[tokio::test]
-async fn stacked_o1_limits_decide_alike_in_redis_and_memory() {
+async fn stacked_o1_limits_decide_as_the_definitions_in_redis_and_memory() {
     let server = RedisServer::start();
     let (remote, local) = (o1_stack("o1::stack", redis_store(&server), false), o1_stack("o1::stack", memory(), false));
     compare_random_calls(&[&remote], &[&local], 500, 0x51ce).await;
@@ -259,7 +267,7 @@ async fn stacked_o1_limits_decide_alike_in_redis_and_memory() {
 
 /// The general script (a call with a sliding window among its limits) and the lean one take
 /// turns on the same keys (two limiters of one name share their O(1) limits' keys, as slots of a
-/// cluster call do): decisions stay the memory store's.
+/// cluster call do): decisions stay the definitions', in both stores.
 #[tokio::test]
 async fn lean_and_general_scripts_share_keys() {
     let server = RedisServer::start();
@@ -292,6 +300,7 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
             .unwrap();
         let user = Subject::bytes(&b"u"[..]);
         let mut rng = Rng(0x7711);
+        let mut checked = 0;
         for i in 0..120 {
             let cost = [1, 1, 2, 0][rng.below(4) as usize];
             let _ = if i % 3 == 0 {
@@ -299,11 +308,7 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
             } else {
                 lean.check(&[Subject::global()]).cost(cost).await
             };
-            let key = format!(
-                "{}{{ttl::{alg:?}|global|}}:{}:2sx40-500msx15",
-                ratelimit::store::DEFAULT_PREFIX,
-                alg_code(alg)
-            );
+            let key = o1_key(alg);
             let fields: std::collections::HashMap<String, Vec<u8>> = con.hgetall(&key).unwrap();
             if fields.is_empty() {
                 continue; // nothing admitted yet
@@ -318,7 +323,11 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
                 expires_ms <= until_us.div_ceil(1000) + grid_ms,
                 "{alg:?} call {i}: expires at {expires_ms}ms, matters until {until_us}µs (grid {grid_ms}ms)"
             );
+            checked += 1;
         }
+        // Only the calls before the first admission find no key: a key named otherwise than
+        // this test expects would leave nothing checked.
+        assert!(checked >= 100, "{alg:?}: {checked} of 120 calls found the key {key:?}", key = o1_key(alg));
     }
     // A busy GCRA key: its expiry moves by a grid step (here 937ms) now and then, not per call.
     let busy = limiter("ttl::busy", redis_store(&server), Algorithm::Gcra, &[rule(60_000, 1_000_000)], None);
@@ -328,14 +337,12 @@ async fn o1_keys_expire_when_their_state_stops_mattering() {
 
 /// How many times 200 admissions of `busy`'s global key move its expiry (`PEXPIREAT`).
 async fn expiry_moves_in_200_admissions(con: &mut redis::Connection, busy: &Limiter) -> u64 {
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).unwrap();
+    support::reset_stats(con);
     for _ in 0..200 {
         busy.check(&[Subject::global()]).await.unwrap();
     }
-    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
-    let calls = |cmd: &str| support::command_stat(&info, cmd, "calls") as u64;
-    assert_eq!(calls("evalsha"), 200);
-    calls("pexpireat")
+    assert_eq!(support::command_calls(con, "evalsha"), 200);
+    support::command_calls(con, "pexpireat")
 }
 
 /// A sliding-window key expires no sooner than its newest unit leaves the longest window, and
@@ -372,11 +379,14 @@ async fn sliding_keys_expire_after_their_newest_unit_leaves() {
     first.refund().await.unwrap();
     let third = start + long * 3 / 2;
     refunded.check(&g).at(support::at(third)).await.unwrap();
-    let expires_ms: u64 = redis::cmd("PEXPIRETIME").arg(&refunded_key).query(&mut con).unwrap();
-    assert!(expires_ms * 1000 >= third + long, "expires at {expires_ms}ms, a unit counts until {}µs", third + long);
+    let expires_ms: i64 = redis::cmd("PEXPIRETIME").arg(&refunded_key).query(&mut con).unwrap();
+    assert!(expires_ms > 0, "{refunded_key:?} has no expiry ({expires_ms}: -2 is no such key)");
+    let expires_us = expires_ms as u64 * 1000;
+    assert!(expires_us >= third + long, "expires at {expires_ms}ms, a unit counts until {}µs", third + long);
 
     let mut rng = Rng(0x5eed);
     let mut kept = Vec::new();
+    let mut checked = 0;
     for i in 0..300 {
         at += [1_000, 20_000, 150_000, 900_000, 2_600_000][rng.below(5) as usize];
         let when = support::at(at);
@@ -413,13 +423,22 @@ async fn sliding_keys_expire_after_their_newest_unit_leaves() {
             expires_us <= newest + 2 * long + 2_000,
             "call {i}: expires at {expires_us}µs, newest unit at {newest}"
         );
+        checked += 1;
     }
+    // The log is empty only while every unit in it was refunded: a key named otherwise than
+    // this test expects would leave nothing checked.
+    assert!(checked >= 250, "{checked} of 300 calls found units in {key:?}");
     drop(kept);
     // Units that stay in the window: the expiry moves about once per window, not per call.
     let busy =
         limiter("ttl::sliding_busy", redis_store(&server), Algorithm::SlidingWindow, &[rule(60_000, 1_000_000)], None);
     let moves = expiry_moves_in_200_admissions(&mut con, &busy).await;
     assert!(moves <= 2, "{moves} PEXPIREAT for 200 decisions");
+}
+
+/// The key of `o1_keys_expire_when_their_state_stops_mattering`'s limit of `alg`.
+fn o1_key(alg: Algorithm) -> String {
+    format!("{}{{ttl::{alg:?}|global|}}:{}:2sx40-500msx15", ratelimit::store::DEFAULT_PREFIX, alg_code(alg))
 }
 
 fn memory() -> StoreHandle {
@@ -458,35 +477,47 @@ fn matters_until(alg: Algorithm, fields: &std::collections::HashMap<String, Vec<
     until
 }
 
-/// Five O(1) limits (two of them with two rules, two with a burst); with `sliding`, a sliding
-/// window too, so the general script decides.
+/// The limits of [`o1_stack`]: five O(1) limits (two of them with two rules, two with a burst),
+/// then a sliding window.
+fn o1_specs() -> Vec<definition::LimitSpec> {
+    let spec = |limit_type, alg, rules: &[Rule], burst| definition::LimitSpec {
+        limit_type,
+        alg,
+        rules: rules.to_vec(),
+        burst,
+        block: None,
+    };
+    vec![
+        spec(LimitType::Ip, Algorithm::TokenBucket, &[rule(10_000, 6), rule(2_000, 3)], Some(8)),
+        spec(LimitType::Key, Algorithm::Gcra, &[rule(5_000, 4)], Some(6)),
+        spec(LimitType::Global, Algorithm::FixedWindow, &[rule(20_000, 30), rule(7_000, 12)], None),
+        spec(LimitType::User, Algorithm::SlidingWindowCounter, &[rule(9_000, 8)], None),
+        spec(LimitType::Ip, Algorithm::LeakyBucket, &[rule(6_000, 5)], None),
+        spec(LimitType::User, Algorithm::SlidingWindow, &[rule(4_000, 3)], None),
+    ]
+}
+
+/// The five O(1) limits of [`o1_specs`]; with `sliding`, its sliding window too, so the general
+/// script decides.
 fn o1_stack(name: &str, store: StoreHandle, sliding: bool) -> Limiter {
-    let p = "o1:";
-    let mut b = Limiter::builder(name)
-        .limit(
-            Limit::new(LimitType::Ip, [rule(10_000, 6), rule(2_000, 3)])
-                .algorithm(Algorithm::TokenBucket)
-                .prefix(p)
-                .burst(8),
-        )
-        .limit(Limit::new(LimitType::Key, [rule(5_000, 4)]).algorithm(Algorithm::Gcra).prefix(p).burst(6))
-        .limit(
-            Limit::new(LimitType::Global, [rule(20_000, 30), rule(7_000, 12)])
-                .algorithm(Algorithm::FixedWindow)
-                .prefix(p),
-        )
-        .limit(Limit::new(LimitType::User, [rule(9_000, 8)]).algorithm(Algorithm::SlidingWindowCounter).prefix(p))
-        .limit(Limit::new(LimitType::Ip, [rule(6_000, 5)]).algorithm(Algorithm::LeakyBucket).prefix(p));
-    if sliding {
-        b = b.limit(Limit::new(LimitType::User, [rule(4_000, 3)]).algorithm(Algorithm::SlidingWindow).prefix("o1sw:"));
+    let mut b = Limiter::builder(name);
+    for s in &o1_specs()[..5 + usize::from(sliding)] {
+        let prefix = if s.alg == Algorithm::SlidingWindow { "o1sw:" } else { "o1:" };
+        let mut limit = Limit::new(s.limit_type, s.rules.iter().copied()).algorithm(s.alg).prefix(prefix);
+        if let Some(n) = s.burst {
+            limit = limit.burst(n);
+        }
+        b = b.limit(limit);
     }
     // Exact retry-afters are compared: without the refusal cache (tested in tests/refusal_cache.rs).
     b.store(store).refusal_cache(false).build().unwrap()
 }
 
 /// The same pseudo-random calls (time, cost, subjects, and which limiter) through `remote[i]`
-/// and `local[i]` decide alike.
+/// and `local[i]` (limiters of [`o1_stack`], of one name per store) decide as the definitions:
+/// one model of the limits per store, which its limiters share.
 async fn compare_random_calls(remote: &[&Limiter], local: &[&Limiter], n: usize, seed: u64) {
+    let (mut remote_model, mut local_model) = (definition::Stack::new(o1_specs()), definition::Stack::new(o1_specs()));
     let mut rng = Rng(seed);
     let (mut now, mut allowed) = (T0, 0);
     for i in 0..n {
@@ -498,10 +529,15 @@ async fn compare_random_calls(remote: &[&Limiter], local: &[&Limiter], n: usize,
         let user = Subject::bytes(["u1", "u2"][rng.below(2) as usize].as_bytes());
         let subjects = [ip.clone(), key, Subject::global(), user.clone(), ip, user];
         let take = 5 + usize::from(which == 1);
-        let a = summarize(remote[which].check(&subjects[..take]).cost(cost).at(support::at(now)).await);
-        let b = summarize(local[which].check(&subjects[..take]).cost(cost).at(support::at(now)).await);
-        assert_eq!(a, b, "call {i} at +{}µs cost {cost} through limiter {which}", now - T0);
-        allowed += usize::from(a.0);
+        let what =
+            |store: &str, e: String| format!("{store}, call {i} at +{}µs through limiter {which}: {e}", now - T0);
+        let want = remote_model.compare(remote[which], &subjects[..take], now, cost).await;
+        let want = want.unwrap_or_else(|e| panic!("{}", what("redis", e)));
+        local_model
+            .compare(local[which], &subjects[..take], now, cost)
+            .await
+            .unwrap_or_else(|e| panic!("{}", what("memory", e)));
+        allowed += usize::from(want.is_some_and(|w| w.allowed));
     }
     assert!(allowed > n / 10 && allowed < n * 9 / 10, "both outcomes exercised ({allowed} of {n} allowed)");
 }

@@ -4,17 +4,28 @@
 
 mod support;
 
+use ratelimit::clock::ManualClock;
 use ratelimit::context::{self, RequestContext};
+use ratelimit::store::MemoryStore;
 use ratelimit::{rate_limiter, Cause, Config, LimitType, RateLimited};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use support::{addr, denied_by};
 
-/// Counts in memory whatever the environment says (`REDIS_URL`, …): every test calls this
-/// before its first rate-limited call, so the first one to run decides the global store.
-fn memory() {
-    let _ = ratelimit::init(Config::memory());
+/// Counts in memory, on a clock that moves only when a test moves it, whatever the environment
+/// says (`REDIS_URL`, …): every test calls this before its first rate-limited call. The clock
+/// starts on a minute's boundary and moves less than a minute in all, so the minute-long windows
+/// of the other tests never turn over.
+fn memory() -> &'static ManualClock {
+    static CLOCK: OnceLock<Arc<ManualClock>> = OnceLock::new();
+    CLOCK.get_or_init(|| {
+        let clock = Arc::new(ManualClock::new(1_767_225_600_000_000)); // 2026-01-01, in µs
+        ratelimit::init(Config::store(Arc::new(MemoryStore::with_clock(clock.clone()))))
+            .expect("no limited call ran before the store was installed");
+        clock
+    })
 }
 
 #[rate_limiter(type = Ip, rules = [(1m, 2)], ip = client, name = "attribute::tightest")]
@@ -48,16 +59,16 @@ fn nothing_recorded(client: IpAddr) -> Result<(), RateLimited> {
 
 #[test]
 fn a_refused_call_is_recorded_in_no_rule() {
-    memory();
+    let clock = memory();
     let a = addr("198.51.100.10");
     nothing_recorded(a).unwrap();
     for _ in 0..3 {
         // Refused by Global; had they counted in a's Ip rule, a would be out of budget below.
         denied_by(nothing_recorded(a), LimitType::Global);
     }
-    std::thread::sleep(Duration::from_millis(350));
+    clock.advance(Duration::from_millis(350));
     nothing_recorded(a).unwrap();
-    std::thread::sleep(Duration::from_millis(350));
+    clock.advance(Duration::from_millis(350));
     denied_by(nothing_recorded(a), LimitType::Ip);
 }
 

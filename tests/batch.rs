@@ -1,24 +1,20 @@
 //! Concurrent decisions on one `RedisStore` (sliding windows, and O(1) algorithms) go to Redis
-//! coalesced (several calls per script run): each is still decided exactly as alone, on a real
-//! `redis-server`.
+//! coalesced (several calls per script run): each is still decided exactly as alone, as the
+//! algorithms' definitions decide it (tests/support/definition.rs), on a real `redis-server`.
 
+#[path = "support/definition.rs"]
+mod definition;
 mod support;
 
+use definition::LimitSpec;
 use ratelimit::store::DEFAULT_PREFIX;
-use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
+use ratelimit::store::{RedisStore, StoreHandle};
 use ratelimit::{Algorithm, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Concurrent tasks, and calls per task, of the tests on one key.
-use support::{command_stat, remaining_of_concurrent_calls, RedisServer, CALLS, TASKS};
-
-/// `EVALSHA` runs since the last `CONFIG RESETSTAT`, but those refused with `NOSCRIPT` (the
-/// store loads the scripts in the background when it opens, and again on `NOSCRIPT`).
-fn evalsha_calls(con: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
-    (command_stat(&info, "evalsha", "calls") - command_stat(&info, "evalsha", "failed_calls")) as u64
-}
+use support::{evalsha_runs, remaining_of_concurrent_calls, reset_stats, RedisServer, CALLS, TASKS};
 
 /// 64 tasks calling at once on one key of limit 500: exactly 500 admitted, each with its own
 /// remaining (every reply reached its own caller), the log holding 500 entries, and fewer script
@@ -62,45 +58,74 @@ async fn assert_coalesced(
     what: &str,
 ) {
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(con).unwrap();
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).unwrap();
+    reset_stats(con);
     let remaining = remaining_of_concurrent_calls(limiter, pinned).await;
     assert_eq!(remaining, (0..limit).collect::<Vec<_>>(), "{what}: each admitted call has its own remaining");
     let calls = (TASKS * CALLS) as u64;
-    let runs = evalsha_calls(con);
+    let runs = evalsha_runs(con);
     assert!(runs < calls / 2, "{what}: {runs} script runs for {calls} concurrent calls: not coalesced");
 }
 
-/// What a call answered, comparable between stores.
+/// What a call answered: admitted with its tightest rule's remaining and reset, or refused with
+/// the retry-after of the rule that refused it.
 #[derive(Debug, PartialEq, Eq)]
 enum Answer {
-    Admitted { remaining: u64, reset_us: u128, policy: LimitType },
-    Refused { retry_us: u128, limit_type: LimitType },
+    Admitted { remaining: u64, reset_us: u128, limit_type: LimitType, rule: Rule },
+    Refused { retry_us: u128, limit_type: LimitType, rule: Option<Rule> },
 }
 
 fn answer(r: Result<ratelimit::Permit<'_>, RateLimited>) -> Answer {
     match r {
         Ok(p) => {
             let q = p.quota().expect("a quota");
-            Answer::Admitted { remaining: q.remaining, reset_us: q.reset.as_micros(), policy: q.policy.limit_type }
+            Answer::Admitted {
+                remaining: q.remaining,
+                reset_us: q.reset.as_micros(),
+                limit_type: q.policy.limit_type,
+                rule: q.policy.rule,
+            }
         }
-        Err(e) => Answer::Refused { retry_us: e.retry_after().as_micros(), limit_type: e.limit_type() },
+        Err(e) => Answer::Refused { retry_us: e.retry_after().as_micros(), limit_type: e.limit_type(), rule: e.rule() },
     }
 }
 
-/// The limiters of one store: one rule on a `Key`; an `Ip` limit of two rules stacked with a
-/// `Key` limit of one; a single rule whose calls cost several units. The calls of every
-/// task mix in the same batches: short and long replies, one and several keys per call.
-fn limiters(store: &StoreHandle) -> [Limiter; 3] {
-    let sw = |w: u64, n: u64| Rule::from_millis(w, n).unwrap();
-    let build = |b: ratelimit::LimiterBuilder| b.store(store.clone()).refusal_cache(false).build().unwrap();
+/// A limit of `limit_type`, `alg` and `rules` (longest window first), as the definitions and a
+/// limiter take it.
+fn spec(limit_type: LimitType, alg: Algorithm, rules: &[(u64, u64)], burst: Option<u64>) -> LimitSpec {
+    let rules = rules.iter().map(|&(ms, n)| Rule::from_millis(ms, n).unwrap()).collect();
+    LimitSpec { limit_type, alg, rules, burst, block: None }
+}
+
+/// The limiters of one store, by name and limits.
+fn build<const N: usize>(store: &StoreHandle, specs: &[(&str, Vec<LimitSpec>); N]) -> [Limiter; N] {
+    specs.each_ref().map(|(name, limits)| {
+        let mut b = Limiter::builder(*name);
+        for l in limits {
+            let mut limit = Limit::new(l.limit_type, l.rules.iter().copied()).algorithm(l.alg);
+            if let Some(n) = l.burst {
+                limit = limit.burst(n);
+            }
+            b = b.limit(limit);
+        }
+        b.store(store.clone()).refusal_cache(false).build().unwrap()
+    })
+}
+
+/// One rule on a `Key`; an `Ip` limit of two rules stacked with a `Key` limit of one; a single
+/// rule whose calls cost several units (sliding windows). The calls of every task mix in the
+/// same batches: short and long replies, one and several keys per call.
+fn sliding_specs() -> [(&'static str, Vec<LimitSpec>); 3] {
+    let sw = Algorithm::SlidingWindow;
     [
-        build(Limiter::builder("batch::single").limit(Limit::new(LimitType::Key, [sw(1_000, 5)]))),
-        build(
-            Limiter::builder("batch::stacked")
-                .limit(Limit::new(LimitType::Ip, [sw(10_000, 8), sw(1_000, 3)]).algorithm(Algorithm::SlidingWindow))
-                .limit(Limit::new(LimitType::Key, [sw(2_000, 4)])),
+        ("batch::single", vec![spec(LimitType::Key, sw, &[(1_000, 5)], None)]),
+        (
+            "batch::stacked",
+            vec![
+                spec(LimitType::Ip, sw, &[(10_000, 8), (1_000, 3)], None),
+                spec(LimitType::Key, sw, &[(2_000, 4)], None),
+            ],
         ),
-        build(Limiter::builder("batch::costly").limit(Limit::new(LimitType::Key, [sw(5_000, 10)]))),
+        ("batch::costly", vec![spec(LimitType::Key, sw, &[(5_000, 10)], None)]),
     ]
 }
 
@@ -111,20 +136,41 @@ fn schedule(task: u64, limiters: u64) -> Vec<(usize, u64, u64)> {
     (0..40u64).map(|i| ((i % limiters) as usize, 1 + (i * task) % 3, t0 + i * 150_000 + (i % 4) * 1_000)).collect()
 }
 
-/// Each task's own subjects (no other task's calls touch them): its answers must be the
-/// memory store's for the same calls in the same order, though Redis decided them in batches
-/// with other tasks' calls. The second limiter takes an IP and a key, the others a key.
-async fn run_task(limiters: &[Limiter], task: u64) -> Vec<Answer> {
+/// The subjects of `task`'s calls through limiter `which`: its own (no other task's calls touch
+/// them). The second limiter takes an IP and a key, the others a key.
+fn task_subjects(task: u64, which: usize) -> Vec<Subject<'static>> {
     let ip = std::net::IpAddr::from([10, 1, (task / 256) as u8, (task % 256) as u8]);
-    let key = format!("task-{task}");
+    let key = Subject::bytes(format!("task-{task}").into_bytes());
+    match which {
+        1 => vec![Subject::ip(ip), key],
+        _ => vec![key],
+    }
+}
+
+/// One task's calls through `limiters`, and their answers.
+async fn run_task(limiters: &[Limiter], task: u64) -> Vec<Answer> {
     let mut out = Vec::new();
     for (which, cost, at) in schedule(task, limiters.len() as u64) {
-        let l = &limiters[which];
-        let r = match which {
-            1 => l.check(&[Subject::ip(ip), Subject::bytes(key.as_bytes())]).cost(cost).at(support::at(at)).await,
-            _ => l.check(&[Subject::bytes(key.as_bytes())]).cost(cost).at(support::at(at)).await,
-        };
+        let r = limiters[which].check(&task_subjects(task, which)).cost(cost).at(support::at(at)).await;
         out.push(answer(r));
+    }
+    out
+}
+
+/// The answers the definitions give `task`'s calls through limiters of `specs`, each decided
+/// alone (`stacks`: the definition of each limiter's limits, shared by the tasks).
+fn expected_task(stacks: &mut [definition::Stack], task: u64) -> Vec<Answer> {
+    let mut out = Vec::new();
+    for (which, cost, at) in schedule(task, stacks.len() as u64) {
+        let stack = &mut stacks[which];
+        let want = stack.expect(&task_subjects(task, which), at, cost).expect("a cost that fits");
+        let limit = &stack.limits[want.limit];
+        let (limit_type, rule) = (limit.limit_type, limit.rules[want.rule]);
+        out.push(if want.allowed {
+            Answer::Admitted { remaining: want.remaining, reset_us: want.reset_us.into(), limit_type, rule }
+        } else {
+            Answer::Refused { retry_us: want.retry_us.into(), limit_type, rule: Some(rule) }
+        });
     }
     out
 }
@@ -133,20 +179,22 @@ async fn run_task(limiters: &[Limiter], task: u64) -> Vec<Answer> {
 async fn a_batch_of_mixed_calls_decides_each_as_alone() {
     let server = RedisServer::start();
     let redis: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
-    let memory: StoreHandle = Arc::new(MemoryStore::new());
-    compare_with_memory(&server, Arc::new(limiters(&redis)), limiters(&memory)).await;
+    compare_with_definitions(&server, &redis, sliding_specs()).await;
 }
 
-/// 48 tasks run their schedules on `on_redis`, concurrently; each task's answers must be the
-/// memory store's (`in_memory`, the same limiters) for the same calls, and the calls coalesced.
-async fn compare_with_memory<const N: usize>(
+/// 48 tasks run their schedules on limiters of `specs` on Redis, concurrently; each task's
+/// answers must be the definitions' for its calls decided alone, and the calls coalesced.
+async fn compare_with_definitions<const N: usize>(
     server: &RedisServer,
-    on_redis: Arc<[Limiter; N]>,
-    in_memory: [Limiter; N],
+    redis: &StoreHandle,
+    specs: [(&'static str, Vec<LimitSpec>); N],
 ) {
     const TASKS: u64 = 48;
+    let on_redis = Arc::new(build(redis, &specs));
+    let mut stacks: Vec<definition::Stack> =
+        specs.into_iter().map(|(_, limits)| definition::Stack::new(limits)).collect();
     let mut con = server.client();
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    reset_stats(&mut con);
 
     let tasks: Vec<_> = (0..TASKS)
         .map(|task| {
@@ -157,13 +205,13 @@ async fn compare_with_memory<const N: usize>(
     let mut refused = 0;
     for (task, t) in tasks.into_iter().enumerate() {
         let got = t.await.unwrap();
-        let expected = run_task(&in_memory, task as u64).await;
+        let expected = expected_task(&mut stacks, task as u64);
         refused += expected.iter().filter(|a| matches!(a, Answer::Refused { .. })).count();
         assert_eq!(got, expected, "task {task}");
     }
     let calls = TASKS * 40;
     assert!(refused > 0 && refused < calls as usize / 2, "the schedule both admits and refuses ({refused})");
-    let runs = evalsha_calls(&mut con);
+    let runs = evalsha_runs(&mut con);
     assert!(runs < calls / 2, "{runs} script runs for {calls} concurrent calls: not coalesced");
 }
 
@@ -179,14 +227,14 @@ fn blocking_calls_one_at_a_time() {
         .build()
         .unwrap();
     let mut con = server.client();
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    reset_stats(&mut con);
     for left in [2, 1, 0] {
         let permit = limiter.check(&[Subject::global()]).blocking().unwrap();
         assert_eq!(permit.quota().unwrap().remaining, left);
     }
     let refused = limiter.check(&[Subject::global()]).blocking().unwrap_err();
     assert!(refused.retry_after() > Duration::from_secs(59), "{refused}");
-    assert_eq!(evalsha_calls(&mut con), 4, "one script run per call");
+    assert_eq!(evalsha_runs(&mut con), 4, "one script run per call");
 }
 
 /// Concurrent calls with a shadow limit beside the enforced one are never coalesced as if both
@@ -232,9 +280,10 @@ async fn concurrent_calls_with_a_shadow_limit_are_never_refused_by_it() {
     assert_eq!(logged, 50, "{key}");
 }
 
-/// 64 tasks calling at once on one key of an O(1) algorithm, limit 500 (a bucket's refill, one
-/// unit per 7.2 s, does not come during the test; the fixed window's calls are pinned inside one
-/// window): exactly 500 admitted, each with its own remaining, and fewer script runs than calls.
+/// 64 tasks calling at once on one key of an O(1) algorithm, limit 500 a day (a bucket's refill,
+/// one unit per 172.8 s, does not come during the test however slow the machine; the fixed
+/// window's calls are pinned inside one window): exactly 500 admitted, each with its own
+/// remaining, and fewer script runs than calls.
 /// The scripts are flushed first: the batches load them again (`NOSCRIPT`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_o1_callers_on_one_key_admit_exactly_the_limit() {
@@ -244,7 +293,7 @@ async fn concurrent_o1_callers_on_one_key_admit_exactly_the_limit() {
     let mut con = server.client();
     for alg in [Algorithm::Gcra, Algorithm::TokenBucket, Algorithm::FixedWindow] {
         let name = format!("batch::o1::{alg:?}");
-        let rule = Rule::from_millis(3_600_000, LIMIT).unwrap();
+        let rule = Rule::from_millis(86_400_000, LIMIT).unwrap();
         let limiter = Arc::new(
             Limiter::builder(&name)
                 .limit(Limit::new(LimitType::Global, [rule]).algorithm(alg))
@@ -259,24 +308,24 @@ async fn concurrent_o1_callers_on_one_key_admit_exactly_the_limit() {
     }
 }
 
-/// The limiters of one store, every algorithm: a GCRA rule on a `Key`; an `Ip` token bucket of
-/// two rules stacked with a `Key` fixed window; a sliding window counter whose calls cost
-/// several units; a leaky bucket with a burst; and a sliding window, whose calls go in batches of
-/// their own between the O(1) ones.
-fn o1_limiters(store: &StoreHandle) -> [Limiter; 5] {
-    let r = |w: u64, n: u64| Rule::from_millis(w, n).unwrap();
-    let build = |b: ratelimit::LimiterBuilder| b.store(store.clone()).refusal_cache(false).build().unwrap();
-    let key = |rules: &[Rule], alg: Algorithm| Limit::new(LimitType::Key, rules.iter().copied()).algorithm(alg);
+/// Every algorithm: a GCRA rule on a `Key`; an `Ip` token bucket of two rules stacked with a
+/// `Key` fixed window; a sliding window counter whose calls cost several units; a leaky bucket
+/// with a burst; and a sliding window, whose calls go in batches of their own between the O(1)
+/// ones.
+fn o1_specs() -> [(&'static str, Vec<LimitSpec>); 5] {
+    let key = |alg, rules: &[(u64, u64)], burst| vec![spec(LimitType::Key, alg, rules, burst)];
     [
-        build(Limiter::builder("batch::gcra").limit(key(&[r(1_000, 5)], Algorithm::Gcra))),
-        build(
-            Limiter::builder("batch::o1_stacked")
-                .limit(Limit::new(LimitType::Ip, [r(10_000, 8), r(1_000, 3)]).algorithm(Algorithm::TokenBucket))
-                .limit(Limit::new(LimitType::Key, [r(2_000, 4)]).algorithm(Algorithm::FixedWindow)),
+        ("batch::gcra", key(Algorithm::Gcra, &[(1_000, 5)], None)),
+        (
+            "batch::o1_stacked",
+            vec![
+                spec(LimitType::Ip, Algorithm::TokenBucket, &[(10_000, 8), (1_000, 3)], None),
+                spec(LimitType::Key, Algorithm::FixedWindow, &[(2_000, 4)], None),
+            ],
         ),
-        build(Limiter::builder("batch::swc").limit(key(&[r(5_000, 10)], Algorithm::SlidingWindowCounter))),
-        build(Limiter::builder("batch::leaky").limit(key(&[r(1_000, 5)], Algorithm::LeakyBucket).burst(3))),
-        build(Limiter::builder("batch::sw").limit(key(&[r(1_000, 5)], Algorithm::SlidingWindow))),
+        ("batch::swc", key(Algorithm::SlidingWindowCounter, &[(5_000, 10)], None)),
+        ("batch::leaky", key(Algorithm::LeakyBucket, &[(1_000, 5)], Some(3))),
+        ("batch::sw", key(Algorithm::SlidingWindow, &[(1_000, 5)], None)),
     ]
 }
 
@@ -284,6 +333,5 @@ fn o1_limiters(store: &StoreHandle) -> [Limiter; 5] {
 async fn a_batch_of_mixed_o1_calls_decides_each_as_alone() {
     let server = RedisServer::start();
     let redis: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
-    let memory: StoreHandle = Arc::new(MemoryStore::new());
-    compare_with_memory(&server, Arc::new(o1_limiters(&redis)), o1_limiters(&memory)).await;
+    compare_with_definitions(&server, &redis, o1_specs()).await;
 }

@@ -5,7 +5,6 @@
 mod support;
 
 use ratelimit::{store::RedisStore, Limit, LimitType, Limiter, Rule, Subject};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::RedisServer;
@@ -24,11 +23,12 @@ fn unix_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// Run by the parent test under faketime; does nothing when run directly.
+/// Run by the parent test under faketime (see tests/support/child.rs); does nothing when run by
+/// hand.
 #[test]
 #[ignore = "run by redis_clients_with_skewed_clocks_share_one_window"]
 fn skew_child() {
-    let Ok(url) = std::env::var(URL_VAR) else { return };
+    let Some(url) = support::child::given(URL_VAR) else { return };
     let limiter = limiter(&url);
     let admitted = (0..6).filter(|_| limiter.check(&[Subject::global()]).blocking().is_ok()).count();
     println!("CHILD now={} admitted={admitted}", unix_secs());
@@ -41,11 +41,7 @@ fn redis_clients_with_skewed_clocks_share_one_window() {
     let here = (0..6).filter(|_| limiter.check(&[Subject::global()]).blocking().is_ok()).count();
     assert_eq!(here, 6);
 
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new("faketime")
-        .args(["-f", "-1h"])
-        .arg(exe)
-        .args(["--exact", "skew_child", "--ignored", "--nocapture", "--test-threads", "1"])
+    let out = support::child::command_under(&["faketime", "-f", "-1h"], "skew_child")
         .env(URL_VAR, server.url())
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
         .output()

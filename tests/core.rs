@@ -1,12 +1,14 @@
 //! The runtime core against a real `redis-server` and the in-memory store: exactness under
-//! concurrency, all-or-nothing, exact retry-after, TTLs, hostile subjects, and the two stores
-//! agreeing decision for decision.
+//! concurrency, all-or-nothing, exact retry-after, TTLs, hostile subjects, and both stores
+//! deciding as the algorithms' definitions.
 
+#[path = "support/definition.rs"]
+mod definition;
 mod support;
 
 use ratelimit::{
     clock::ManualClock, store::MemoryStore, store::RedisStore, store::StoreHandle, Cause, FailurePolicy, Limit,
-    LimitType, Limiter, RateLimited, Rule, Subject,
+    LimitType, Limiter, Rule, Subject,
 };
 use redis::Commands;
 use std::collections::HashSet;
@@ -242,11 +244,11 @@ async fn redis_keys_have_ttls_and_vanish() {
         assert!(ttl > 0 && ttl <= 2 * 600 + 2, "TTL {ttl}ms must be positive and at most two longest windows + margin");
     }
     // After the windows pass with no traffic, nothing is left (poll: expiry is lazy + active).
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !keys(&server).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "keys outlived their windows: {:?}", keys(&server));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let every = Duration::from_millis(100);
+    support::poll_until_async(Duration::from_secs(5), every, "keys outlived their windows", || async {
+        keys(&server).is_empty().then_some(())
+    })
+    .await;
 }
 
 #[test]
@@ -357,55 +359,44 @@ async fn redis_hostile_subjects_never_share_keys() {
     assert!(ips.check(&[ip("203.0.113.9")]).await.is_err());
 }
 
-// ---------- the two stores agree ----------
+// ---------- the two stores decide as the definitions ----------
 
-/// A fixed pseudo-random sequence of (time step, cost, subject) calls gives the same decisions
-/// from the Redis script and the in-memory twin.
+/// A fixed pseudo-random sequence of (time step, cost, subject) calls: the Redis script and the
+/// in-memory twin each decide as the definitions (tests/support/definition.rs).
 #[tokio::test]
-async fn redis_and_memory_decide_alike() {
+async fn redis_and_memory_decide_as_the_definitions() {
     let server = RedisServer::start();
+    let spec = |limit_type, rules: &[Rule]| definition::LimitSpec {
+        limit_type,
+        alg: ratelimit::Algorithm::SlidingWindow,
+        rules: rules.to_vec(),
+        burst: None,
+        block: None,
+    };
+    let specs = vec![spec(LimitType::Ip, &[rule(1000, 5), rule(300, 2)]), spec(LimitType::Global, &[rule(2000, 8)])];
     let build = |store: StoreHandle| {
-        Limiter::builder("core::differential")
-            .limit(Limit::new(LimitType::Ip, [rule(1000, 5), rule(300, 2)]))
-            .limit(Limit::new(LimitType::Global, [rule(2000, 8)]))
-            .store(store)
-            // The stores' own answers (the refusal cache: tests/refusal_cache.rs).
-            .refusal_cache(false)
-            .build()
-            .unwrap()
+        let mut b = Limiter::builder("core::differential");
+        for s in &specs {
+            b = b.limit(Limit::new(s.limit_type, s.rules.iter().copied()));
+        }
+        // The stores' own answers (the refusal cache: tests/refusal_cache.rs).
+        b.store(store).refusal_cache(false).build().unwrap()
     };
     let (remote, local) = (build(redis_store(&server)), build(Arc::new(MemoryStore::new())));
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let (mut remote_model, mut local_model) = (definition::Stack::new(specs.clone()), definition::Stack::new(specs));
+    let mut rng = support::Rng(0x2545_f491_4f6c_dd1d);
     let mut now = T0;
     let mut allowed = 0;
     for _ in 0..400 {
-        now += next(120_000);
-        let cost = [1, 1, 1, 2, 0, 3][next(6) as usize];
-        let subjects = [ip(["10.0.0.1", "10.0.0.2", "10.0.0.3"][next(3) as usize]), Subject::global()];
-        let a = summarize(remote.check(&subjects).cost(cost).at(support::at(now)).await);
-        let b = summarize(local.check(&subjects).cost(cost).at(support::at(now)).await);
-        assert_eq!(a, b, "at {now}");
-        allowed += usize::from(a.0);
+        now += rng.below(120_000);
+        let cost = [1, 1, 1, 2, 0, 3][rng.below(6) as usize];
+        let subjects = [ip(["10.0.0.1", "10.0.0.2", "10.0.0.3"][rng.below(3) as usize]), Subject::global()];
+        let want = remote_model.compare(&remote, &subjects, now, cost).await;
+        let want = want.unwrap_or_else(|e| panic!("redis at {now}: {e}"));
+        local_model.compare(&local, &subjects, now, cost).await.unwrap_or_else(|e| panic!("memory at {now}: {e}"));
+        allowed += usize::from(want.is_some_and(|w| w.allowed));
     }
     assert!(allowed > 50 && allowed < 350, "the sequence exercises both outcomes: {allowed} allowed");
-}
-
-type Summary = (bool, Option<(LimitType, Rule)>, Duration, u64, Duration);
-
-fn summarize(r: Result<ratelimit::Permit, RateLimited>) -> Summary {
-    match r {
-        Ok(p) => {
-            let q = p.quota().expect("quota");
-            (true, Some((q.policy.limit_type, q.policy.rule)), Duration::ZERO, q.remaining, q.reset)
-        }
-        Err(e) => (false, e.policy().map(|p| (p.limit_type, p.rule)), e.retry_after(), 0, Duration::ZERO),
-    }
 }
 
 // ---------- plain fns need no runtime ----------
@@ -469,16 +460,10 @@ fn failing_limiter(server: &RedisServer, policy: FailurePolicy, timeout: Duratio
 
 /// Calls until one is decided by the store (a quota is known), or panics after `within`.
 async fn until_recovered(limiter: &Limiter, within: Duration) {
-    let deadline = std::time::Instant::now() + within;
-    loop {
-        if let Ok(p) = limiter.check(&[Subject::global()]).await {
-            if p.quota().is_some() {
-                return;
-            }
-        }
-        assert!(std::time::Instant::now() < deadline, "the store did not recover within {within:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    support::poll_until_async(within, Duration::from_millis(50), "the store did not recover", || async {
+        limiter.check(&[Subject::global()]).await.ok()?.quota().map(|_| ())
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

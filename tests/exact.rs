@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratelimit::store::StoreHandle;
 use ratelimit::{Algorithm, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
-use schedule::{limits_strategy, runner, stores, T0};
+use schedule::{limits_strategy, runs, stores, T0};
 use std::sync::Arc;
 use support::RedisServer;
 
@@ -312,60 +312,83 @@ fn steps_strategy() -> impl Strategy<Value = Vec<Step>> {
 /// Random and boundary schedules through stacked limits of every algorithm (windows 1 ms to
 /// 30 days, counts 1 to 10^9, bursts 1, 2, default or random, costs 0 to the capacity + 1,
 /// simultaneous calls, calls at exact multiples of the emission interval and at retry-after
-/// and 1 µs before it): the store answers as the definitions, call by call.
+/// and 1 µs before it): the store answers as the definitions, call by call. (The seeds:
+/// tests/support/schedule.rs.)
 #[test]
 fn stacked_limits_decide_as_the_definitions() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     let server = RedisServer::start();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     for store in rt.block_on(async { stores(&server) }) {
-        let case = std::sync::atomic::AtomicU64::new(0);
-        let calls = std::sync::atomic::AtomicU64::new(0);
-        runner(256)
-            .run(&(limits_strategy(), steps_strategy()), |(limits, steps)| {
-                let name = format!("exact::prop::{}", case.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-                rt.block_on(async {
-                    let _guard = rt.enter();
-                    let l = build(&store, &name, &limits);
-                    let subjects = subjects(&limits);
-                    let mut models: Vec<Vec<RuleModel>> = limits
-                        .iter()
-                        .map(|s| s.rules.iter().map(|&r| RuleModel::new(s.alg, r, s.burst)).collect())
-                        .collect();
-                    let least_cap = models.iter().flatten().map(|m| m.cap).min().unwrap();
-                    // The sliding log holds a member per unit: costs that fit stay small there.
-                    let sliding = limits.iter().any(|s| s.alg == Algorithm::SlidingWindow);
-                    let fitting = if sliding { least_cap.min(50) } else { least_cap };
-                    let (w0, n0) = (models[0][0].w, models[0][0].n);
-                    let (mut t, mut last_retry) = (T0, 0u64);
-                    for (i, s) in steps.iter().enumerate() {
-                        t += match s.kind {
-                            0 => 0,
-                            1 => 1,
-                            2 => s.k * w0 / n0,
-                            3 => (s.k * w0).div_ceil(n0),
-                            4 => s.random % w0 + 1,
-                            5 => w0,
-                            6 => last_retry,
-                            _ => last_retry.saturating_sub(1),
-                        };
-                        let c = match s.cost {
-                            0 => 0,
-                            1 => 1,
-                            2 => 2,
-                            3 => fitting,
-                            4 => least_cap + 1,
-                            _ => 1 + s.random % fitting,
-                        };
-                        calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let got = compare(&l, &limits, &mut models, &subjects, t, c).await;
-                        let e = got.map_err(|e| TestCaseError::fail(format!("{name} call {i}: {e}")))?;
-                        last_retry = e.filter(|e| !e.allowed).map_or(0, |e| e.retry_us);
-                    }
-                    Ok(())
+        for mut run in runs(256) {
+            let (case, calls, admitted, refused, never_fit) =
+                (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+            let seed = run.seed.clone();
+            // Which limit types came in which position of a stack.
+            let placed = std::sync::Mutex::new(std::collections::HashSet::new());
+            run.runner
+                .run(&(limits_strategy(), steps_strategy()), |(limits, steps)| {
+                    placed.lock().unwrap().extend(limits.iter().enumerate().map(|(i, l)| (i, l.limit_type)));
+                    let name = format!("exact::prop::{seed}::{}", case.fetch_add(1, Relaxed));
+                    rt.block_on(async {
+                        let _guard = rt.enter();
+                        let l = build(&store, &name, &limits);
+                        let subjects = subjects(&limits);
+                        let mut models: Vec<Vec<RuleModel>> = limits
+                            .iter()
+                            .map(|s| s.rules.iter().map(|&r| RuleModel::new(s.alg, r, s.burst)).collect())
+                            .collect();
+                        let least_cap = models.iter().flatten().map(|m| m.cap).min().unwrap();
+                        // The sliding log holds a member per unit: costs that fit stay small there.
+                        let sliding = limits.iter().any(|s| s.alg == Algorithm::SlidingWindow);
+                        let fitting = if sliding { least_cap.min(50) } else { least_cap };
+                        let (w0, n0) = (models[0][0].w, models[0][0].n);
+                        let (mut t, mut last_retry) = (T0, 0u64);
+                        for (i, s) in steps.iter().enumerate() {
+                            t += match s.kind {
+                                0 => 0,
+                                1 => 1,
+                                2 => s.k * w0 / n0,
+                                3 => (s.k * w0).div_ceil(n0),
+                                4 => s.random % w0 + 1,
+                                5 => w0,
+                                6 => last_retry,
+                                _ => last_retry.saturating_sub(1),
+                            };
+                            let c = match s.cost {
+                                0 => 0,
+                                1 => 1,
+                                2 => 2,
+                                3 => fitting,
+                                4 => least_cap + 1,
+                                _ => 1 + s.random % fitting,
+                            };
+                            calls.fetch_add(1, Relaxed);
+                            let got = compare(&l, &limits, &mut models, &subjects, t, c).await;
+                            let e = got.map_err(|e| TestCaseError::fail(format!("{name} call {i}: {e}")))?;
+                            let counter = match &e {
+                                Some(e) if e.allowed => &admitted,
+                                Some(_) => &refused,
+                                None => &never_fit,
+                            };
+                            counter.fetch_add(1, Relaxed);
+                            last_retry = e.filter(|e| !e.allowed).map_or(0, |e| e.retry_us);
+                        }
+                        Ok(())
+                    })
                 })
-            })
-            .unwrap();
-        println!("{} cases, {} calls", case.into_inner(), calls.into_inner());
+                .unwrap_or_else(|e| panic!("{} {e}\n(replay with {})", store.describe(), run.replay("exact")));
+            let (case, calls) = (case.into_inner(), calls.into_inner());
+            let (admitted, refused, never_fit) = (admitted.into_inner(), refused.into_inner(), never_fit.into_inner());
+            println!(
+            "{} seed {seed}: {case} cases, {calls} calls: {admitted} admitted, {refused} refused, {never_fit} that never fit",
+            store.describe()
+        );
+            assert_eq!(case, u64::from(run.runner.config().cases), "every case ran");
+            assert!(admitted > 0 && refused > 0 && never_fit > 0, "the schedules reach every answer");
+            let placed = placed.into_inner().unwrap();
+            assert_eq!(placed.len(), 16, "every limit type in each of 4 positions: {placed:?}");
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use proptest::test_runner::TestCaseError;
 use ratelimit::clock::ManualClock;
 use ratelimit::store::{MemoryStore, StoreHandle};
 use ratelimit::Algorithm;
-use schedule::{blocked_limits_strategy, runner, stores, T0};
+use schedule::{blocked_limits_strategy, runs, stores, T0};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,32 +145,42 @@ async fn run(
     Ok(())
 }
 
-/// Runs `cases` schedules on `store` and prints what they did.
+/// Runs the schedules of each seed (tests/support/schedule.rs) on `store`, prints what they did,
+/// and fails unless every case ran and they made refunds, stale refunds, blocks and refusals
+/// during a block.
 fn property(label: &str, store: &StoreHandle, clock: Option<Arc<ManualClock>>, default_cases: u32) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let counts = Counts::default();
-    let started = std::time::Instant::now();
-    runner(default_cases)
-        .run(&(blocked_limits_strategy(), steps_strategy()), |(limits, steps)| {
-            let name = format!("exact_refunds::{label}::{}", counts.cases.fetch_add(1, Relaxed));
-            rt.block_on(async {
-                let _guard = rt.enter();
-                run(store, clock.as_deref(), &name, &limits, &steps, &counts).await
+    for mut seeded in runs(default_cases) {
+        let counts = Counts::default();
+        let started = std::time::Instant::now();
+        let seed = seeded.seed.clone();
+        seeded
+            .runner
+            .run(&(blocked_limits_strategy(), steps_strategy()), |(limits, steps)| {
+                let name = format!("exact_refunds::{label}::{seed}::{}", counts.cases.fetch_add(1, Relaxed));
+                rt.block_on(async {
+                    let _guard = rt.enter();
+                    run(store, clock.as_deref(), &name, &limits, &steps, &counts).await
+                })
+                .map_err(|e| TestCaseError::fail(format!("{name} ({}): {e}", store.describe())))
             })
-            .map_err(|e| TestCaseError::fail(format!("{name} ({}): {e}", store.describe())))
-        })
-        .unwrap();
-    println!(
-        "{label} on {}: {} cases, {} calls, {} refunds ({} giving nothing back), {} blocks started, {} refusals during a block, in {:?}",
-        store.describe(),
-        counts.cases.into_inner(),
-        counts.calls.into_inner(),
-        counts.refunds.into_inner(),
-        counts.stale.into_inner(),
-        counts.blocks.into_inner(),
-        counts.blocked.into_inner(),
-        started.elapsed()
-    );
+            .unwrap_or_else(|e| panic!("{e}\n(replay with {})", seeded.replay("exact_refunds")));
+        let c = |n: AtomicU64| n.into_inner();
+        let (cases, calls, refunds) = (c(counts.cases), c(counts.calls), c(counts.refunds));
+        let (stale, blocks, blocked) = (c(counts.stale), c(counts.blocks), c(counts.blocked));
+        println!(
+            "{label} on {} seed {seed}: {cases} cases, {calls} calls, {refunds} refunds ({stale} giving nothing back), \
+             {blocks} blocks started, {blocked} refusals during a block, in {:?}",
+            store.describe(),
+            started.elapsed()
+        );
+        assert_eq!(cases, u64::from(seeded.runner.config().cases), "every case ran");
+        for (what, n) in
+            [("refunds", refunds), ("stale refunds", stale), ("blocks", blocks), ("refusals in a block", blocked)]
+        {
+            assert!(n > 0, "{label} seed {seed}: the schedules made no {what}");
+        }
+    }
 }
 
 /// Calls at pinned times and refunds of earlier permits (each gives back at its own time: a

@@ -1,5 +1,5 @@
 //! When the store fails, on real servers: the circuit breaker stops the waiting on a hung Redis
-//! (request latency back near `/healthz`'s), `on_error = local` keeps the limits exact per
+//! (only its trials reach the store: `ratelimit_store_errors_total`), `on_error = local` keeps the limits exact per
 //! process during the outage, and decisions return to Redis (or to Sentinel's new primary) once
 //! it answers. The example server runs as a child process of this binary (see
 //! tests/support/server_process.rs), its stderr read line by line for the breaker's log lines.
@@ -27,9 +27,10 @@ const STAYS_OPEN: &str = "the circuit stays open";
 /// The example server's store timeout (the library's default).
 const TIMEOUT: Duration = Duration::from_millis(250);
 
-/// Not a test: the body of the server processes the tests start (see
-/// tests/support/server_process.rs).
+/// Not a test of its own: the body of the server processes the tests start (see
+/// tests/support/server_process.rs and tests/support/child.rs).
 #[test]
+#[ignore = "the server process the other tests start"]
 fn server_process() {
     support::server_process::child_main(server::run);
 }
@@ -59,6 +60,15 @@ impl Server {
         line.split("pause_ms=").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
     }
 
+    /// The failed calls to `store` so far, of every kind (`ratelimit_store_errors_total{store}`
+    /// from `/metrics`). A call the open breaker answers is not a call, and not counted.
+    async fn store_errors(&self, store: &str) -> f64 {
+        let r = request(self.addr, ip(2, 1), "/metrics").await;
+        assert_eq!(r.0, 200);
+        let s = prometheus::Scrape::parse(&r.1).unwrap_or_else(|e| panic!("{e}\n{}", r.1));
+        s.sum("ratelimit_store_errors_total", &[("store", store)])
+    }
+
     /// `ratelimit_store_circuit_open{store}` from `/metrics`, parsed.
     async fn circuit_gauge(&self, store: &str) -> Option<f64> {
         let r = request(self.addr, ip(2, 1), "/metrics").await;
@@ -77,61 +87,6 @@ fn ip(a: u8, b: u8) -> IpAddr {
 async fn request(server: SocketAddr, from: IpAddr, path: &str) -> (u16, String) {
     let reply = support::server_process::request(server, from, "GET", path, &[]).await;
     (reply.status, reply.body)
-}
-
-/// p50 and p99 of request latencies.
-#[derive(Clone, Copy, Debug)]
-struct Latency {
-    p50: Duration,
-    p99: Duration,
-    /// Requests sent.
-    n: usize,
-    /// Share of requests that took at least the store timeout.
-    slow: f64,
-}
-
-impl std::fmt::Display for Latency {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "p50 {:>7.2} ms  p99 {:>7.2} ms  ({} requests, {:.2}% ≥ the 250 ms timeout)",
-            self.p50.as_secs_f64() * 1e3,
-            self.p99.as_secs_f64() * 1e3,
-            self.n,
-            self.slow * 100.0
-        )
-    }
-}
-
-/// `workers` clients sending `GET path` back to back for `length`, each request from the next
-/// address of 127.0.`subnet`.0/24 (so that `/api/hello` has room for most): their latencies.
-async fn measure(addr: SocketAddr, path: &'static str, subnet: u8, workers: u8, length: Duration) -> Latency {
-    let until = Instant::now() + length;
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
-            tokio::spawn(async move {
-                let mut out = Vec::new();
-                let mut i = 0u32;
-                while Instant::now() < until {
-                    let host = 1 + ((u32::from(w) + i * u32::from(workers)) % 250) as u8;
-                    let t = Instant::now();
-                    let (status, _) = request(addr, ip(subnet, host), path).await;
-                    out.push(t.elapsed());
-                    assert!(matches!(status, 200 | 429), "{path}: {status}");
-                    i += 1;
-                }
-                out
-            })
-        })
-        .collect();
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.expect("load task"));
-    }
-    all.sort();
-    let at = |p: f64| all[((all.len() - 1) as f64 * p).round() as usize];
-    let slow = all.iter().filter(|d| **d >= TIMEOUT).count() as f64 / all.len() as f64;
-    Latency { p50: at(0.5), p99: at(0.99), n: all.len(), slow }
 }
 
 /// Background requests to `/api/hello` until dropped: the traffic the outage happens under.
@@ -162,8 +117,8 @@ impl Drop for Traffic {
     }
 }
 
-/// Redis hung (`SIGSTOP`) under load: the breaker opens once, requests stop waiting for the
-/// store timeout, one process keeps `/api/hello` exact in memory (`local`), and after `SIGCONT`
+/// Redis hung (`SIGSTOP`) under load: the breaker opens once, requests stop going to the hung
+/// store (only the breaker's trials do), one process keeps `/api/hello` exact in memory (`local`), and after `SIGCONT`
 /// decisions go back to Redis within the pause, the breaker closing once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_hung_under_load() {
@@ -176,14 +131,6 @@ async fn redis_hung_under_load() {
     assert!(redis.calls("evalsha") >= 1, "the first decision went to Redis");
     assert_eq!(server.circuit_gauge("redis").await, Some(0.0), "the gauge shows the closed breaker");
 
-    let figures = |when: &str, health: Latency, hello: Latency| {
-        eprintln!("{when:<7} /healthz   {health}\n{when:<7} /api/hello {hello}");
-    };
-    let health = measure(addr, "/healthz", 1, 4, Duration::from_secs(2)).await;
-    let hello = measure(addr, "/api/hello", 1, 4, Duration::from_secs(2)).await;
-    figures("before", health, hello);
-    let before = (health, hello);
-
     redis.pause();
     let paused = Instant::now();
     let opened = {
@@ -193,22 +140,24 @@ async fn redis_hung_under_load() {
     eprintln!("breaker opened {opened:?} after SIGSTOP");
     assert_eq!(server.circuit_gauge("redis").await, Some(1.0), "the gauge shows the open breaker");
 
-    let health = measure(addr, "/healthz", 3, 4, Duration::from_secs(2)).await;
-    let hello = measure(addr, "/api/hello", 3, 4, Duration::from_secs(2)).await;
-    figures("during", health, hello);
-    let during = (health, hello);
-    // Without the breaker every decision would wait for the 250 ms timeout. Generous bounds:
-    // only the trial calls (one per pause) wait for it now.
-    assert!(hello.p50 < Duration::from_millis(100), "requests still wait for the hung store: {hello}");
-    assert!(hello.slow < 0.05, "requests still wait for the hung store: {hello}");
-
-    // One process, deciding in memory: exactly 20 per 10 s for a client it never saw.
+    // One process, deciding in memory: exactly 20 per 10 s for a client it never saw. Without
+    // the breaker each request would go to the hung store and fail after its 250 ms timeout;
+    // now only the breaker's trials do, one per pause (1 s, then longer). (How fast the
+    // requests are meanwhile is the benchmark harness's to measure.)
+    let errors = server.store_errors("redis").await;
     let started = Instant::now();
     let mut statuses = Vec::new();
     for _ in 0..30 {
         statuses.push(request(addr, ip(0, 250), "/api/hello").await.0);
     }
-    assert!(started.elapsed() < Duration::from_secs(9), "30 requests took {:?}", started.elapsed());
+    let took = started.elapsed();
+    // Within the 10 s window (30 requests waiting out the timeout would take 7.5 s).
+    assert!(took < Duration::from_secs(9), "30 requests took {took:?}");
+    let failed = server.store_errors("redis").await - errors;
+    assert!(
+        failed <= (took.as_secs() + 1) as f64,
+        "{failed} calls of 30 went to the hung store in {took:?}: not only the breaker's trials"
+    );
     let expected: Vec<u16> = (0..30).map(|i| if i < 20 { 200 } else { 429 }).collect();
     assert_eq!(statuses, expected, "exactly 20 of 30 pass during the outage");
     assert_eq!(server.logged(OPENED), 1, "the opening is logged once, not per call");
@@ -233,30 +182,7 @@ async fn redis_hung_under_load() {
     assert!(decided >= 5, "decisions are back on Redis: {decided} EVALSHA for 5 requests");
     assert_eq!(server.circuit_gauge("redis").await, Some(0.0), "the gauge shows the closed breaker");
 
-    let health = measure(addr, "/healthz", 5, 4, Duration::from_secs(2)).await;
-    let hello = measure(addr, "/api/hello", 5, 4, Duration::from_secs(2)).await;
-    figures("after", health, hello);
     assert_eq!((server.logged(OPENED), server.logged(CLOSED)), (1, 1), "one line per opening and closing");
-    eprintln!(
-        "summary (p50/p99 ms): before healthz {:.2}/{:.2} hello {:.2}/{:.2}; during healthz {:.2}/{:.2} hello \
-         {:.2}/{:.2}; after healthz {:.2}/{:.2} hello {:.2}/{:.2}",
-        ms(before.0.p50),
-        ms(before.0.p99),
-        ms(before.1.p50),
-        ms(before.1.p99),
-        ms(during.0.p50),
-        ms(during.0.p99),
-        ms(during.1.p50),
-        ms(during.1.p99),
-        ms(health.p50),
-        ms(health.p99),
-        ms(hello.p50),
-        ms(hello.p99)
-    );
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 /// A Sentinel failover of a hung primary, under traffic, with the breaker on: decisions are

@@ -16,8 +16,10 @@ use support::RedisServer;
 
 const PASSWORD: &str = "s3cret-Pa55word";
 
-/// Not a test: the body of the server processes that the tests start.
+/// Not a test of its own: the body of the server processes that the tests start (see
+/// tests/support/server_process.rs and tests/support/child.rs).
 #[test]
+#[ignore = "the server process the other tests start"]
 fn server_process() {
     support::server_process::child_main(server::run);
 }

@@ -9,7 +9,7 @@ use ratelimit::store::{MemoryStore, RedisStore, StoreHandle};
 use ratelimit::{rate_limiter, Algorithm, Cause, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::{at, RedisServer};
 
 const T0: u64 = 1_800_000_000_000_000;
@@ -99,18 +99,38 @@ fn a_refund_is_a_no_op_once_the_units_no_longer_count() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_refunds_on_redis_give_nothing() {
-    // The server's clock cannot be driven: a short window, and a wait well past it.
+    // The server's clock cannot be driven (nor pinned: a pinned permit gives back at its own
+    // time). One call per 2 s window, every algorithm at once: the old call just after a window
+    // starts (the server's clock is this machine's), the fresh one and the refund two windows
+    // later, when the old call counts nowhere. The fresh call and the check after the refund
+    // have the rest of that window, and 2 s before a bucket earns its next unit.
+    const WINDOW_MS: u64 = 2_000;
     let server = RedisServer::start();
     let store = redis(&server);
-    for alg in Algorithm::ALL {
-        let l = limiter(&store, alg, 300, 2, None);
-        let who = [ip("203.0.113.3")];
-        let old = l.check(&who).await.unwrap();
-        std::thread::sleep(Duration::from_millis(700));
-        let _a = l.check(&who).await.unwrap();
-        let _b = l.check(&who).await.unwrap();
-        old.refund().await.unwrap();
-        assert!(l.check(&who).await.is_err(), "{alg:?}: a stale refund made room");
+    let window = Duration::from_millis(WINDOW_MS);
+    let now = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let start = (now().as_millis() as u64 / WINDOW_MS + 1) * WINDOW_MS;
+    let since_start = move || now().saturating_sub(Duration::from_millis(start));
+    tokio::time::sleep(Duration::from_millis(start + 20).saturating_sub(now())).await;
+    let tasks: Vec<_> = Algorithm::ALL
+        .into_iter()
+        .map(|alg| {
+            let l = limiter(&store, alg, WINDOW_MS, 1, None);
+            tokio::spawn(async move {
+                let who = [ip("203.0.113.3")];
+                let old = l.check(&who).await.unwrap();
+                tokio::time::sleep((2 * window + Duration::from_millis(20)).saturating_sub(since_start())).await;
+                let _fresh = l.check(&who).await.expect("a window later, room again");
+                old.refund().await.unwrap();
+                let refused = l.check(&who).await.is_err();
+                let end = since_start();
+                assert!(end < 3 * window, "{alg:?}: the calls took until {end:?} after the start, past their window");
+                assert!(refused, "{alg:?}: a stale refund made room");
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
     }
 }
 
@@ -162,13 +182,26 @@ async fn refund_races_never_exceed_the_limit_nor_go_negative() {
                 assert!(more <= 10, "{store_name} {alg:?}: more than the limit admitted");
             }
             assert_eq!(kept + more, 10, "{store_name} {alg:?}: refunds gave back exactly what they took");
-            // More refunds than calls never go below zero: nothing to give back is a no-op.
-            for _ in 0..3 {
-                if let Ok(p) = l.check(&[ip("198.51.100.9")]).await {
-                    p.refund().await.unwrap();
-                }
+            // Refunds of units that no longer count never go below zero: ten permits held across
+            // a reset are refunded, and the quota is still exactly 10.
+            let who = [ip("198.51.100.9")];
+            l.reset(&who).await.unwrap();
+            let mut held = Vec::new();
+            for _ in 0..10 {
+                held.push(l.check(&who).await.expect("room after a reset"));
             }
-            assert_eq!(l.peek(&[ip("198.51.100.9")]).await.unwrap()[0].remaining, 0, "{store_name} {alg:?}");
+            assert!(l.check(&who).await.is_err(), "{store_name} {alg:?}: full");
+            l.reset(&who).await.unwrap();
+            for p in held {
+                p.refund().await.unwrap();
+            }
+            assert_eq!(l.peek(&who).await.unwrap()[0].remaining, 10, "{store_name} {alg:?}: no more than the limit");
+            let mut admitted = 0;
+            while l.check(&who).await.is_ok() {
+                admitted += 1;
+                assert!(admitted <= 10, "{store_name} {alg:?}: refunds after a reset made room beyond the limit");
+            }
+            assert_eq!(admitted, 10, "{store_name} {alg:?}: the whole quota after the reset");
         }
     }
 }
@@ -266,17 +299,17 @@ fn concurrency(store: &StoreHandle, n: u64, lease: Duration) -> Limiter {
 
 /// Waits (up to 5 s) until `l` admits a call for `who`: a slot freed in the background.
 async fn admitted_soon<'l>(l: &'l Limiter, who: &[Subject<'_>]) -> ratelimit::Permit<'l> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    let every = Duration::from_millis(10);
+    support::poll_until_async(Duration::from_secs(5), every, "no slot was freed", || async {
         match l.check(who).await {
-            Ok(p) => return p,
+            Ok(p) => Some(p),
             Err(e) => {
                 assert_eq!(e.cause(), Cause::Concurrency);
-                assert!(Instant::now() < deadline, "no slot was freed within 5 s");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                None
             }
         }
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -443,6 +476,28 @@ fn panicking(panic: bool) -> Result<(), RateLimited> {
     Ok(())
 }
 
+#[derive(Debug)]
+enum ReportError {
+    Failed,
+    Limited(Cause),
+}
+
+impl From<RateLimited> for ReportError {
+    fn from(e: RateLimited) -> Self {
+        ReportError::Limited(e.cause())
+    }
+}
+
+/// A body that returns its own error while it holds the slot.
+#[rate_limiter(type = Key, key = tenant, concurrency = 1)]
+async fn failing_report(tenant: &str, fail: bool) -> Result<(), ReportError> {
+    if fail {
+        Err(ReportError::Failed)
+    } else {
+        Ok(())
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_attribute_frees_slots_on_return_error_panic_and_drop() {
     // On return: one after the other always passes.
@@ -460,6 +515,15 @@ async fn the_attribute_frees_slots_on_return_error_panic_and_drop() {
     let dropped = tokio::time::timeout(Duration::from_millis(50), slow_report("acme", Duration::from_secs(60))).await;
     assert!(dropped.is_err(), "timed out, and dropped");
     slow_report("acme", Duration::ZERO).await.unwrap();
+    // An error returned by the body frees its slot.
+    for _ in 0..3 {
+        match failing_report("acme", true).await {
+            Err(ReportError::Failed) => {}
+            Err(ReportError::Limited(cause)) => panic!("the failed call kept its slot: {cause:?}"),
+            Ok(()) => panic!("the body failed"),
+        }
+    }
+    failing_report("acme", false).await.unwrap();
     // A panic frees its slot.
     assert!(std::panic::catch_unwind(|| panicking(true)).is_err());
     panicking(false).unwrap();
@@ -480,11 +544,12 @@ fn holder(store: StoreHandle) -> Limiter {
         .unwrap()
 }
 
-/// Not a test: the body of the child process that takes a slot and waits to be killed. Does
-/// nothing unless this binary was started as that process.
+/// Not a test of its own: the body of the child process that takes a slot and waits to be
+/// killed (see tests/support/child.rs).
 #[test]
+#[ignore = "the child process of a_killed_process_frees_its_slot_by_lease"]
 fn slot_holder_process() {
-    let Ok(url) = std::env::var(HOLDER_REDIS) else { return };
+    let Some(url) = support::child::given(HOLDER_REDIS) else { return };
     let store: StoreHandle = Arc::new(RedisStore::open(&url, Duration::from_secs(2)).unwrap());
     let l = holder(store);
     let permit = l.check(&[Subject::bytes(&b"job"[..])]).blocking().expect("a free slot");
@@ -497,8 +562,7 @@ fn slot_holder_process() {
 fn a_killed_process_frees_its_slot_by_lease() {
     use std::io::BufRead;
     let server = RedisServer::start();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["slot_holder_process", "--exact", "--nocapture", "--test-threads=1", "-q"])
+    let mut child = support::child::command("slot_holder_process")
         .env(HOLDER_REDIS, server.url())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -513,14 +577,16 @@ fn a_killed_process_frees_its_slot_by_lease() {
     let l = holder(redis(&server));
     let job = [Subject::bytes(&b"job"[..])];
     assert_eq!(l.check(&job).blocking().unwrap_err().cause(), Cause::Concurrency, "the dead process's slot");
-    let admitted = loop {
+    let every = Duration::from_millis(50);
+    let admitted = support::poll_until(Duration::from_secs(10), every, "the lease never freed the slot", || {
         match l.check(&job).blocking() {
-            Ok(p) => break p,
-            Err(e) => assert_eq!(e.cause(), Cause::Concurrency),
+            Ok(p) => Some(p),
+            Err(e) => {
+                assert_eq!(e.cause(), Cause::Concurrency);
+                None
+            }
         }
-        assert!(held_at.elapsed() < Duration::from_secs(10), "the lease never freed the slot");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    });
     let waited = held_at.elapsed();
     assert!(waited >= Duration::from_millis(2_500), "freed only by the 3 s lease, after {waited:?}");
     drop(admitted);

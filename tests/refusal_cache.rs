@@ -26,15 +26,6 @@ fn redis_store(server: &RedisServer) -> StoreHandle {
     Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap())
 }
 
-/// `EVALSHA` calls the server has run since the last [`reset_stats`].
-fn evalsha_calls(server: &RedisServer) -> u64 {
-    server.calls("evalsha")
-}
-
-fn reset_stats(server: &RedisServer) {
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut server.client()).unwrap();
-}
-
 fn flush(server: &RedisServer) {
     let _: () = redis::cmd("FLUSHDB").query(&mut server.client()).unwrap();
 }
@@ -48,16 +39,6 @@ fn stacked(store: StoreHandle, alg: Algorithm, global_alg: Algorithm, cache: boo
         .refusal_cache(cache)
         .build()
         .unwrap()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
 }
 
 /// What one call came to: allowed with its quota, or refused with its retry-after.
@@ -88,7 +69,7 @@ async fn run(
     replay: Option<&[(u64, usize, u64)]>,
 ) -> (Vec<(u64, usize, u64)>, Vec<Outcome>) {
     let users: [&[u8]; 3] = [b"alice", b"bob", b"carol"];
-    let mut rng = Rng(seed);
+    let mut rng = support::Rng(seed);
     let (mut now, mut edges) = (T0, [None::<u64>; 3]);
     let (mut calls, mut out) = (Vec::new(), Vec::new());
     for i in 0..400 {
@@ -137,18 +118,18 @@ async fn the_cache_changes_no_decision() {
         {
             let global_alg = ALL[(s + 2) % ALL.len()];
             flush(&server);
-            reset_stats(&server);
+            server.reset_stats();
             let (calls, plain) = run(&stacked(store.clone(), alg, global_alg, false), seed, None).await;
-            let plain_evals = evalsha_calls(&server);
+            let plain_evals = server.calls("evalsha");
             // (One more the first time a script meets this server: NOSCRIPT, then the retry.)
             // Costs that can never fit are refused before any store call.
             let fitting =
                 plain.iter().filter(|o| !matches!(o, Outcome::Refused { cause: ratelimit::Cause::CostTooHigh, .. }));
             assert!(plain_evals >= fitting.count() as u64, "without the cache every call goes to Redis");
             flush(&server);
-            reset_stats(&server);
+            server.reset_stats();
             let (_, cached) = run(&stacked(store.clone(), alg, global_alg, true), seed, Some(&calls)).await;
-            let cached_evals = evalsha_calls(&server);
+            let cached_evals = server.calls("evalsha");
             for (i, (a, b)) in plain.iter().zip(&cached).enumerate() {
                 let (t, user, cost) = calls[i];
                 let at = format!(
@@ -199,18 +180,18 @@ async fn a_cached_refusal_expires_at_its_retry_after() {
     assert!(l.check(&alice).at(support::at(T0)).await.is_ok());
     let first = l.check(&alice).at(support::at(T0 + 200 * MS)).await.unwrap_err();
     assert_eq!(first.retry_after(), Duration::from_millis(800));
-    reset_stats(&server);
+    server.reset_stats();
     let cached = l.check(&alice).at(support::at(T0 + 999_999)).await.unwrap_err();
     assert_eq!(cached.retry_after(), Duration::from_micros(1), "the remaining retry-after");
     assert_eq!(cached.limit_type(), LimitType::User);
     assert_eq!(cached.rule(), Some(rule(1_000, 1)));
     assert!(l.check(&alice).cost(5).at(support::at(T0 + 500 * MS)).await.is_err(), "a higher cost is refused too");
-    assert_eq!(evalsha_calls(&server), 0, "answered locally");
+    assert_eq!(server.calls("evalsha"), 0, "answered locally");
     // A call on the clock is not answered by a refusal cached at a pinned time.
     let _ = l.check(&alice).await;
-    assert_eq!(evalsha_calls(&server), 1);
+    assert_eq!(server.calls("evalsha"), 1);
     assert!(l.check(&alice).at(support::at(T0 + 1_000 * MS)).await.is_ok(), "room again, at the store");
-    assert_eq!(evalsha_calls(&server), 2);
+    assert_eq!(server.calls("evalsha"), 2);
     // Another subject is not affected by alice's refusal.
     assert!(l.check(&[Subject::bytes(&b"bob"[..])]).at(support::at(T0 + 1_000 * MS)).await.is_ok());
 }
@@ -223,13 +204,13 @@ fn hammering_a_refused_limit_costs_a_handful_of_store_calls() {
     let hammer = |l: &Limiter| {
         let ip = [Subject::ip(support::addr("203.0.113.9"))];
         flush(&server);
-        reset_stats(&server);
+        server.reset_stats();
         assert!(l.check(&ip).blocking().is_ok());
         for _ in 0..500 {
             let e = l.check(&ip).blocking().unwrap_err();
             assert!(e.retry_after() > Duration::from_secs(50), "{:?}", e.retry_after());
         }
-        evalsha_calls(&server)
+        server.calls("evalsha")
     };
     let build = |cache: Option<bool>| {
         let b = Limiter::builder("refusal_cache::hammer")

@@ -20,9 +20,10 @@ use support::RedisServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 
-/// Not a test: the body of the server processes that the tests start (see
-/// tests/support/server_process.rs). Does nothing unless this binary was started as one.
+/// Not a test of its own: the body of the server processes that the tests start (see
+/// tests/support/server_process.rs and tests/support/child.rs).
 #[test]
+#[ignore = "the server process the other tests start"]
 fn server_process() {
     support::server_process::child_main(server::run);
 }
@@ -304,6 +305,8 @@ fn command_line() {
     assert!(stderr.contains(&format!("cannot listen on {busy}")), "{stderr}");
 }
 
+/// Compiled only without the `cluster` feature, which the test command (`--all-features`)
+/// always has: [`cluster_without_the_feature_is_a_clear_error_in_a_build_without_it`] runs it.
 #[cfg(not(feature = "cluster"))]
 #[test]
 fn cluster_without_the_feature_is_a_clear_error() {
@@ -311,6 +314,28 @@ fn cluster_without_the_feature_is_a_clear_error() {
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(stderr.contains("cannot configure the rate-limit store"), "{stderr}");
     assert!(!stdout.contains("listening"), "{stdout}");
+}
+
+/// Runs [`cluster_without_the_feature_is_a_clear_error`] from a build without the `cluster`
+/// feature: `cargo test --no-default-features --features axum --test server`, offline, in a
+/// target directory of its own inside this build's (so that later runs only rebuild what
+/// changed; the first one compiles the dependencies once more).
+#[cfg(feature = "cluster")]
+#[test]
+fn cluster_without_the_feature_is_a_clear_error_in_a_build_without_it() {
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-cluster");
+    let entry = "cluster_without_the_feature_is_a_clear_error";
+    let out = std::process::Command::new(env!("CARGO"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["test", "--frozen", "--no-default-features", "--features", "axum", "--test", "server", "--"])
+        .args(["--exact", entry])
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("run cargo");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "cargo test without the cluster feature failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(&format!("test {entry} ... ok")), "{entry} did not run:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
 }
 
 #[test]

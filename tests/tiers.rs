@@ -281,9 +281,10 @@ fn tier_entries_are_checked() {
 // ---------------------------------------------------------------------------------------------
 // The example server, in its own process.
 
-/// Not a test: the body of the server processes the tests start (see
-/// tests/support/server_process.rs).
+/// Not a test of its own: the body of the server processes the tests start (see
+/// tests/support/server_process.rs and tests/support/child.rs).
 #[test]
+#[ignore = "the server process the other tests start"]
 fn server_process() {
     support::server_process::child_main(server::run);
 }

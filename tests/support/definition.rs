@@ -303,6 +303,54 @@ pub fn expect_blocked(models: &mut [Vec<RuleModel>], blocks: &mut [Penalty], t: 
     Some(Expected { limit: g, rule: r, allowed: true, retry_us: 0, remaining: room, reset_us })
 }
 
+/// The definition of a stack of limits whose subjects vary from call to call: one model per
+/// limit and subject. Several limiters may share it for the limits they share (two limiters of
+/// one name count on the same keys): a call through a limiter of the first `n` limits passes
+/// those `n` subjects.
+pub struct Stack {
+    pub limits: Vec<LimitSpec>,
+    models: std::collections::HashMap<(usize, Subject<'static>), Vec<RuleModel>>,
+}
+
+impl Stack {
+    pub fn new(limits: Vec<LimitSpec>) -> Stack {
+        Stack { limits, models: std::collections::HashMap::new() }
+    }
+
+    /// The answer the definition gives a call of cost `c` at `t` for `subjects` (one per limit,
+    /// in order, for the first `subjects.len()` limits), recorded when admitted.
+    pub fn expect(&mut self, subjects: &[Subject<'_>], t: u64, c: u64) -> Option<Expected> {
+        let mut models: Vec<Vec<RuleModel>> = subjects
+            .iter()
+            .enumerate()
+            .map(|(g, s)| {
+                let l = &self.limits[g];
+                let fresh = || l.rules.iter().map(|&r| RuleModel::new(l.alg, r, l.burst)).collect();
+                self.models.remove(&(g, s.clone().into_owned())).unwrap_or_else(fresh)
+            })
+            .collect();
+        let want = expect(&mut models, t, c);
+        for (g, (s, m)) in subjects.iter().zip(models).enumerate() {
+            self.models.insert((g, s.clone().into_owned()), m);
+        }
+        want
+    }
+
+    /// Runs one call through `l` (a limiter of the first `subjects.len()` limits) and the
+    /// definition; Err says how they differ.
+    pub async fn compare(
+        &mut self,
+        l: &Limiter,
+        subjects: &[Subject<'_>],
+        t: u64,
+        c: u64,
+    ) -> Result<Option<Expected>, String> {
+        let got = l.check(subjects).cost(c).at(std::time::UNIX_EPOCH + std::time::Duration::from_micros(t)).await;
+        let want = self.expect(subjects, t, c);
+        judge(got, &self.limits[..subjects.len()], want, t, c).map(|(e, _)| e)
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 pub struct Expected {
     pub limit: usize,
@@ -380,10 +428,14 @@ pub fn judge<'l>(
             Ok(_) => Err(format!("cost {c} at {t}: admitted, though it can never fit")),
         };
     };
+    // A limit is named by its type, and by its rule where two limits share a type.
     let rule_of = |limit_type: LimitType, rule: Option<Rule>| {
-        let g = limits.iter().position(|s| s.limit_type == limit_type);
-        let r = g.and_then(|g| limits[g].rules.iter().position(|&x| Some(x) == rule));
-        (g, r)
+        let of_type = || limits.iter().enumerate().filter(|(_, s)| s.limit_type == limit_type);
+        let by_rule = of_type().find_map(|(g, s)| Some((g, s.rules.iter().position(|&x| Some(x) == rule)?)));
+        match by_rule {
+            Some((g, r)) => (Some(g), Some(r)),
+            None => (of_type().next().map(|(g, _)| g), None),
+        }
     };
     let have = match &got {
         Ok(p) => {

@@ -2,6 +2,7 @@
 //! drop. A missing `redis-server` binary fails the test loudly (never a silent skip).
 #![allow(dead_code)]
 
+pub mod child;
 pub mod cluster;
 pub mod overrides_file;
 pub mod sentinel;
@@ -64,8 +65,6 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-/// The server binary the Redis tests run: `RATELIMIT_TEST_SERVER` (e.g. a `valkey-server`),
-/// else `redis-server` from `PATH`. Checked once; a missing binary fails loudly.
 /// One field (`calls`, `usec`, `usec_per_call`) of `command`'s line in the text of
 /// `INFO commandstats` (`cmdstat_evalsha:calls=3,usec=40,...`); 0 when the command never ran.
 pub fn command_stat(info: &str, command: &str, field: &str) -> f64 {
@@ -76,6 +75,85 @@ pub fn command_stat(info: &str, command: &str, field: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A plain synchronous connection to the server on 127.0.0.1:`port` (a cluster node, a
+/// sentinel's primary…), for inspecting it.
+pub fn connect(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .unwrap_or_else(|e| panic!("connect to the test server on port {port}: {e}"))
+}
+
+/// `CONFIG RESETSTAT`: the counts of [`command_calls`] and [`evalsha_runs`] start again at 0.
+pub fn reset_stats(con: &mut redis::Connection) {
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).expect("CONFIG RESETSTAT");
+}
+
+/// How many times the server behind `con` ran `command` (`evalsha`, `del`…) since it started or
+/// since the last [`reset_stats`], failed runs included.
+pub fn command_calls(con: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).expect("INFO commandstats");
+    command_stat(&info, command, "calls") as u64
+}
+
+/// The scripts the server behind `con` ran (`EVALSHA`) since it started or since the last
+/// [`reset_stats`], but those refused with `NOSCRIPT` (a store loads its scripts in the
+/// background when it opens, and again on `NOSCRIPT`).
+pub fn evalsha_runs(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).expect("INFO commandstats");
+    (command_stat(&info, "evalsha", "calls") - command_stat(&info, "evalsha", "failed_calls")) as u64
+}
+
+/// Asks `ready` every `every` until it gives a value, and returns it; fails the test with
+/// `what` when `within` passes first.
+#[track_caller]
+pub fn poll_until<T>(within: Duration, every: Duration, what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(done) = ready() {
+            return done;
+        }
+        assert!(Instant::now() < deadline, "{what} (waited {within:?})");
+        std::thread::sleep(every);
+    }
+}
+
+/// As [`poll_until`], for an async `ready`, sleeping on the runtime's timer.
+pub async fn poll_until_async<T, F: std::future::Future<Output = Option<T>>>(
+    within: Duration,
+    every: Duration,
+    what: &str,
+    mut ready: impl FnMut() -> F,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(done) = ready().await {
+            return done;
+        }
+        assert!(Instant::now() < deadline, "{what} (waited {within:?})");
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// The tests' pseudo-random numbers: xorshift64, small, deterministic, the same sequence from the
+/// same (non-zero) seed on every run.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The server binary the Redis tests run: `RATELIMIT_TEST_SERVER` (e.g. a `valkey-server`),
+/// else `redis-server` from `PATH`. Checked once; a missing binary fails loudly.
 pub fn redis_server_binary() -> String {
     let binary = std::env::var("RATELIMIT_TEST_SERVER")
         .ok()
@@ -156,8 +234,17 @@ impl RedisServer {
     /// How many times the server ran `command` (`evalsha`, `del`…) since it started or since
     /// the last `CONFIG RESETSTAT`.
     pub fn calls(&self, command: &str) -> u64 {
-        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut self.client()).expect("INFO commandstats");
-        command_stat(&info, command, "calls") as u64
+        command_calls(&mut self.client(), command)
+    }
+
+    /// [`evalsha_runs`] of this server.
+    pub fn evalsha_runs(&self) -> u64 {
+        evalsha_runs(&mut self.client())
+    }
+
+    /// [`reset_stats`] of this server.
+    pub fn reset_stats(&self) {
+        reset_stats(&mut self.client())
     }
 
     fn pid(&self) -> u32 {

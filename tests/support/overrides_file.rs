@@ -15,13 +15,19 @@ pub struct Shared {
 /// The process's file, configured once: `init` adds what the test binary needs to
 /// `Config::memory()` with the file (the first call's `init` wins).
 pub fn shared(name: &str, init: impl FnOnce(Config) -> Config) -> &'static Shared {
+    shared_from(name, Config::memory, init)
+}
+
+/// As [`shared`], on the configuration `base` makes (e.g. `Config::store` of a memory store on
+/// a manual clock) instead of `Config::memory()`.
+pub fn shared_from(name: &str, base: impl FnOnce() -> Config, init: impl FnOnce(Config) -> Config) -> &'static Shared {
     static SHARED: OnceLock<Shared> = OnceLock::new();
     SHARED.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("ratelimit-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let file = dir.join("limits.toml");
         std::fs::write(&file, "").expect("write the file");
-        ratelimit::init(init(Config::memory().overrides_file(&file))).expect("init");
+        ratelimit::init(init(base().overrides_file(&file))).expect("init");
         Shared { dir, file, lock: Mutex::new(()) }
     })
 }

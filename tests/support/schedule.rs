@@ -1,6 +1,18 @@
 //! What the property tests against the definitions share (tests/exact.rs,
-//! tests/exact_refunds.rs): the stores they run on, the fixed-seed runner, and random stacks of
-//! limits.
+//! tests/exact_refunds.rs): the stores they run on, their runs (a fixed seed, and a seed of the
+//! caller's), and random stacks of limits.
+//!
+//! Every property runs its cases from a fixed seed, the same on every run. With
+//! `RATELIMIT_PROPTEST_SEED=<16 hex digits>` it also runs as many cases from that seed:
+//! `scripts/test.sh` draws one at random on every run and prints it, and a failure names its
+//! seed, so that it can be replayed:
+//!
+//! ```text
+//! RATELIMIT_PROPTEST_SEED=0123456789abcdef scripts/test.sh --test exact --test exact_refunds
+//! ```
+//!
+//! `RATELIMIT_PROPTEST_CASES=N` sets the cases per seed (at least 1: a property of no cases
+//! checks nothing, and is an error).
 #![allow(dead_code)]
 
 use super::definition::LimitSpec;
@@ -26,15 +38,59 @@ pub fn redis_store(server: &RedisServer) -> StoreHandle {
     Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap())
 }
 
-/// Cases per property (RATELIMIT_PROPTEST_CASES sets it) and the fixed seed CI runs.
-pub fn runner(default_cases: u32) -> TestRunner {
-    let cases = std::env::var("RATELIMIT_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default_cases);
-    let config = ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() };
-    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[0x20; 32]))
+/// Cases per seed: `RATELIMIT_PROPTEST_CASES`, else `default_cases`. Zero, or not a number, is
+/// an error.
+pub fn cases(default_cases: u32) -> u32 {
+    let Ok(text) = std::env::var("RATELIMIT_PROPTEST_CASES") else { return default_cases };
+    match text.trim().parse::<u32>() {
+        Ok(0) => panic!("RATELIMIT_PROPTEST_CASES=0: a property of no cases checks nothing"),
+        Ok(cases) => cases,
+        Err(e) => panic!("RATELIMIT_PROPTEST_CASES={text:?} is not a number of cases: {e}"),
+    }
 }
 
-/// One to three limits of any algorithm (windows 1 ms to 30 days, counts 1 to 10^9, bursts 1,
-/// 2, default or random), one or two rules each (longest window first), no block.
+/// One run of a property: its seed (as `RATELIMIT_PROPTEST_SEED` gives it, or "fixed") and its
+/// runner.
+pub struct Run {
+    pub seed: String,
+    pub runner: TestRunner,
+}
+
+impl Run {
+    /// How to run this again, for a failure's message.
+    pub fn replay(&self, test: &str) -> String {
+        match self.seed.as_str() {
+            "fixed" => format!("the fixed seed: cargo test --all-features --test {test}"),
+            seed => format!("seed {seed}: RATELIMIT_PROPTEST_SEED={seed} cargo test --all-features --test {test}"),
+        }
+    }
+}
+
+/// The runs of a property: [`cases`] cases from the fixed seed, then as many from
+/// `RATELIMIT_PROPTEST_SEED` when it is set (16 hex digits).
+pub fn runs(default_cases: u32) -> Vec<Run> {
+    let cases = cases(default_cases);
+    let config = ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() };
+    let run = |seed: String, bytes: [u8; 32]| Run {
+        seed,
+        runner: TestRunner::new_with_rng(config.clone(), TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)),
+    };
+    let mut runs = vec![run("fixed".to_owned(), [0x20; 32])];
+    if let Ok(text) = std::env::var("RATELIMIT_PROPTEST_SEED") {
+        let seed = u64::from_str_radix(text.trim(), 16)
+            .unwrap_or_else(|e| panic!("RATELIMIT_PROPTEST_SEED={text:?} is not 16 hex digits: {e}"));
+        let mut bytes = [0u8; 32];
+        for chunk in bytes.chunks_exact_mut(8) {
+            chunk.copy_from_slice(&seed.to_le_bytes());
+        }
+        runs.push(run(format!("{seed:016x}"), bytes));
+    }
+    runs
+}
+
+/// One to four limits of any algorithm (windows 1 ms to 30 days, counts 1 to 10^9, bursts 1,
+/// 2, default or random), one or two rules each (longest window first), no block; each of a
+/// distinct type (the type names a limit in the answers), any type in any position.
 pub fn limits_strategy() -> impl Strategy<Value = Vec<LimitSpec>> {
     let window_ms = prop_oneof![
         Just(1u64),
@@ -59,8 +115,8 @@ pub fn limits_strategy() -> impl Strategy<Value = Vec<LimitSpec>> {
     let burst = prop_oneof![Just(None), Just(Some(1u64)), Just(Some(2)), (1..=1_000_000_000u64).prop_map(Some)];
     let alg = prop::sample::select(Algorithm::ALL.to_vec());
     let limit = (alg, prop::collection::vec((window_ms, count), 1..=2), burst);
-    prop::collection::vec(limit, 1..=3).prop_map(|limits| {
-        let types = [LimitType::Ip, LimitType::User, LimitType::Key, LimitType::Global];
+    let types = Just(vec![LimitType::Ip, LimitType::User, LimitType::Key, LimitType::Global]).prop_shuffle();
+    (prop::collection::vec(limit, 1..=4), types).prop_map(|(limits, types)| {
         limits
             .into_iter()
             .zip(types)
@@ -92,7 +148,7 @@ pub fn blocked_limits_strategy() -> impl Strategy<Value = Vec<LimitSpec>> {
         1 => Just(Some(1_000_001)),
         2 => (1000..=30 * 86_400_000_000u64).prop_map(Some),
     ];
-    (limits_strategy(), prop::collection::vec(block, 3)).prop_map(|(mut limits, blocks)| {
+    (limits_strategy(), prop::collection::vec(block, 4)).prop_map(|(mut limits, blocks)| {
         for (l, b) in limits.iter_mut().zip(blocks) {
             l.block = b;
         }

@@ -2,8 +2,9 @@
 //!
 //! Every server runs in its own process: the rate-limit configuration and the limiters of the
 //! annotated handlers are per process (as in production), so tests must not share one. The
-//! process is the test binary itself, re-executed to run only its `server_process` entry, which
-//! hands the example's `run` to [`child_main`] (`examples/server.rs` is compiled into each binary
+//! process is the test binary itself, re-executed to run only its `server_process` entry (an
+//! `#[ignore]`d test: see tests/support/child.rs), which hands the example's `run` to
+//! [`child_main`] (`examples/server.rs` is compiled into each binary
 //! with `#[path]`). That needs no second build of the example and always runs the code under
 //! test, whatever the profile or features. Clients bind to 127.0.0.2, 127.0.0.3, … to be
 //! distinct client IPs.
@@ -45,10 +46,11 @@ const CLEARED: [&str; 16] = [
     "RUST_LOG",
 ];
 
-/// The body of each binary's `server_process` pseudo-test: runs the example's `run` (and exits
-/// with its status) when this binary was started as a server process; otherwise does nothing.
+/// The body of each binary's `server_process` entry (an `#[ignore]`d test): runs the example's
+/// `run` (and exits with its status) when this binary was started as a server process; run by
+/// hand, does nothing.
 pub fn child_main(run: impl FnOnce(Vec<String>) -> u8) {
-    let Ok(args) = std::env::var(CHILD_ARGS) else { return };
+    let Some(args) = super::child::given(CHILD_ARGS) else { return };
     if std::env::var_os(EXIT_WITH_PARENT).is_some() {
         // Our stdin is a pipe from the test: when the test process goes away, however it dies,
         // the pipe closes and this server exits instead of lingering.
@@ -64,9 +66,8 @@ pub fn child_main(run: impl FnOnce(Vec<String>) -> u8) {
 /// The command that runs the example server with `args` and `env` (for a run to completion,
 /// e.g. with `.output()`); [`Process::spawn`] and [`Server::start`] run it in the background.
 pub fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
-    cmd.args(["server_process", "--exact", "--nocapture", "--test-threads=1", "-q"])
-        .env(CHILD_ARGS, args.join("\n") + "\n");
+    let mut cmd = super::child::command("server_process");
+    cmd.env(CHILD_ARGS, args.join("\n") + "\n");
     for name in CLEARED {
         cmd.env_remove(name);
     }

@@ -238,13 +238,22 @@ mod tests {
 
     #[test]
     fn expired_reserves_of_many_keys_are_swept() {
+        // Three times what all the shards hold before they sweep, each key's reserve expired
+        // before the next key comes: every shard passes `SWEEP_AT` (about 12 288 keys each)
+        // and keeps at most that many.
         let r = Reserves::new(10, 8);
-        for i in 0..3 * SWEEP_AT as u64 {
+        let keys = 3 * (SHARDS * SWEEP_AT) as u64;
+        for i in 0..keys {
             let key = i.to_le_bytes();
             r.take(&key, 1, i * 100);
             r.filled(&key, 1, 1, 0, 0, i * 100);
         }
-        let held: usize = r.shards.iter().map(|s| lock(s).len()).sum();
-        assert!(held <= SHARDS * SWEEP_AT, "{held}");
+        let sizes: Vec<usize> = r.shards.iter().map(|s| lock(s).len()).collect();
+        assert!(sizes.iter().all(|&n| n <= SWEEP_AT), "entries per shard {sizes:?}, sweeping at {SWEEP_AT}");
+        let held: usize = sizes.iter().sum();
+        assert!(held as u64 <= keys / 3, "{held} of {keys} expired reserves kept");
+        // The live reserve (the last key's) is kept.
+        let last = (keys - 1).to_le_bytes();
+        assert!(lock(r.shard(&last)).contains_key(&last[..]), "the live reserve was swept");
     }
 }
