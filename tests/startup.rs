@@ -13,9 +13,10 @@ mod support;
 use std::path::PathBuf;
 use support::server_process::{command, loopback, request_blocking, Server};
 
-/// Not a test: the body of the server processes that the tests start (see
-/// tests/support/server_process.rs). Does nothing unless this binary was started as one.
+/// Not a test of its own: the body of the server processes that the tests start (see
+/// tests/support/server_process.rs and tests/support/child.rs).
 #[test]
+#[ignore = "the server process the other tests start"]
 fn server_process() {
     support::server_process::child_main(server::run);
 }

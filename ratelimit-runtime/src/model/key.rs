@@ -161,6 +161,69 @@ fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag, modulo 16384.
+#[cfg(feature = "cluster")]
+pub(crate) fn cluster_slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| key[open + 1..].iter().position(|&b| b == b'}').map(|len| &key[open + 1..open + 1 + len]))
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(key);
+    crc16::State::<crc16::XMODEM>::calculate(tagged) % 16384
+}
+
+#[cfg(all(test, feature = "cluster"))]
+mod slot_tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(cluster_slot(b"123456789"), 0x31C3);
+        assert_eq!(cluster_slot(b"foo"), 12182);
+        assert_eq!(cluster_slot(b"{user1000}.following"), cluster_slot(b"user1000"));
+        assert_eq!(cluster_slot(b"foo{}{bar}"), cluster_slot(b"foo{}{bar}"));
+        assert_eq!(cluster_slot(b"foo{{bar}}zap"), cluster_slot(b"{bar"));
+    }
+}
+
+/// Copies `src` into `dst` (of the same length): inline for the short keys of the hot path (a
+/// few overlapping word moves, as `memcpy` would make, without calling it), else `memcpy`.
+#[inline(always)]
+pub(crate) fn copy_key(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    // Every caller sizes `dst` from `src`; a mismatch is a bug here, caught in debug builds
+    // (in release the copy is skipped rather than panicking on the hot path).
+    debug_assert_eq!(n, dst.len(), "copy_key: lengths differ");
+    if n != dst.len() {
+        return;
+    }
+    match n {
+        16..=32 => {
+            copy_chunk::<16>(dst, src, 0);
+            copy_chunk::<16>(dst, src, n - 16);
+        }
+        8..=15 => {
+            copy_chunk::<8>(dst, src, 0);
+            copy_chunk::<8>(dst, src, n - 8);
+        }
+        4..=7 => {
+            copy_chunk::<4>(dst, src, 0);
+            copy_chunk::<4>(dst, src, n - 4);
+        }
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+/// `N` bytes of `src` at `at` into `dst` at `at` (both long enough: the caller checked).
+#[inline(always)]
+fn copy_chunk<const N: usize>(dst: &mut [u8], src: &[u8], at: usize) {
+    if let (Some(d), Some(s)) = (dst.get_mut(at..at + N), src.get(at..at + N)) {
+        d.copy_from_slice(s);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,68 +296,5 @@ mod tests {
         assert_eq!(check_prefix("a{b"), Err(PrefixError::Brace));
         assert_eq!(check_prefix(&"x".repeat(65)), Err(PrefixError::TooLong));
         assert!(check_prefix("rate_limit:").is_ok());
-    }
-}
-
-/// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag, modulo 16384.
-#[cfg(feature = "cluster")]
-pub(crate) fn cluster_slot(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| key[open + 1..].iter().position(|&b| b == b'}').map(|len| &key[open + 1..open + 1 + len]))
-        .filter(|tag| !tag.is_empty())
-        .unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(tagged) % 16384
-}
-
-#[cfg(all(test, feature = "cluster"))]
-mod slot_tests {
-    use super::*;
-
-    #[test]
-    fn slots_match_redis() {
-        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(cluster_slot(b"123456789"), 0x31C3);
-        assert_eq!(cluster_slot(b"foo"), 12182);
-        assert_eq!(cluster_slot(b"{user1000}.following"), cluster_slot(b"user1000"));
-        assert_eq!(cluster_slot(b"foo{}{bar}"), cluster_slot(b"foo{}{bar}"));
-        assert_eq!(cluster_slot(b"foo{{bar}}zap"), cluster_slot(b"{bar"));
-    }
-}
-
-/// Copies `src` into `dst` (of the same length): inline for the short keys of the hot path (a
-/// few overlapping word moves, as `memcpy` would make, without calling it), else `memcpy`.
-#[inline(always)]
-pub(crate) fn copy_key(dst: &mut [u8], src: &[u8]) {
-    let n = src.len();
-    // Every caller sizes `dst` from `src`; a mismatch is a bug here, caught in debug builds
-    // (in release the copy is skipped rather than panicking on the hot path).
-    debug_assert_eq!(n, dst.len(), "copy_key: lengths differ");
-    if n != dst.len() {
-        return;
-    }
-    match n {
-        16..=32 => {
-            copy_chunk::<16>(dst, src, 0);
-            copy_chunk::<16>(dst, src, n - 16);
-        }
-        8..=15 => {
-            copy_chunk::<8>(dst, src, 0);
-            copy_chunk::<8>(dst, src, n - 8);
-        }
-        4..=7 => {
-            copy_chunk::<4>(dst, src, 0);
-            copy_chunk::<4>(dst, src, n - 4);
-        }
-        _ => dst.copy_from_slice(src),
-    }
-}
-
-/// `N` bytes of `src` at `at` into `dst` at `at` (both long enough: the caller checked).
-#[inline(always)]
-fn copy_chunk<const N: usize>(dst: &mut [u8], src: &[u8], at: usize) {
-    if let (Some(d), Some(s)) = (dst.get_mut(at..at + N), src.get(at..at + N)) {
-        d.copy_from_slice(s);
     }
 }
