@@ -297,7 +297,7 @@ impl Config {
     }
 
     /// How many refusals the cache keeps at most (least recently used go first; default
-    /// 100 000), 1 or more: [`init`](crate::init) refuses 0 (turn the cache off with
+    /// 100 000), 1 or more: [`init`] refuses 0 (turn the cache off with
     /// [`refusal_cache(false)`](Self::refusal_cache)). Taken when the cache is first used.
     /// `RATELIMIT_REFUSAL_CACHE_SIZE`.
     pub fn refusal_cache_size(mut self, entries: usize) -> Config {
