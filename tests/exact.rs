@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratelimit::store::StoreHandle;
 use ratelimit::{Algorithm, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
-use schedule::{limits_strategy, runs, stores, T0};
+use schedule::{gap, limits_strategy, runs, stores, T0};
 use std::sync::Arc;
 use support::RedisServer;
 
@@ -345,16 +345,8 @@ fn stacked_limits_decide_as_the_definitions() {
                         let (w0, n0) = (models[0][0].w, models[0][0].n);
                         let (mut t, mut last_retry) = (T0, 0u64);
                         for (i, s) in steps.iter().enumerate() {
-                            t += match s.kind {
-                                0 => 0,
-                                1 => 1,
-                                2 => s.k * w0 / n0,
-                                3 => (s.k * w0).div_ceil(n0),
-                                4 => s.random % w0 + 1,
-                                5 => w0,
-                                6 => last_retry,
-                                _ => last_retry.saturating_sub(1),
-                            };
+                            // Kinds are drawn from 0..8: all shared ones.
+                            t += gap(s.kind, s.k, s.random, (w0, n0), last_retry).unwrap_or(0);
                             let c = match s.cost {
                                 0 => 0,
                                 1 => 1,

@@ -18,7 +18,7 @@ use proptest::test_runner::TestCaseError;
 use ratelimit::clock::ManualClock;
 use ratelimit::store::{MemoryStore, StoreHandle};
 use ratelimit::Algorithm;
-use schedule::{blocked_limits_strategy, runs, stores, T0};
+use schedule::{blocked_limits_strategy, gap, runs, stores, T0};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,18 +86,11 @@ async fn run(
     let mut held = Vec::new();
     for (i, s) in steps.iter().enumerate() {
         let block_end = blocks.iter().filter_map(|p| p.until).map(|(end, _)| end).filter(|&e| e > t).min();
-        t += match s.kind {
-            0 => 0,
-            1 => 1,
-            2 => s.k * w0 / n0,
-            3 => (s.k * w0).div_ceil(n0),
-            4 => s.random % w0 + 1,
-            5 => w0,
-            6 => last_retry,
-            7 => last_retry.saturating_sub(1),
+        // Past the shared kinds: to the end of the running block, or 1 µs short of it.
+        t += gap(s.kind, s.k, s.random, (w0, n0), last_retry).unwrap_or_else(|| match s.kind {
             8 => block_end.map_or(0, |e| e - t),
             _ => block_end.map_or(0, |e| e - t - 1),
-        };
+        });
         if let Some(clock) = clock {
             clock.advance(Duration::from_micros(t - ratelimit::clock::Clock::now_us(clock)));
         }

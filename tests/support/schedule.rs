@@ -29,6 +29,24 @@ use std::time::Duration;
 /// rounded there.
 pub const T0: u64 = 2_000_000_000_000_000;
 
+/// How far a step of kind `kind` moves the clock, for the kinds every schedule shares: not at
+/// all, 1 µs, `k` emission intervals of the first rule (`w0 / n0`) rounded down or up, a random
+/// part of its window, a whole window, the last retry-after or 1 µs short of it (the exact
+/// boundaries). `None` for a kind of the caller's own.
+pub fn gap(kind: u8, k: u64, random: u64, (w0, n0): (u64, u64), last_retry: u64) -> Option<u64> {
+    Some(match kind {
+        0 => 0,
+        1 => 1,
+        2 => k * w0 / n0,
+        3 => (k * w0).div_ceil(n0),
+        4 => random % w0 + 1,
+        5 => w0,
+        6 => last_retry,
+        7 => last_retry.saturating_sub(1),
+        _ => return None,
+    })
+}
+
 /// The stores every test here runs on: memory, and the real server.
 pub fn stores(server: &RedisServer) -> [StoreHandle; 2] {
     [Arc::new(MemoryStore::new()), redis_store(server)]

@@ -194,7 +194,7 @@ fn tls(var: Var<'_>) -> Result<TlsConfig, ConfigError> {
 mod tests {
     use super::*;
 
-    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
     }
 
@@ -244,8 +244,7 @@ mod tests {
         );
         // Strict: no other spelling, no case, no spaces.
         for value in ["yes", "no", "Off", " on", "ON"] {
-            let pairs: &'static [(&str, &str)] = Box::leak(Box::new([("RATELIMIT_REFUSAL_CACHE", value)]));
-            assert!(refusal_cache(&env(pairs)).is_err(), "{value:?}");
+            assert!(refusal_cache(&env(&[("RATELIMIT_REFUSAL_CACHE", value)])).is_err(), "{value:?}");
         }
         // A size the cache cannot hold is refused, saying how to turn it off.
         let zero = refusal_cache(&env(&[("RATELIMIT_REFUSAL_CACHE_SIZE", "0")])).unwrap_err();
@@ -270,8 +269,7 @@ mod tests {
         );
         // Strict: the aliases and other cases that were once read are refused.
         for value in ["closed", "open", "DENY", "Allow", " deny"] {
-            let pairs: &'static [(&str, &str)] = Box::leak(Box::new([("RATELIMIT_ON_ERROR", value)]));
-            assert!(from(&env(pairs)).is_err(), "{value:?}");
+            assert!(from(&env(&[("RATELIMIT_ON_ERROR", value)])).is_err(), "{value:?}");
         }
     }
 }
