@@ -58,7 +58,7 @@ pub mod store {
     pub use ratelimit_runtime::store::ClusterStore;
     pub use ratelimit_runtime::store::{
         MemoryStore, RedisStore, SentinelSpec, SentinelStore, Store, StoreError, StoreHandle, TlsConfig,
-        DEFAULT_PREFIX, MAX_PREFIX_LEN,
+        DEFAULT_MAX_KEYS, DEFAULT_PREFIX, MAX_PREFIX_LEN,
     };
 }
 

@@ -244,6 +244,7 @@ fn metric_names_and_label_sets() {
             "ratelimit_local_denials_total" => &[&["limiter"]],
             ERRORS => &[&["kind", "store"]],
             "ratelimit_store_circuit_open" => &[&["store"]],
+            "ratelimit_memory_keys" | "ratelimit_memory_evictions_total" => &[&[]],
             n if n.starts_with("ratelimit_store_duration_seconds") => {
                 &[&["store"], &["quantile", "store"], &["le", "store"]]
             }
@@ -251,6 +252,29 @@ fn metric_names_and_label_sets() {
         };
         assert!(allowed.contains(&keys.as_slice()), "{} has labels {keys:?}", sample.name);
     }
+}
+
+/// A memory store's keys and the live ones it forgot to stay within its bound, read back from
+/// the scrape. The gauge and the counter sum every memory store of the process (other tests'
+/// stores hold a few keys and forget none).
+#[test]
+fn memory_keys_and_evictions() {
+    let evicted_before = scrape().sum("ratelimit_memory_evictions_total", &[]);
+    let clock = Arc::new(ratelimit::clock::ManualClock::new(1_000_000_000_000));
+    let store = Arc::new(MemoryStore::with_clock(clock).max_keys(100));
+    let l = limiter("metrics_test::memory", LimitType::User, 1, store.clone(), FailurePolicy::Allow);
+    for i in 0..1000 {
+        l.check(&[Subject::bytes(format!("u{i}").into_bytes())]).blocking().expect("a new subject");
+    }
+    // The gauge and the counter are brought up to date as the store sweeps, one shard per 256
+    // decisions of a thread (this store has one shard).
+    for _ in 0..256 {
+        let _ = l.check(&[Subject::bytes(&b"u999"[..])]).blocking();
+    }
+    let s = scrape();
+    assert_eq!(s.sum("ratelimit_memory_evictions_total", &[]) - evicted_before, 900.0);
+    assert!(s.sum("ratelimit_memory_keys", &[]) >= 100.0);
+    assert_eq!(store.len(), 100);
 }
 
 /// Decision counts are kept per thread: more threads than have a line of their own (up to 256,

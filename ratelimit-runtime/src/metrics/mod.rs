@@ -42,6 +42,10 @@ pub(crate) const STORE_DURATION: &str = "ratelimit_store_duration_seconds";
 pub(crate) const STORE_ERRORS: &str = "ratelimit_store_errors_total";
 /// `ratelimit_store_circuit_open{store}`.
 pub(crate) const CIRCUIT_OPEN: &str = "ratelimit_store_circuit_open";
+/// Keys held by the in-memory stores of the process (gauge).
+pub(crate) const MEMORY_KEYS: &str = "ratelimit_memory_keys";
+/// Live keys the in-memory stores forgot to stay within their bound.
+pub(crate) const MEMORY_EVICTIONS: &str = "ratelimit_memory_evictions_total";
 
 /// One in-memory store call in this many is timed.
 pub(crate) const MEMORY_SAMPLE: u32 = 64;
@@ -244,6 +248,11 @@ fn describe() {
             CIRCUIT_OPEN,
             "Rate-limit stores whose circuit breaker is open (not called for a pause), by store."
         );
+        metrics::describe_gauge!(MEMORY_KEYS, "Keys (a subject under one limit) held by the in-memory stores.");
+        metrics::describe_counter!(
+            MEMORY_EVICTIONS,
+            "Live keys the in-memory stores forgot, least recently used first, to stay within their bound."
+        );
     });
 }
 
@@ -277,6 +286,8 @@ struct StoreHandles {
     errors: [Counter; ErrorKind::ALL.len()],
     /// `None` in memory: it has no breaker, and a series of it would read as one that never opens.
     circuit: Option<Gauge>,
+    /// In memory only: its keys, and the live ones it forgot to make room.
+    memory: Option<(Gauge, Counter)>,
 }
 
 impl StoreMetrics {
@@ -306,8 +317,18 @@ impl StoreMetrics {
                 errors: ErrorKind::ALL
                     .map(|k| metrics::counter!(STORE_ERRORS, "store" => self.label, "kind" => k.label())),
                 circuit,
+                memory: (self.label == "memory")
+                    .then(|| (metrics::gauge!(MEMORY_KEYS), metrics::counter!(MEMORY_EVICTIONS))),
             }
         })
+    }
+
+    /// An in-memory store's keys changed by `delta` since it last said, and it forgot
+    /// `evicted` live ones to make room.
+    pub(crate) fn memory_keys(&self, delta: f64, evicted: u64) {
+        let Some((keys, evictions)) = &self.handles().memory else { return };
+        keys.increment(delta);
+        evictions.increment(evicted);
     }
 
     /// The store's breaker opened (`true`) or closed.

@@ -13,7 +13,7 @@ mod unavailable;
 
 pub use crate::error::StoreError;
 pub use crate::model::key::{DEFAULT_PREFIX, MAX_PREFIX_LEN};
-pub use memory::MemoryStore;
+pub use memory::{MemoryStore, DEFAULT_MAX_KEYS};
 pub(crate) use operations::{
     unique_member, Answer, Call, Internal, Operations, Pending, Release, RemoteDecision, INTERNAL,
 };

@@ -32,7 +32,7 @@ pub(super) fn check_limit(
     starts: &mut Vec<(usize, usize)>,
 ) {
     if limit.is_concurrency() {
-        let held: Vec<u64> = match shard.get(key).filter(|st| !st.expired(now)) {
+        let held: Vec<u64> = match shard.get_mut(key).map(|st| &*st).filter(|st| !st.expired(now)) {
             Some(State::Slots(slots)) => slots.iter().filter(|&&(end, _)| end > now).map(|&(end, _)| end).collect(),
             _ => Vec::new(),
         };
@@ -51,7 +51,7 @@ pub(super) fn check_limit(
     let (mut own, mut own_tightest) = (Decision::admitted(now), None);
     let mut blocked = false;
     if limit.block_us > 0 {
-        if let Some(&State::Block { until, rule }) = shard.get(&block_key(key)) {
+        if let Some(&mut State::Block { until, rule }) = shard.get_mut(&block_key(key)) {
             if until > now {
                 blocked = true;
                 deny_why(&mut own, g, rule, until - now, Why::Blocked);
@@ -189,7 +189,7 @@ pub(super) fn start_blocks(
     for (g, rule) in starts {
         let (start, end, shard) = spans[g];
         let until = now + call.limits[g].block_us;
-        guards.get(shard).set(&block_key(&buf[start..end]), State::Block { until, rule });
+        guards.get(shard).set(&block_key(&buf[start..end]), State::Block { until, rule }, now);
         deny_why(d, g, rule, call.limits[g].block_us, Why::Blocked);
     }
 }

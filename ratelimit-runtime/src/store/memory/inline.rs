@@ -27,7 +27,7 @@ impl From<&[u8]> for Key {
 }
 
 impl Key {
-    fn bytes(&self) -> &[u8] {
+    pub(super) fn bytes(&self) -> &[u8] {
         match self {
             Key::Inline(len, bytes) => &bytes[..usize::from(*len)],
             Key::Heap(bytes) => bytes,

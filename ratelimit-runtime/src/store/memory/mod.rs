@@ -13,8 +13,10 @@ use crate::model::decision::Decision;
 use crate::model::policy::RuleStatus;
 use crate::rt::clock::Clock;
 use crate::rt::lock::lock;
+use crate::rt::throttle::Throttle;
 use foldhash::fast::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,15 +28,31 @@ mod shard;
 
 use check::{check_limit, peek_cells, peek_log, record, start_blocks};
 use log::Log;
-use shard::{block_key, shard_of, Guards, Shard, State, SHARDS};
+use shard::{block_key, shard_of, Guards, Shard, State};
 
 /// Every this many decisions (per thread) the next shard in turn drops its expired states, so
 /// every shard is swept while there is any traffic, whichever subjects it concerns.
 const SWEEP_EVERY: u32 = 256;
 
+/// The keys a store holds unless told otherwise ([`MemoryStore::max_keys`]): about 60 MB of
+/// states at the most, which a small container can spare, and more subjects than most services
+/// see active within their longest window.
+pub const DEFAULT_MAX_KEYS: usize = 250_000;
+
 /// The in-memory store: the default when no Redis is configured.
+///
+/// It holds at most [`max_keys`](MemoryStore::max_keys) keys (a subject's state under one
+/// limit, or its penalty): when full, a new subject makes room by forgetting the least recently
+/// used one, as nginx's `limit_req` zones do. A forgotten subject starts afresh when it calls
+/// again: under a flood of new subjects, the bound keeps the process alive and the subjects
+/// that keep calling keep their counts.
 pub struct MemoryStore {
     shards: Box<[Mutex<Shard>]>,
+    /// `shards.len() - 1` (a power of two less one): picks a key's shard.
+    mask: usize,
+    max_keys: usize,
+    /// Evictions not yet in a warning (see `warn_evicting`).
+    unlogged: AtomicU64,
     hasher: RandomState,
     clock: Arc<dyn Clock>,
     /// `clock` itself when it is the CPU's counter (`MemoryStore::new`), read without a call
@@ -56,7 +74,11 @@ impl MemoryStore {
     /// kernel trusts it: see `clock::fast_clock`).
     pub fn new() -> MemoryStore {
         match crate::rt::clock::counter_clock() {
-            Some(counter) => MemoryStore { counter: Some(counter), ..MemoryStore::with_clock(Arc::new(*counter)) },
+            Some(counter) => {
+                let mut store = MemoryStore::with_clock(Arc::new(*counter));
+                store.counter = Some(counter);
+                store
+            }
             None => MemoryStore::with_clock(crate::rt::clock::fast_clock()),
         }
     }
@@ -73,12 +95,33 @@ impl MemoryStore {
     /// A store on the given clock (tests drive time by hand with [`ManualClock`](crate::rt::clock::ManualClock)).
     pub fn with_clock(clock: Arc<dyn Clock>) -> MemoryStore {
         MemoryStore {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: Box::new([]),
+            mask: 0,
+            max_keys: 0,
+            unlogged: AtomicU64::new(0),
             hasher: RandomState::default(),
             clock,
             counter: None,
             metrics: StoreMetrics::new("memory"),
         }
+        .max_keys(DEFAULT_MAX_KEYS)
+    }
+
+    /// This store, holding at most `keys` keys (at least 1; [`DEFAULT_MAX_KEYS`] unless set).
+    /// Set it before the store decides: the states held so far are dropped.
+    ///
+    /// ```
+    /// use ratelimit_runtime::store::MemoryStore;
+    /// // A process that can spare about 2.5 MB for rate-limit state.
+    /// let store = MemoryStore::new().max_keys(10_000);
+    /// ```
+    #[must_use]
+    pub fn max_keys(mut self, keys: usize) -> MemoryStore {
+        let (shards, capacity) = shard::split(keys);
+        self.shards = (0..shards).map(|i| Mutex::new(Shard::new(capacity(i)))).collect();
+        self.mask = shards - 1;
+        self.max_keys = keys.max(1);
+        self
     }
 
     /// How many subjects hold state now (after dropping the expired ones).
@@ -89,7 +132,7 @@ impl MemoryStore {
             .map(|s| {
                 let mut shard = lock(s);
                 shard.sweep(now);
-                shard.states.len()
+                shard.len()
             })
             .sum()
     }
@@ -127,7 +170,7 @@ impl MemoryStore {
                 limit.write_memory_key(subject, &mut buf);
                 let hash = self.key_hash(limit, subject);
                 buf[start..start + 8].copy_from_slice(&hash.to_le_bytes());
-                let span = (start, buf.len(), shard_of(hash));
+                let span = (start, buf.len(), shard_of(hash, self.mask));
                 if fits {
                     inline[i] = span;
                 } else {
@@ -153,7 +196,7 @@ impl MemoryStore {
     #[inline]
     fn maybe_sweep(&self, now: u64, tick: u32) {
         if tick.is_multiple_of(SWEEP_EVERY) {
-            self.sweep_one((tick / SWEEP_EVERY) as usize % SHARDS, now);
+            self.sweep_one((tick / SWEEP_EVERY) as usize & self.mask, now);
         }
     }
 
@@ -165,6 +208,36 @@ impl MemoryStore {
             // it would drop states that calls at other pinned times still read. Sweeping
             // never runs ahead of the store's own clock.
             shard.sweep(now.min(self.now_us()));
+            self.report(&mut shard);
+        }
+    }
+
+    /// Reports `shard`'s keys and evictions since it was last swept: the gauge is a sum of
+    /// shards, kept current while there is traffic at no cost to the calls that find their key.
+    fn report(&self, shard: &mut Shard) {
+        let len = shard.len();
+        let delta = len as f64 - shard.reported as f64;
+        shard.reported = len;
+        let evicted = shard.take_evictions();
+        self.metrics.memory_keys(delta, evicted);
+        if evicted > 0 {
+            self.warn_evicting(evicted);
+        }
+    }
+
+    /// Warns, at most once a minute, that live subjects are being forgotten to make room.
+    #[cold]
+    fn warn_evicting(&self, evicted: u64) {
+        static WARNING: Throttle = Throttle::new(Duration::from_secs(60));
+        let unlogged = self.unlogged.fetch_add(evicted, Ordering::Relaxed) + evicted;
+        if WARNING.admit(Instant::now()).is_some() {
+            let evicted = self.unlogged.swap(0, Ordering::Relaxed).max(unlogged);
+            tracing::warn!(
+                evicted,
+                max_keys = self.max_keys,
+                "memory store full: forgetting the least recently used subjects to make room \
+                 (the bound is too small for the subjects in use, or this is a flood of new ones)"
+            );
         }
     }
 
@@ -220,7 +293,7 @@ impl MemoryStore {
         // Commit: every limit records the call.
         for (g, limit) in call.limits.iter().enumerate().take(commit) {
             let (start, end, shard) = spans[g];
-            let state = guards.get(shard).get_or_insert(&buf[start..end], || State::Log(Log::default()));
+            let state = guards.get(shard).get_or_insert(&buf[start..end], now, || State::Log(Log::default()));
             record(state, limit, now, cost, d.member);
         }
         (d, now)
@@ -275,7 +348,7 @@ impl MemoryStore {
         limit.write_memory_key(subject, &mut key);
         let hash = self.key_hash(limit, subject);
         key[..8].copy_from_slice(&hash.to_le_bytes());
-        (key, shard_of(hash))
+        (key, shard_of(hash, self.mask))
     }
 
     /// The script's peek mode, in process.
@@ -285,7 +358,7 @@ impl MemoryStore {
         for (index, limit, subject) in targets.present() {
             let (key, shard) = self.key_of(limit, subject);
             let shard = lock(&self.shards[shard]);
-            let state = shard.get(&key).filter(|st| !st.expired(now));
+            let state = shard.read(&key).filter(|st| !st.expired(now));
             for (r, policy) in limit.policies().enumerate() {
                 let (remaining, reset_us) = match state {
                     _ if limit.algorithm == Algorithm::SlidingWindow => {
@@ -325,6 +398,14 @@ impl MemoryStore {
         let decision = self.decide_now(call, tick);
         self.metrics.duration(started.elapsed());
         decision
+    }
+}
+
+impl Drop for MemoryStore {
+    /// Takes this store's keys out of the gauge, which sums every store's.
+    fn drop(&mut self) {
+        let reported: usize = self.shards.iter_mut().map(|s| s.get_mut().map_or(0, |s| s.reported)).sum();
+        self.metrics.memory_keys(-(reported as f64), 0);
     }
 }
 

@@ -58,7 +58,7 @@ impl MemoryStore {
 
         let now = call.now_us.unwrap_or_else(|| self.now_us());
         let (decision, now) = {
-            let mut shard = lock(&self.shards[shard_of(hash)]);
+            let mut shard = lock(&self.shards[shard_of(hash, self.mask)]);
             let found = match buf.first_chunk::<{ KEY_BYTES }>() {
                 Some(padded) if len <= KEY_BYTES => shard.get_mut_padded(padded, len),
                 _ => shard.get_mut(key),
@@ -89,7 +89,7 @@ fn decide_new(shard: &mut Shard, key: &[u8], limit: &CompiledLimit, now: u64, co
     let mut state = State::Log(Log::default());
     let d = decide_in(limit, &mut state, now, cost);
     if d.allowed {
-        shard.insert(key, state);
+        shard.set(key, state, now);
     }
     d
 }

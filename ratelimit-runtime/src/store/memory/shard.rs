@@ -1,30 +1,42 @@
-//! Where the in-memory store keeps its states: [`SHARDS`] hash tables behind mutexes, each
-//! key's [`State`], and the shards one call holds locked ([`Guards`]).
+//! Where the in-memory store keeps its states: up to [`MAX_SHARDS`] hash tables behind mutexes,
+//! each key's [`State`], and the shards one call holds locked ([`Guards`]).
+//!
+//! Each shard holds at most its share of the store's bound on keys, in order of use: a full
+//! shard forgets its least recently used key to make room for a new one. Keys are spread over
+//! the shards by a seeded hash, so a flood of new subjects fills every shard alike and evicts
+//! each shard's coldest keys, never a subject that keeps calling while colder ones wait there.
 
 use super::inline::{self, Key, Values};
 use super::log::Log;
 use crate::rt::lock::lock;
-use hashbrown::HashTable;
+use hashlink::linked_hash_map::RawEntryMut;
+use hashlink::LinkedHashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
-/// How many shards a store has.
-pub(super) const SHARDS: usize = 64;
+/// The most shards a store has (fewer when its bound is small: see `split`).
+pub(super) const MAX_SHARDS: usize = 64;
 
 /// Subjects are chosen by callers, so the hasher is seeded per process (foldhash: fast on
 /// short keys, not predictable from outside). Every key starts with 8 bytes of its own seeded
 /// hash, written once when the key is built: the table reads them back instead of hashing again.
-#[derive(Default)]
 pub(super) struct Shard {
-    pub(super) states: HashTable<(Key, State)>,
+    /// Least recently used first: a lookup that decides moves its key to the back.
+    states: LinkedHashMap<Key, State, Prehashed>,
+    /// The most keys this shard holds.
+    capacity: usize,
+    /// Live keys forgotten to make room since the store last read it (see `take_evictions`).
+    evicted: u64,
+    /// The key count the store last reported for this shard (its gauge is a sum of shards).
+    pub(super) reported: usize,
 }
 
-/// The shard of a key's hash. A shard's table picks buckets by the hash's low bits and tags
-/// them with its top 7: the shard comes from bits in between, so that the keys of one shard
-/// still differ in both (taken from the top, they shared 6 of the 7 tag bits, and a lookup
-/// compared every other key of a group).
+/// The shard of a key's hash among `mask + 1` (a power of two). A shard's table picks buckets
+/// by the hash's low bits and tags them with its top 7: the shard comes from bits in between,
+/// so that the keys of one shard still differ in both.
 #[inline]
-pub(super) fn shard_of(hash: u64) -> usize {
-    (hash >> 32) as usize % SHARDS
+pub(super) fn shard_of(hash: u64, mask: usize) -> usize {
+    (hash >> 32) as usize & mask
 }
 
 /// The hash a key starts with (see `Shard`).
@@ -37,57 +49,152 @@ pub(super) fn hash_of(key: &[u8]) -> u64 {
     u64::from_le_bytes(hash)
 }
 
+/// Keys a shard holds at least, when the bound allows: its least recently used key is then
+/// colder than a thousand others, whichever shard a flood fills first.
+const MIN_PER_SHARD: usize = 1024;
+
+/// How a store of at most `max_keys` keys is split: a power of two of shards, fewer for a small
+/// bound (one below `2 × MIN_PER_SHARD`: exactly least recently used first), and the keys of
+/// shard `i`, so that the shards hold exactly `max_keys` together.
+pub(super) fn split(max_keys: usize) -> (usize, impl Fn(usize) -> usize) {
+    let max_keys = max_keys.max(1);
+    let wanted = (max_keys / MIN_PER_SHARD).clamp(1, MAX_SHARDS);
+    let shards = 1 << wanted.ilog2();
+    (shards, move |i: usize| max_keys / shards + usize::from(i < max_keys % shards))
+}
+
 impl Shard {
+    pub(super) fn new(capacity: usize) -> Shard {
+        Shard { states: LinkedHashMap::with_hasher(Prehashed), capacity: capacity.max(1), evicted: 0, reported: 0 }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Live keys forgotten to make room since the last call.
+    pub(super) fn take_evictions(&mut self) -> u64 {
+        std::mem::take(&mut self.evicted)
+    }
+
     /// Drops expired states, and gives memory back once most of the map is empty.
     pub(super) fn sweep(&mut self, now: u64) {
-        self.states.retain(|(_, st)| !st.expired(now));
+        self.states.retain(|_, st| !st.expired(now));
         if self.states.capacity() > 64 && self.states.len() < self.states.capacity() / 4 {
-            self.states.shrink_to_fit(|(k, _)| k.hash());
+            self.states.shrink_to_fit();
         }
     }
 
+    /// `key`'s state without marking it used (a peek reads, it does not call).
     #[inline]
-    pub(super) fn get(&self, key: &[u8]) -> Option<&State> {
-        self.states.find(hash_of(key), |(k, _)| k.is(key)).map(|(_, st)| st)
+    pub(super) fn read(&self, key: &[u8]) -> Option<&State> {
+        self.states.raw_entry().from_hash(hash_of(key), |k| k.is(key)).map(|(_, st)| st)
     }
 
+    /// `key`'s state, marked as the shard's most recently used.
     #[inline(always)]
     pub(super) fn get_mut(&mut self, key: &[u8]) -> Option<&mut State> {
-        self.states.find_mut(hash_of(key), |(k, _)| k.is(key)).map(|(_, st)| st)
+        match self.states.raw_entry_mut().from_hash(hash_of(key), |k| k.is(key)) {
+            RawEntryMut::Occupied(mut entry) => {
+                entry.to_back();
+                Some(entry.into_mut())
+            }
+            RawEntryMut::Vacant(_) => None,
+        }
     }
 
     /// [`get_mut`](Self::get_mut) of a key of `len` bytes at the start of `padded` (zero after
     /// them).
     #[inline(always)]
     pub(super) fn get_mut_padded(&mut self, padded: &[u8; inline::KEY_BYTES], len: usize) -> Option<&mut State> {
-        let hash = hash_of(&padded[..]);
-        self.states.find_mut(hash, |(k, _)| k.is_padded(padded, len)).map(|(_, st)| st)
-    }
-
-    #[inline]
-    pub(super) fn get_or_insert(&mut self, key: &[u8], new: impl FnOnce() -> State) -> &mut State {
-        let entry = self.states.entry(hash_of(key), |(k, _)| k.is(key), |(k, _)| k.hash());
-        &mut entry.or_insert_with(|| (Key::from(key), new())).into_mut().1
-    }
-
-    /// Sets `key`'s state, replacing any.
-    pub(super) fn set(&mut self, key: &[u8], state: State) {
-        match self.get_mut(key) {
-            Some(st) => *st = state,
-            None => self.insert(key, state),
+        match self.states.raw_entry_mut().from_hash(hash_of(&padded[..]), |k| k.is_padded(padded, len)) {
+            RawEntryMut::Occupied(mut entry) => {
+                entry.to_back();
+                Some(entry.into_mut())
+            }
+            RawEntryMut::Vacant(_) => None,
         }
     }
 
-    pub(super) fn insert(&mut self, key: &[u8], state: State) {
-        self.states.insert_unique(hash_of(key), (Key::from(key), state), |(k, _)| k.hash());
+    /// `key`'s state (marked used), or `new()` stored for it at `now` (room made as `insert`
+    /// makes it).
+    #[inline]
+    pub(super) fn get_or_insert(&mut self, key: &[u8], now: u64, new: impl FnOnce() -> State) -> &mut State {
+        let hash = hash_of(key);
+        if self.states.len() >= self.capacity && self.read(key).is_none() {
+            self.make_room(now);
+        }
+        match self.states.raw_entry_mut().from_hash(hash, |k| k.is(key)) {
+            RawEntryMut::Occupied(mut entry) => {
+                entry.to_back();
+                entry.into_mut()
+            }
+            RawEntryMut::Vacant(entry) => entry.insert_with_hasher(hash, Key::from(key), new(), Key::hash).1,
+        }
+    }
+
+    /// Sets `key`'s state at `now`, replacing any (room made as `make_room` makes it).
+    pub(super) fn set(&mut self, key: &[u8], state: State, now: u64) {
+        // The placeholder is replaced at once: no one reads it.
+        *self.get_or_insert(key, now, || State::Block { until: 0, rule: 0 }) = state;
+    }
+
+    /// A full shard forgets its least recently used key, counted when it still held a live
+    /// state at `now` (the bound, not time, ended it).
+    #[cold]
+    fn make_room(&mut self, now: u64) {
+        if let Some((_, old)) = self.states.pop_front() {
+            if !old.expired(now) {
+                self.evicted += 1;
+            }
+        }
     }
 
     pub(super) fn remove(&mut self, key: &[u8]) {
-        if let Ok(entry) = self.states.find_entry(hash_of(key), |(k, _)| k.is(key)) {
+        if let RawEntryMut::Occupied(entry) = self.states.raw_entry_mut().from_hash(hash_of(key), |k| k.is(key)) {
             entry.remove();
         }
     }
 }
+
+/// The keys are hashed already: their first 8 bytes are their seeded hash (`Key::hash`), which
+/// the table reads back when it grows.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Prehashed;
+pub(super) struct PrehashedHasher(u64);
+
+impl BuildHasher for Prehashed {
+    type Hasher = PrehashedHasher;
+    fn build_hasher(&self) -> PrehashedHasher {
+        PrehashedHasher(0)
+    }
+}
+
+impl Hasher for PrehashedHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = hash_of(bytes);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(Key::hash(self));
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.is(other.bytes())
+    }
+}
+
+impl Eq for Key {}
 
 /// One key's state: a log (sliding window), the stored values of an O(1) algorithm, a block
 /// (a limit's penalty, under the limit's key and a marker byte), or the slots of a concurrency
