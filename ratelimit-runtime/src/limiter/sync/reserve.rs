@@ -11,14 +11,20 @@
 //! little early, is bounded the same way.
 
 use crate::rt::lock::lock;
-use std::collections::HashMap;
+use hashlink::LruCache;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;
 
-/// Entries kept per shard before expired ones are swept: keys of many subjects come and go,
-/// and a reserve that expired holds nothing worth keeping.
-const SWEEP_AT: usize = 4096;
+/// Reserves kept per shard, least recently used forgotten first: keys of many subjects come
+/// and go, a flood of new ones must not grow the process, and a forgotten reserve costs only
+/// its units (they stay counted in the store: the subject is refused a little early at most).
+const PER_SHARD: usize = 8192;
 const SHARDS: usize = 8;
+/// The most reserves one `sync` limit keeps (65 536, as docs/configuration.md states).
+#[cfg(test)]
+const MAX_RESERVES: usize = PER_SHARD * SHARDS;
+
+type Shard = LruCache<Vec<u8>, Reserve>;
 /// How long a fill may be on its way before another call may start one (µs): a caller that
 /// dropped its future mid-fill never reports, and the key must not stay in exact mode for it.
 /// Longer than any store timeout worth having.
@@ -64,7 +70,7 @@ pub(crate) enum Take {
 /// The reserves of one `sync` limit, by subject key.
 #[derive(Debug)]
 pub(crate) struct Reserves {
-    shards: [Mutex<HashMap<Vec<u8>, Reserve>>; SHARDS],
+    shards: [Mutex<Shard>; SHARDS],
     /// Picks a key's shard (keyed, as the maps inside are: subjects are chosen by clients).
     spread: RandomState,
     interval_us: u64,
@@ -74,24 +80,22 @@ pub(crate) struct Reserves {
 impl Reserves {
     /// Reserves lasting `interval_us`, of at most `cap` units each (at least 1).
     pub(crate) fn new(interval_us: u64, cap: u64) -> Reserves {
-        Reserves { shards: Default::default(), spread: RandomState::new(), interval_us, cap: cap.max(1) }
+        Reserves {
+            shards: std::array::from_fn(|_| Mutex::new(LruCache::new(PER_SHARD))),
+            spread: RandomState::new(),
+            interval_us,
+            cap: cap.max(1),
+        }
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Vec<u8>, Reserve>> {
+    fn shard(&self, key: &[u8]) -> &Mutex<Shard> {
         &self.shards[(self.spread.hash_one(key) % SHARDS as u64) as usize]
     }
 
     /// Takes `cost` units for `key` at `now_us`, or says what to do instead.
     pub(crate) fn take(&self, key: &[u8], cost: u64, now_us: u64) -> Take {
         let mut map = lock(self.shard(key));
-        if map.len() >= SWEEP_AT && !map.contains_key(key) {
-            map.retain(|_, r| r.asking_until_us > now_us || r.until_us > now_us || r.refused_until_us > now_us);
-        }
-        // The key is copied only when it is new: a hot key's calls find it.
-        if !map.contains_key(key) {
-            map.insert(key.to_vec(), Reserve::default());
-        }
-        let Some(r) = map.get_mut(key) else { return Take::Exact };
+        let Some(r) = entry(&mut map, key) else { return Take::Exact };
         if now_us < r.refused_until_us {
             return Take::Refused { until_us: r.refused_until_us, rule: r.rule };
         }
@@ -122,7 +126,7 @@ impl Reserves {
     /// dropped: one live reserve per key and process.
     pub(crate) fn filled(&self, key: &[u8], batch: u64, cost: u64, remaining: u64, rule: usize, now_us: u64) {
         let mut map = lock(self.shard(key));
-        let r = map.entry(key.to_vec()).or_default();
+        let Some(r) = entry(&mut map, key) else { return };
         r.asking_until_us = 0;
         r.units = batch.saturating_sub(cost);
         r.used = cost;
@@ -135,7 +139,7 @@ impl Reserves {
     /// refused the call's own cost, the key is refused here until then (µs) by that rule.
     pub(crate) fn refused(&self, key: &[u8], batch: u64, cost: u64, until: Option<(u64, usize)>) {
         let mut map = lock(self.shard(key));
-        let r = map.entry(key.to_vec()).or_default();
+        let Some(r) = entry(&mut map, key) else { return };
         r.asking_until_us = 0;
         r.units = 0;
         r.batch = cost.max(batch / 2);
@@ -149,7 +153,7 @@ impl Reserves {
     /// refused here until then (µs) by that rule.
     pub(crate) fn refuse_until(&self, key: &[u8], until_us: u64, rule: usize) {
         let mut map = lock(self.shard(key));
-        let r = map.entry(key.to_vec()).or_default();
+        let Some(r) = entry(&mut map, key) else { return };
         r.refused_until_us = r.refused_until_us.max(until_us);
         r.rule = rule;
     }
@@ -178,9 +182,43 @@ impl Reserves {
     }
 }
 
+/// `key`'s reserve, made the shard's most recently used (a new one, if none: the key is copied
+/// only then, so a hot key's calls find it without copying it).
+fn entry<'a>(map: &'a mut Shard, key: &[u8]) -> Option<&'a mut Reserve> {
+    if !map.contains_key(key) {
+        map.insert(key.to_vec(), Reserve::default());
+    }
+    map.get_mut(key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flood_of_keys_keeps_at_most_the_bound_and_the_hot_key() {
+        let r = Reserves::new(1_000_000, 8);
+        assert_eq!(r.take(b"hot", 1, 0), Take::Fill { batch: 1 });
+        r.filled(b"hot", 8, 1, 100, 0, 0);
+        for i in 0..(MAX_RESERVES as u64 * 2) {
+            let _ = r.take(&i.to_le_bytes(), 1, 1);
+            if i % 1000 == 0 {
+                // The hot key keeps calling: its reserve is never the one forgotten (a new one
+                // would ask for a batch of 1, not the doubled one).
+                match r.take(b"hot", 1, 1) {
+                    Take::Taken { .. } => {}
+                    Take::Fill { batch } => {
+                        assert!(batch > 1, "the hot reserve was forgotten");
+                        r.filled(b"hot", batch, 1, 100, 0, 1);
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        let held: usize = r.shards.iter().map(|s| lock(s).len()).sum();
+        assert!(held <= MAX_RESERVES, "{held} reserves held");
+        assert!(lock(r.shard(b"hot")).contains_key(&b"hot"[..]));
+    }
 
     #[test]
     fn batches_follow_the_demand_within_the_cap() {
@@ -234,26 +272,5 @@ mod tests {
         assert_eq!(r.take(b"k", 3, 3), Take::Taken { remaining: 10, rule: 0 });
         r.give_back(b"k", 3, 5_000);
         assert!(matches!(r.take(b"k", 3, 5_001), Take::Fill { .. }));
-    }
-
-    #[test]
-    fn expired_reserves_of_many_keys_are_swept() {
-        // Three times what all the shards hold before they sweep, each key's reserve expired
-        // before the next key comes: every shard passes `SWEEP_AT` (about 12 288 keys each)
-        // and keeps at most that many.
-        let r = Reserves::new(10, 8);
-        let keys = 3 * (SHARDS * SWEEP_AT) as u64;
-        for i in 0..keys {
-            let key = i.to_le_bytes();
-            r.take(&key, 1, i * 100);
-            r.filled(&key, 1, 1, 0, 0, i * 100);
-        }
-        let sizes: Vec<usize> = r.shards.iter().map(|s| lock(s).len()).collect();
-        assert!(sizes.iter().all(|&n| n <= SWEEP_AT), "entries per shard {sizes:?}, sweeping at {SWEEP_AT}");
-        let held: usize = sizes.iter().sum();
-        assert!(held as u64 <= keys / 3, "{held} of {keys} expired reserves kept");
-        // The live reserve (the last key's) is kept.
-        let last = (keys - 1).to_le_bytes();
-        assert!(lock(r.shard(&last)).contains_key(&last[..]), "the live reserve was swept");
     }
 }
