@@ -71,6 +71,8 @@ none: counts in process memory):
                             [default: on for Redis, off in memory]
   RATELIMIT_REFUSAL_CACHE_SIZE
                             refusals the cache holds, 1 or more [default: 100000]
+  RATELIMIT_MEMORY_MAX_KEYS keys (a subject under one limit) the memory store holds, 1 or more;
+                            when full, the least recently used is forgotten [default: 250000]
   RATELIMIT_CONFIG          a TOML file that overrides the limits (rules, tiers, mode = shadow|off,
                             [exempt] ips and users); re-read on SIGHUP [default: unset]
 Values are read exactly as shown (lower case); any other value stops the server with a message

@@ -15,10 +15,8 @@ mod support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use support::server_process::{loopback, parse_response, request, request_bytes, Reply, Server};
+use support::server_process::{loopback, post_json, request, request_bytes, Reply, Server};
 use support::RedisServer;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpSocket;
 
 /// Not a test of its own: the body of the server processes that the tests start (see
 /// tests/support/server_process.rs and tests/support/child.rs).
@@ -469,19 +467,7 @@ async fn non_ascii_user_ids_are_users() {
 
 /// `POST /api/login` with a JSON body, from `from`.
 async fn login(server: SocketAddr, from: u8, password: &str) -> Reply {
-    let socket = TcpSocket::new_v4().expect("socket");
-    socket.bind(SocketAddr::new(loopback(from), 0)).expect("bind");
-    let mut stream = socket.connect(server).await.expect("connect");
-    let body = format!(r#"{{"password":"{password}"}}"#);
-    let req = format!(
-        "POST /api/login HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(req.as_bytes()).await.expect("write request");
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await.expect("in time").expect("read");
-    parse_response(&raw)
+    post_json(server, loopback(from), "/api/login", &format!(r#"{{"password":"{password}"}}"#)).await
 }
 
 /// Password guessing against two processes sharing one Redis: correct passwords never count,

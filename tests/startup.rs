@@ -40,7 +40,7 @@ fn the_startup_line_states_the_settings_in_force() {
     assert_eq!(
         settings_of(&plain.startup_line),
         "rate-limit store: memory; on_error: allow; refusal cache: off; overrides file: none; \
-         memory bound: none; trusted proxies: none)"
+         memory bound: 250000 keys; trusted proxies: none)"
     );
 
     // Every setting given. Nothing listens at the URL: the line is printed all the same (the
@@ -57,6 +57,7 @@ fn the_startup_line_states_the_settings_in_force() {
             ("REDIS_URL", url.as_str()),
             ("RATELIMIT_ON_ERROR", "local"),
             ("RATELIMIT_REFUSAL_CACHE_SIZE", "500"),
+            ("RATELIMIT_MEMORY_MAX_KEYS", "1000"),
             ("RATELIMIT_CONFIG", file),
         ],
     );
@@ -64,7 +65,7 @@ fn the_startup_line_states_the_settings_in_force() {
         settings_of(&all.startup_line),
         format!(
             "rate-limit store: redis (redis://***@127.0.0.1:{port}/); on_error: local; refusal cache: on, \
-             500 entries; overrides file: {file}; memory bound: none; trusted proxies: 10.0.0.0/8, ::1/128)"
+             500 entries; overrides file: {file}; memory bound: 1000 keys; trusted proxies: 10.0.0.0/8, ::1/128)"
         )
     );
     assert!(!all.output().contains("hunter2"), "the password is never printed");
@@ -129,6 +130,11 @@ fn a_bad_value_of_any_variable_stops_the_server_naming_it() {
             &[("RATELIMIT_REFUSAL_CACHE_SIZE", "lots")],
             r#"RATELIMIT_REFUSAL_CACHE_SIZE="lots": "lots" is not a whole number"#,
         ),
+        (
+            &[("RATELIMIT_MEMORY_MAX_KEYS", "0")],
+            r#"RATELIMIT_MEMORY_MAX_KEYS="0": "0" is out of range: expected 1 or more keys"#,
+        ),
+        (&[("RATELIMIT_MEMORY_MAX_KEYS", "1e6")], r#"RATELIMIT_MEMORY_MAX_KEYS="1e6": "1e6" is not a whole number"#),
         (&[("RATELIMIT_DENY_CACHE", "maybe")], r#"RATELIMIT_DENY_CACHE="maybe""#),
         (&[("RATELIMIT_DENY_CACHE_SIZE", "0")], r#"RATELIMIT_DENY_CACHE_SIZE="0""#),
         (&[("RATELIMIT_CONFIG", "/nonexistent/limits.toml")], "/nonexistent/limits.toml: cannot read"),

@@ -27,7 +27,7 @@ const EXIT_WITH_PARENT: &str = "RATELIMIT_TEST_EXIT_WITH_PARENT";
 const LISTENING: &str = "listening on http://";
 /// The environment the test process may carry that would configure the child: removed, so a
 /// server runs on its defaults plus exactly what its test gives.
-const CLEARED: [&str; 16] = [
+const CLEARED: [&str; 17] = [
     "REDIS_URL",
     "REDIS_CLUSTER_URLS",
     "REDIS_SENTINEL_URLS",
@@ -42,6 +42,7 @@ const CLEARED: [&str; 16] = [
     "RATELIMIT_REFUSAL_CACHE_SIZE",
     "RATELIMIT_DENY_CACHE",
     "RATELIMIT_DENY_CACHE_SIZE",
+    "RATELIMIT_MEMORY_MAX_KEYS",
     "RATELIMIT_CONFIG",
     "RUST_LOG",
 ];
@@ -144,6 +145,11 @@ impl Process {
             };
             lines = self.lines.1.wait_timeout(lines, left).unwrap_or_else(|e| e.into_inner()).0;
         }
+    }
+
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The startup line (`… listening on http://ADDR …`), waiting up to 30s for it.
@@ -307,6 +313,25 @@ pub async fn request_bytes(
     }
     req.extend_from_slice(b"\r\n");
     stream.write_all(&req).await.expect("write request");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
+        .await
+        .expect("response within 10s")
+        .expect("read response");
+    parse_response(&raw)
+}
+
+/// A `POST` of a JSON `body` to `path` over a fresh connection from `from`.
+pub async fn post_json(server: SocketAddr, from: IpAddr, path: &str, body: &str) -> Reply {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket.bind(SocketAddr::new(from, 0)).unwrap_or_else(|e| panic!("bind {from}: {e}"));
+    let mut stream = socket.connect(server).await.unwrap_or_else(|e| panic!("connect {server} from {from}: {e}"));
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(req.as_bytes()).await.expect("write request");
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
         .await

@@ -45,7 +45,8 @@ impl Config {
     /// `REDIS_CLIENT_KEY` (mutual TLS). `RATELIMIT_REFUSAL_CACHE=on|off` (also `1|0`,
     /// `true|false`) and `RATELIMIT_REFUSAL_CACHE_SIZE=<entries>`, 1 or more (see
     /// [`refusal_cache`](Self::refusal_cache); their former names `RATELIMIT_DENY_CACHE` and
-    /// `RATELIMIT_DENY_CACHE_SIZE` still work).
+    /// `RATELIMIT_DENY_CACHE_SIZE` still work). `RATELIMIT_MEMORY_MAX_KEYS=<keys>`, 1 or more:
+    /// the most keys an in-memory store holds (see [`memory_max_keys`](Self::memory_max_keys)).
     ///
     /// Values are read exactly as documented (lower case, no spaces, no aliases); any other
     /// value is an error naming the variable and the values it takes. A blank variable counts as
@@ -84,8 +85,20 @@ pub(crate) fn from(var: Var<'_>) -> Result<Config, ConfigError> {
     if let Some(size) = size {
         config.refusal_cache_size = size;
     }
+    if let Some(keys) = memory_max_keys(var)? {
+        config.memory_max_keys = keys;
+    }
     Ok(config)
 }
+
+/// `RATELIMIT_MEMORY_MAX_KEYS`.
+pub(crate) fn memory_max_keys(var: Var<'_>) -> Result<Option<usize>, ConfigError> {
+    let Some(value) = var("RATELIMIT_MEMORY_MAX_KEYS") else { return Ok(None) };
+    parsed("RATELIMIT_MEMORY_MAX_KEYS", &value, |s| at_least_one(s, MEMORY_MAX_KEYS)).map(Some)
+}
+
+/// What a memory bound may be.
+pub(crate) const MEMORY_MAX_KEYS: &str = "1 or more keys";
 
 /// `RATELIMIT_REFUSAL_CACHE` and `RATELIMIT_REFUSAL_CACHE_SIZE` (or their former names).
 pub(crate) fn refusal_cache(var: Var<'_>) -> Result<(Option<bool>, Option<usize>), ConfigError> {
@@ -117,8 +130,13 @@ pub(crate) fn switch(s: &str) -> Result<bool, ParseError> {
 
 /// A number of refusal cache entries: 1 or more (the switch turns the cache off).
 fn cache_size(s: &str) -> Result<usize, ParseError> {
+    at_least_one(s, REFUSAL_CACHE_SIZES)
+}
+
+/// A count of 1 or more, `expected` saying what it counts when it is not one.
+fn at_least_one(s: &str, expected: &'static str) -> Result<usize, ParseError> {
     match s.parse::<usize>() {
-        Ok(0) => Err(ParseError::OutOfRange { value: s.to_owned(), expected: REFUSAL_CACHE_SIZES }),
+        Ok(0) => Err(ParseError::OutOfRange { value: s.to_owned(), expected }),
         Ok(n) => Ok(n),
         Err(source) => Err(ParseError::Number { value: s.to_owned(), source }),
     }

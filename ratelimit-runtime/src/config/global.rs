@@ -5,7 +5,7 @@
 use super::overrides::in_force::{InForce, UNSET};
 use super::{env, Config, FailurePolicy, Overrides, DEFAULT_REFUSAL_CACHE_SIZE};
 use crate::error::{ConfigError, OverridesError, StoreError};
-use crate::store::{StoreHandle, Unavailable};
+use crate::store::{StoreHandle, Unavailable, DEFAULT_MAX_KEYS};
 use std::sync::{Arc, OnceLock};
 
 pub(crate) struct Global {
@@ -15,6 +15,7 @@ pub(crate) struct Global {
     pub(crate) on_error: FailurePolicy,
     pub(crate) refusal_cache: Option<bool>,
     pub(crate) refusal_cache_size: usize,
+    pub(crate) memory_max_keys: usize,
 }
 
 /// A value only where one cannot be passed: the attribute's limiters are `static`s, built on
@@ -40,6 +41,7 @@ pub fn init(config: Config) -> Result<(), ConfigError> {
             on_error: config.on_error,
             refusal_cache: config.refusal_cache,
             refusal_cache_size: config.refusal_cache_size,
+            memory_max_keys: config.memory_max_keys,
         })
         .map_err(|_| ConfigError::AlreadyInitialised)
 }
@@ -71,12 +73,13 @@ pub(crate) fn global() -> &'static Global {
         let overrides = InForce::new(file, overrides, Vec::new());
         let refusal_cache = config.as_ref().map_or(None, |c| c.refusal_cache);
         let refusal_cache_size = config.as_ref().map_or(DEFAULT_REFUSAL_CACHE_SIZE, |c| c.refusal_cache_size);
+        let memory_max_keys = config.as_ref().map_or(DEFAULT_MAX_KEYS, |c| c.memory_max_keys);
         let store = config.and_then(|c| c.build_store()).unwrap_or_else(|e| {
             tracing::error!(error = %e, "ratelimit: cannot configure the store from the environment");
             let unusable = StoreError::Misconfigured { context: String::new(), source: Some(Arc::new(e)) };
             Arc::new(Unavailable::new(unusable))
         });
-        Global { store, overrides, on_error, refusal_cache, refusal_cache_size }
+        Global { store, overrides, on_error, refusal_cache, refusal_cache_size, memory_max_keys }
     })
 }
 
@@ -114,4 +117,16 @@ pub(crate) fn refusal_cache_settings() -> (Option<bool>, usize) {
         // Said when the global configuration is read; meanwhile, the defaults.
         Err(_) => (None, DEFAULT_REFUSAL_CACHE_SIZE),
     })
+}
+
+/// The bound of an in-memory store a limiter makes for itself (the local fallback): from the
+/// global configuration once there is one, else from the environment, without configuring the
+/// global store (as `refusal_cache_settings`).
+pub(crate) fn memory_max_keys() -> usize {
+    if let Some(g) = GLOBAL.get() {
+        return g.memory_max_keys;
+    }
+    static ENV: OnceLock<usize> = OnceLock::new();
+    // A bad value is said when the global configuration is read; meanwhile, the default.
+    *ENV.get_or_init(|| env::memory_max_keys(&env::process_var).ok().flatten().unwrap_or(DEFAULT_MAX_KEYS))
 }

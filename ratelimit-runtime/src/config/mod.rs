@@ -11,7 +11,7 @@ mod settings;
 use crate::error::{ConfigError, ParseError, TierProblem};
 use crate::model::limit_type::LimitType;
 use crate::model::rule::Rule;
-use crate::store::{MemoryStore, RedisStore, SentinelSpec, SentinelStore, StoreHandle, TlsConfig};
+use crate::store::{MemoryStore, RedisStore, SentinelSpec, SentinelStore, StoreHandle, TlsConfig, DEFAULT_MAX_KEYS};
 pub use global::{describe_store, init, reload, unknown_limiters};
 pub use overrides::{LimitOverride, Overrides};
 pub use settings::{settings, Settings};
@@ -116,6 +116,8 @@ pub struct Config {
     /// The local refusal cache: `None` follows the store (on for remote stores).
     refusal_cache: Option<bool>,
     refusal_cache_size: usize,
+    /// The most keys an in-memory store holds (the store, and the local fallback's).
+    memory_max_keys: usize,
     /// Tiers given in code, by limiter name ([`Config::tier`]).
     tiers: Vec<LimitOverride>,
     /// The environment variable that named the store, so that its errors can say which.
@@ -133,6 +135,7 @@ impl Config {
             tls: TlsConfig::default(),
             refusal_cache: None,
             refusal_cache_size: DEFAULT_REFUSAL_CACHE_SIZE,
+            memory_max_keys: DEFAULT_MAX_KEYS,
             tiers: Vec::new(),
             store_var: None,
         }
@@ -236,6 +239,13 @@ impl Config {
                 source: ParseError::OutOfRange { value: "0".to_owned(), expected: env::REFUSAL_CACHE_SIZES },
             });
         }
+        if self.memory_max_keys == 0 {
+            return Err(ConfigError::Setting {
+                setting: "Config::memory_max_keys",
+                value: "0".to_owned(),
+                source: ParseError::OutOfRange { value: "0".to_owned(), expected: env::MEMORY_MAX_KEYS },
+            });
+        }
         self.check_tiers()
     }
 
@@ -305,6 +315,16 @@ impl Config {
         self
     }
 
+    /// The most keys (a subject under one limit) an in-memory store holds, 1 or more: the
+    /// memory store, and the local fallback of `on_error = local`, each. A full store forgets
+    /// its least recently used subject to make room for a new one. Default
+    /// [`DEFAULT_MAX_KEYS`] (250 000, about 60 MB when full);
+    /// [`init`] refuses 0. `RATELIMIT_MEMORY_MAX_KEYS`.
+    pub fn memory_max_keys(mut self, keys: usize) -> Config {
+        self.memory_max_keys = keys;
+        self
+    }
+
     /// Builds the store this configuration names.
     pub fn build_store(&self) -> Result<StoreHandle, ConfigError> {
         self.build_backend().map_err(|e| match (self.store_var, e) {
@@ -315,7 +335,7 @@ impl Config {
 
     fn build_backend(&self) -> Result<StoreHandle, ConfigError> {
         Ok(match &self.backend {
-            Backend::Memory => Arc::new(MemoryStore::new()),
+            Backend::Memory => Arc::new(MemoryStore::new().max_keys(self.memory_max_keys)),
             Backend::Redis(url) => Arc::new(RedisStore::open_with_tls(url, self.timeout, &self.tls)?),
             #[cfg(feature = "cluster")]
             Backend::Cluster(urls) => {

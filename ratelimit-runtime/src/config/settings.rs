@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 /// What the global configuration put in force: the store (its URL without password), the failure
 /// policy, the refusal cache, the overrides file and the memory bound. Displays as one line,
-/// `store: memory; on_error: allow; refusal cache: off; overrides file: none; memory bound: none`,
+/// `store: memory; on_error: allow; refusal cache: off; overrides file: none; memory bound: 250000 keys`,
 /// for a startup log (it holds no secret).
 ///
 /// ```
@@ -26,10 +26,9 @@ pub struct Settings {
     pub refusal_cache: Option<usize>,
     /// The overrides file, if one is configured.
     pub overrides_file: Option<PathBuf>,
-    /// Whether counts live in process memory (the memory store, or `on_error = local` during an
-    /// outage): their entries are then held until their window passes, with no bound on how
-    /// many.
-    pub counts_in_memory: bool,
+    /// The most keys an in-memory store holds, when counts live in process memory (the memory
+    /// store, or `on_error = local` during an outage); `None` when they do not.
+    pub memory_bound: Option<usize>,
 }
 
 /// The settings of the global configuration (building it from the environment if no call did).
@@ -42,7 +41,7 @@ pub fn settings() -> Settings {
         on_error: g.on_error,
         refusal_cache: cache_on.then_some(g.refusal_cache_size),
         overrides_file: g.overrides.path().map(PathBuf::from),
-        counts_in_memory: !remote || g.on_error == FailurePolicy::Local,
+        memory_bound: (!remote || g.on_error == FailurePolicy::Local).then_some(g.memory_max_keys),
     }
 }
 
@@ -62,8 +61,8 @@ impl fmt::Display for Settings {
             Some(path) => write!(f, "; overrides file: {}", path.display())?,
             None => f.write_str("; overrides file: none")?,
         }
-        if self.counts_in_memory {
-            f.write_str("; memory bound: none")?;
+        if let Some(keys) = self.memory_bound {
+            write!(f, "; memory bound: {keys} keys")?;
         }
         Ok(())
     }

@@ -194,7 +194,7 @@ impl Limiter {
     /// The store that decides this limiter's calls while its own fails, under
     /// [`FailurePolicy::Local`].
     pub(crate) fn local_store(&self) -> &MemoryStore {
-        self.inner.local.get_or_init(MemoryStore::new)
+        self.inner.local.get_or_init(|| MemoryStore::new().max_keys(config::global::memory_max_keys()))
     }
 
     /// Inlined (every decision asks, several times): a call for a field read cost more than
