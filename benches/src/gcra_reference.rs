@@ -138,12 +138,8 @@ async fn context(server: &RedisServer) -> Arc<Ctx> {
     let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
     let reference_sha: String =
         redis::cmd("SCRIPT").arg("LOAD").arg(REFERENCE_SCRIPT).query_async(&mut conn).await.expect("load");
-    let general_sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(GENERAL_SCRIPT)
-        .query_async(&mut conn)
-        .await
-        .expect("load general");
+    let general_sha: String =
+        redis::cmd("SCRIPT").arg("LOAD").arg(GENERAL_SCRIPT).query_async(&mut conn).await.expect("load general");
     let ips = (0..SUBJECTS).map(|i| IpAddr::from([10, 2, (i / 256) as u8, (i % 256) as u8])).collect();
     Arc::new(Ctx { conn, reference_sha, general_sha, ips })
 }
@@ -240,6 +236,18 @@ async fn run_async(server: &RedisServer, report: &mut Report) {
         at_most: true,
     });
 
+    // Redis's own time per decision when it is busy (64 callers), beside redis-cell's native
+    // GCRA under the same load when a built module is named.
+    let loaded = Figure::of({
+        let mut xs = Vec::new();
+        for _ in 0..ROUNDS {
+            xs.push(server_usec_under_load(&ctx, Who::Ours, 64).await);
+        }
+        xs
+    });
+    println!("{:<36} 64 callers: server {} per decision", "#[rate_limiter(algorithm = Gcra)]", loaded.show("µs"));
+    crate::redis_cell::compare(loaded.median, report).await;
+
     println!("\n== Server µs per decision of the O(1) algorithms: general script (before) / lean script (after) ==");
     for alg in O1::ALL {
         let (mut before, mut after) = (Vec::new(), Vec::new());
@@ -259,6 +267,12 @@ async fn run_async(server: &RedisServer, report: &mut Report) {
 }
 
 async fn throughput(ctx: &Arc<Ctx>, who: Who, callers: usize, run: Duration) -> f64 {
+    let (decisions, elapsed) = load(ctx, who, callers, run).await;
+    decisions as f64 / elapsed.as_secs_f64()
+}
+
+/// `callers` tasks deciding for `run`: how many decisions, in how long.
+async fn load(ctx: &Arc<Ctx>, who: Who, callers: usize, run: Duration) -> (usize, Duration) {
     let deadline = Instant::now() + run;
     let started = Instant::now();
     let tasks: Vec<_> = (0..callers)
@@ -278,7 +292,17 @@ async fn throughput(ctx: &Arc<Ctx>, who: Who, callers: usize, run: Duration) -> 
     for t in tasks {
         total += t.await.expect("task");
     }
-    total as f64 / started.elapsed().as_secs_f64()
+    (total, started.elapsed())
+}
+
+/// µs of Redis time per decision with `callers` concurrent callers (coalesced into batches by
+/// the library: one `EVALSHA` decides many), from INFO commandstats.
+async fn server_usec_under_load(ctx: &Arc<Ctx>, who: Who, callers: usize) -> f64 {
+    let mut conn = ctx.conn.clone();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await.expect("resetstat");
+    let (decisions, _) = load(ctx, who, callers, Duration::from_millis(1500)).await;
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.expect("info");
+    crate::support::command_stat(&info, "evalsha", "usec") / decisions as f64
 }
 
 /// µs of Redis time per `EVALSHA` over `decisions` sequential calls (INFO commandstats).

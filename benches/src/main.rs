@@ -23,6 +23,7 @@ mod hung;
 mod memory;
 mod metrics;
 mod plot;
+mod redis_cell;
 mod redis_load;
 mod report;
 mod sweep;
@@ -34,7 +35,8 @@ ratelimit benchmarks: every figure of BENCHMARKS.md, or one section
   (no flag)          the whole harness (about six minutes)
   --latency          section 1 alone
   --throughput       section 2 alone
-  --gcra             our GCRA next to the reference script
+  --gcra             our GCRA next to the reference script (and redis-cell's CL.THROTTLE under
+                     load when REDIS_CELL_MODULE names its built module)
   --in-memory-only   sections 4-6 alone
   --metrics-only     section 8 alone
   --abuse            section 9 alone (the example server under wrk)
