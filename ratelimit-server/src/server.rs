@@ -16,6 +16,9 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tonic::transport::server::TcpIncoming;
 
+/// How long a shutdown waits for open connections to finish.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What the command line gives.
 #[derive(Debug)]
 struct Args {
@@ -166,7 +169,13 @@ async fn serve(args: Args, config: crate::config::Config, metrics: PrometheusHan
     eprintln!("ratelimit-server: shutting down");
     health.set_not_serving::<RateLimitService>().await;
     let _ = stop_tx.send(true);
-    let (g, h) = (grpc_task.await, http_task.await);
+    // Calls under way finish; a client that keeps its connection open past the grace period
+    // does not hold the process.
+    let both = async { (grpc_task.await, http_task.await) };
+    let Ok((g, h)) = tokio::time::timeout(GRACE, both).await else {
+        eprintln!("ratelimit-server: shut down ({GRACE:?} grace period over; open connections closed)");
+        return 0;
+    };
     match (g, h) {
         (Ok(Ok(())), Ok(Ok(()))) => {
             eprintln!("ratelimit-server: shut down");
