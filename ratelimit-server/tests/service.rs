@@ -206,3 +206,55 @@ async fn metrics_health_and_a_clean_shutdown() {
     // Closed at once, not cut after the grace period.
     assert!(server.stderr().contains("ratelimit-server: shut down\n"), "{}", server.stderr());
 }
+
+#[tokio::test]
+async fn a_descriptor_naming_a_limiter_shares_its_count_with_rust_code() {
+    use ratelimit::{Limit, LimitType, Limiter, Rule, Subject};
+    let redis = RedisServer::start();
+    let shared = r#"
+domain: gateway
+descriptors:
+  - key: remote_address
+    limiter: my_app::hello
+    type: ip
+    rate_limit: { unit: minute, requests_per_unit: 4 }
+"#;
+    let dir = config_dir("shared", &[("gateway.yaml", shared)]);
+    let server = Rls::start(&dir, &[("REDIS_URL", &redis.url())], &[]);
+    let ch = server.channel().await;
+    // What `#[rate_limiter(name = "my_app::hello", type = Ip, rules = [(1m, 4)])]` builds.
+    let store = ratelimit::store::RedisStore::open(&redis.url(), Duration::from_secs(1)).expect("store");
+    let hello = Limiter::builder("my_app::hello")
+        .limit(Limit::new(LimitType::Ip, [Rule::new(Duration::from_secs(60), 4).unwrap()]))
+        .store(std::sync::Arc::new(store))
+        .build()
+        .unwrap();
+    let ip = [Subject::ip("203.0.113.9".parse().unwrap())];
+    hello.check(&ip).await.expect("1 of 4");
+    hello.check(&ip).await.expect("2 of 4");
+    let d = || vec![descriptor(&[("remote_address", "203.0.113.9")])];
+    assert!(!over(&ask(&ch, "gateway", d(), 0).await));
+    let r = ask(&ch, "gateway", d(), 0).await;
+    assert!(!over(&r) && r.statuses[0].limit_remaining == 0, "{r:?}");
+    assert!(over(&ask(&ch, "gateway", d(), 0).await), "the Rust handler's calls count at the gateway");
+    assert!(hello.check(&ip).await.is_err(), "and the gateway's at the handler");
+    // An address that is not one cannot be keyed as the attribute keys it.
+    let request = RateLimitRequest { domain: "gateway".into(), descriptors: vec![descriptor(&[("remote_address", "nope")])], hits_addend: 0 };
+    let e = proto::should_rate_limit(ch.clone(), request).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+}
+
+#[tokio::test]
+async fn a_store_that_fails_gets_the_failure_policy() {
+    let dead = format!("redis://127.0.0.1:{}/", rls::support::free_port());
+    let dir = config_dir("failure", &[("edge.yaml", CONFIG)]);
+    // Fail open (the default): allowed, with the limit shown.
+    let open = Rls::start(&dir, &[("REDIS_URL", &dead)], &[]);
+    let r = ask(&open.channel().await, "edge", vec![descriptor(&[("narrow", "x")])], 0).await;
+    assert!(!over(&r) && r.statuses[0].current_limit.is_some(), "{r:?}");
+    // Fail closed: UNAVAILABLE, so that Envoy applies its own failure_mode_deny.
+    let closed = Rls::start(&dir, &[("REDIS_URL", &dead), ("RATELIMIT_ON_ERROR", "deny")], &[]);
+    let request = RateLimitRequest { domain: "edge".into(), descriptors: vec![descriptor(&[("narrow", "x")])], hits_addend: 0 };
+    let e = proto::should_rate_limit(closed.channel().await, request).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+}
