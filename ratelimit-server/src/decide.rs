@@ -151,9 +151,11 @@ pub async fn decide(loaded: &Loaded, request: RateLimitRequest, headers: bool) -
             match refused.cause() {
                 Cause::Exceeded | Cause::CostTooHigh | Cause::Concurrency => {}
                 Cause::StoreUnavailable => return Err(Status::unavailable(refused.to_string())),
-                Cause::SubjectMissing => return Err(Status::invalid_argument(format!(
+                Cause::SubjectMissing => {
+                    return Err(Status::invalid_argument(format!(
                     "{refused}: a descriptor's value is not the subject its limiter counts (an IP address for type ip)"
-                ))),
+                )))
+                }
                 _ => return Err(Status::internal(refused.to_string())),
             }
             status::refused(&mut statuses, &groups[g].1, &slots_specs(&slots), &refused);

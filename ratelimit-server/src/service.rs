@@ -1,4 +1,4 @@
-//! The gRPC service: `ShouldRateLimit` routed to [`decide`](crate::decide::decide) (what
+//! The gRPC service: `ShouldRateLimit` routed to [`decide`](crate::decide::decide()) (what
 //! tonic's code generator would write for rls.proto, written by hand).
 
 use crate::decide::{decide, Loaded};

@@ -18,10 +18,8 @@ descriptors:
 async fn two_servers_on_one_redis_are_exact_over_a_window() {
     let redis = RedisServer::start();
     let dir = config_dir("fleet", &[("fleet.yaml", CONFIG)]);
-    let servers = [
-        Rls::start(&dir, &[("REDIS_URL", &redis.url())], &[]),
-        Rls::start(&dir, &[("REDIS_URL", &redis.url())], &[]),
-    ];
+    let servers =
+        [Rls::start(&dir, &[("REDIS_URL", &redis.url())], &[]), Rls::start(&dir, &[("REDIS_URL", &redis.url())], &[])];
     let channels = [servers[0].channel().await, servers[1].channel().await];
     for key in ["api", "hourly"] {
         let mut tasks = Vec::new();

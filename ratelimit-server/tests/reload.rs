@@ -65,15 +65,25 @@ async fn a_change_is_served_under_traffic_and_a_bad_file_keeps_the_last_good_one
     assert_eq!(admitted(&ch, "fresh").await, 3);
 
     // A bad file: refused with file, line and reason; the limit of 3 keeps serving.
-    replace_file(&file, "domain: live\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 9 }\n");
+    replace_file(
+        &file,
+        "domain: live\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 9 }\n",
+    );
     let log = server.wait_for_log("configuration refused", Duration::from_secs(10));
-    assert!(log.contains("live.yaml:3:5: descriptors[0]") && log.contains("invalid rate limit unit 'fortnight'"), "{log}");
+    assert!(
+        log.contains("live.yaml:3:5: descriptors[0]") && log.contains("invalid rate limit unit 'fortnight'"),
+        "{log}"
+    );
     assert_eq!(limit_in_force(&ch, "probe-2").await, 3);
     assert_eq!(admitted(&ch, "after-refusal").await, 3);
 
     // A new file beside it: another domain, loaded with the rest.
     std::fs::write(&file, config(5)).expect("fix the file");
-    std::fs::write(dir.join("other.yaml"), "domain: other\ndescriptors:\n  - key: x\n    rate_limit: { unit: second, requests_per_unit: 1 }\n").unwrap();
+    std::fs::write(
+        dir.join("other.yaml"),
+        "domain: other\ndescriptors:\n  - key: x\n    rate_limit: { unit: second, requests_per_unit: 1 }\n",
+    )
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while limit_in_force(&ch, "probe-3").await != 5 {
         assert!(Instant::now() < deadline, "the fixed file is not served:\n{}", server.stderr());

@@ -201,7 +201,8 @@ async fn metrics_health_and_a_clean_shutdown() {
     assert_eq!(served.status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
     // A client that has gone: the server closes at once (one that stays is cut after a grace period).
     drop((ch, health));
-    let status = server.terminate(Duration::from_secs(10)).unwrap_or_else(|| panic!("exits on SIGTERM: {}", server.stderr()));
+    let status =
+        server.terminate(Duration::from_secs(10)).unwrap_or_else(|| panic!("exits on SIGTERM: {}", server.stderr()));
     assert!(status.success(), "{status:?}\n{}", server.stderr());
     // Closed at once, not cut after the grace period.
     assert!(server.stderr().contains("ratelimit-server: shut down\n"), "{}", server.stderr());
@@ -239,7 +240,11 @@ descriptors:
     assert!(over(&ask(&ch, "gateway", d(), 0).await), "the Rust handler's calls count at the gateway");
     assert!(hello.check(&ip).await.is_err(), "and the gateway's at the handler");
     // An address that is not one cannot be keyed as the attribute keys it.
-    let request = RateLimitRequest { domain: "gateway".into(), descriptors: vec![descriptor(&[("remote_address", "nope")])], hits_addend: 0 };
+    let request = RateLimitRequest {
+        domain: "gateway".into(),
+        descriptors: vec![descriptor(&[("remote_address", "nope")])],
+        hits_addend: 0,
+    };
     let e = proto::should_rate_limit(ch.clone(), request).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
 }
@@ -254,7 +259,8 @@ async fn a_store_that_fails_gets_the_failure_policy() {
     assert!(!over(&r) && r.statuses[0].current_limit.is_some(), "{r:?}");
     // Fail closed: UNAVAILABLE, so that Envoy applies its own failure_mode_deny.
     let closed = Rls::start(&dir, &[("REDIS_URL", &dead), ("RATELIMIT_ON_ERROR", "deny")], &[]);
-    let request = RateLimitRequest { domain: "edge".into(), descriptors: vec![descriptor(&[("narrow", "x")])], hits_addend: 0 };
+    let request =
+        RateLimitRequest { domain: "edge".into(), descriptors: vec![descriptor(&[("narrow", "x")])], hits_addend: 0 };
     let e = proto::should_rate_limit(closed.channel().await, request).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
 }

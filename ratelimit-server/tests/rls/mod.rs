@@ -24,8 +24,14 @@ pub struct Rls {
 }
 
 /// The variables that would configure the child beside what each test gives.
-const CLEARED: [&str; 6] =
-    ["REDIS_URL", "REDIS_CLUSTER_URLS", "REDIS_SENTINEL_URLS", "RATELIMIT_ON_ERROR", "RATELIMIT_REFUSAL_CACHE", "RUST_LOG"];
+const CLEARED: [&str; 6] = [
+    "REDIS_URL",
+    "REDIS_CLUSTER_URLS",
+    "REDIS_SENTINEL_URLS",
+    "RATELIMIT_ON_ERROR",
+    "RATELIMIT_REFUSAL_CACHE",
+    "RUST_LOG",
+];
 
 impl Rls {
     /// Starts the server on `config` with these variables and extra arguments; waits for its
@@ -138,7 +144,12 @@ pub fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
 }
 
 /// `ShouldRateLimit` for these descriptors in `domain`, `hits` units (0: one).
-pub async fn ask(channel: &Channel, domain: &str, descriptors: Vec<RateLimitDescriptor>, hits: u32) -> RateLimitResponse {
+pub async fn ask(
+    channel: &Channel,
+    domain: &str,
+    descriptors: Vec<RateLimitDescriptor>,
+    hits: u32,
+) -> RateLimitResponse {
     let request = RateLimitRequest { domain: domain.into(), descriptors, hits_addend: hits };
     proto::should_rate_limit(channel.clone(), request).await.expect("ShouldRateLimit").into_inner()
 }
