@@ -127,12 +127,14 @@ pub fn header_values(headers: &http::HeaderMap) -> Vec<proto::HeaderValue> {
 /// Counts the request and each configured descriptor's outcome. Labels are the configuration's
 /// own paths (`domain.key_value.key`), never a request's values.
 pub fn count(matched: &[Option<&Matched>], response: &RateLimitResponse) {
-    let code = |c: i32| if c == Code::OverLimit as i32 { "over_limit" } else { "ok" };
-    metrics::counter!("ratelimit_server_requests_total", "code" => code(response.overall_code)).increment(1);
+    if response.overall_code == Code::OverLimit as i32 {
+        metrics::counter!("ratelimit_server_requests_total", "code" => "over_limit").increment(1);
+    } else {
+        metrics::counter!("ratelimit_server_requests_total", "code" => "ok").increment(1);
+    }
     for (m, st) in matched.iter().zip(&response.statuses) {
         if let Some(m) = m {
-            let labels = [("descriptor", m.spec.path.clone()), ("code", code(st.code).to_owned())];
-            metrics::counter!("ratelimit_server_descriptors_total", &labels).increment(1);
+            m.spec.counters[usize::from(st.code == Code::OverLimit as i32)].increment(1);
         }
     }
 }

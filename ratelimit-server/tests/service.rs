@@ -140,6 +140,20 @@ async fn hits_addend_on_the_request_and_on_a_descriptor() {
     assert_eq!(r.statuses[1].code, Code::OverLimit as i32);
     let r = ask(&ch, "edge", vec![descriptor(&[("wide", "c")])], 0).await;
     assert_eq!(r.statuses[0].limit_remaining, 9, "the refused request took nothing from wide");
+    // A descriptor's hits_addend of 0 takes nothing (and passes while the limit is not over).
+    assert_eq!(admitted(&ch, &[&[("narrow", "z")]], 0).await, 2);
+    let mut free = descriptor(&[("narrow", "z")]);
+    free.hits_addend = Some(proto::UInt64Value { value: 0 });
+    assert!(!over(&ask(&ch, "edge", vec![free], 0).await));
+    // The same descriptor twice in one request: decided, and refused as soon as either is over.
+    let twice = || vec![descriptor(&[("narrow", "t")]), descriptor(&[("narrow", "t")])];
+    let r = ask(&ch, "edge", twice(), 0).await;
+    assert!(!over(&r), "{r:?}");
+    let mut refused = false;
+    for _ in 0..3 {
+        refused |= over(&ask(&ch, "edge", twice(), 0).await);
+    }
+    assert!(refused, "a limit of 2 cannot admit 4 requests");
 }
 
 #[tokio::test]

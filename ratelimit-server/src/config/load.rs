@@ -166,6 +166,10 @@ impl Build<'_> {
             detailed_metric: d.detailed_metric,
             limiter,
             limit_type: d.limit_type,
+            counters: ["ok", "over_limit"].map(|code| {
+                let labels = [("descriptor", path.to_owned()), ("code", code.to_owned())];
+                metrics::counter!("ratelimit_server_descriptors_total", &labels)
+            }),
         };
         // What the library refuses (a burst where no bucket takes one, …) is refused here, with
         // the file, rather than on the first request.

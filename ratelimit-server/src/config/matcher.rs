@@ -21,13 +21,17 @@ pub fn find(config: &Config, domain: &str, entries: &[Entry]) -> Option<Matched>
     // a shared wildcard counts under its pattern rather than the value.
     let mut subject = Vec::with_capacity(64);
     let mut found = None;
+    let mut key_value = String::with_capacity(64);
     for (i, entry) in entries.iter().enumerate() {
-        let key_value = format!("{}_{}", entry.key, entry.value);
+        key_value.clear();
+        key_value.push_str(&entry.key);
+        key_value.push('_');
+        key_value.push_str(&entry.value);
         let mut counted_value = entry.value.as_str();
         let mut next = node.children.get(&key_value);
         if next.is_none() {
             for (pattern, parts, shared) in &node.wildcards {
-                if wildcard_match(parts, &key_value) {
+                if wildcard_match(parts, key_value.as_str()) {
                     next = node.children.get(pattern);
                     if *shared {
                         counted_value = pattern.strip_prefix(&format!("{}_", entry.key)).unwrap_or(pattern);

@@ -62,6 +62,9 @@ pub struct LimitSpec {
     /// The limiter whose keys count this descriptor (default: `rls:<domain>`), and its type.
     pub limiter: String,
     pub limit_type: LimitType,
+    /// `ratelimit_server_descriptors_total{descriptor = path}` with code `ok` and `over_limit`,
+    /// registered once (a request then allocates no label).
+    pub counters: [metrics::Counter; 2],
 }
 
 /// One level of a domain's tree.
