@@ -8,6 +8,7 @@
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --throughput     # section 2 alone
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --hung           # section 10 alone
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --sweep          # the plot alone
+//!     cargo run --release --manifest-path benches/Cargo.toml -- --rls            # section 12 alone
 //!
 //! It starts its own `redis-server` on a free loopback port. Each figure is the median of
 //! `ROUNDS` interleaved rounds, with the spread (min–max) beside it. The in-memory and macro
@@ -26,6 +27,7 @@ mod plot;
 mod redis_cell;
 mod redis_load;
 mod report;
+mod rls;
 mod sweep;
 
 use report::Report;
@@ -42,6 +44,7 @@ ratelimit benchmarks: every figure of BENCHMARKS.md, or one section
   --abuse            section 9 alone (the example server under wrk)
   --hung             section 10 alone (the example server with Redis stopped, its breaker open)
   --hot-key          section 11 alone (one hot key from four processes, exact vs sync)
+  --rls              section 12 alone (ratelimit-server vs the seed script behind the same gRPC front)
   --sweep            decisions/s against concurrent callers alone, drawn to benches/throughput.svg
   --profile-redis    1-rule throughput only, for a profiler";
 
@@ -62,6 +65,7 @@ fn main() {
         let server = support::RedisServer::start();
         let mut report = Report::default();
         hot_key::run(&server, &mut report);
+    rls::run(&server, &mut report);
         report.print_targets();
         return;
     }
@@ -129,6 +133,14 @@ fn main() {
         report.print_targets();
         return;
     }
+    if std::env::args().any(|a| a == "--rls") {
+        // Only section 12: ratelimit-server under gRPC load, next to the seed script.
+        let server = support::RedisServer::start();
+        let mut report = Report::default();
+        rls::run(&server, &mut report);
+        report.print_targets();
+        return;
+    }
     if std::env::args().any(|a| a == "--profile-redis") {
         // Only 1-rule throughput, for a profiler: `perf record -e cpu-clock -g -- <bench> --profile-redis`.
         let server = support::RedisServer::start();
@@ -152,6 +164,7 @@ fn main() {
     metrics::run(&mut report);
     hung::run(&mut report);
     hot_key::run(&server, &mut report);
+    rls::run(&server, &mut report);
     let series = sweep::run(&server);
     sweep::write(&series);
 

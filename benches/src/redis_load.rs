@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The seed documents' sliding window, as a reference: one ZSET per rule, client time in ms,
 /// a 36-character UUID text member.
-const SEED_SCRIPT: &str = r"
+pub(crate) const SEED_SCRIPT: &str = r"
 local now = tonumber(ARGV[1])
 for i, key in ipairs(KEYS) do
   local window = tonumber(ARGV[1 + 2 * i])
