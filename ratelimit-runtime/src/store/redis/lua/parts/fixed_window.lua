@@ -16,8 +16,13 @@ local cur, same = 0, false
 held, state = false, false
 if s and #s == 16 then
   local i, c = struct.unpack('<dd', s)
-  if w > 0 then held = (i + 1) * w else held = month_start((i + 1) * -w) end
-  if i == idx then cur, same = c, true end
+  if i == idx then
+    cur, same, held = c, true, stop
+  elseif w > 0 then
+    held = (i + 1) * w
+  else
+    held = month_start((i + 1) * -w)
+  end
 end
 if release then
   -- The call's units count only in the window it was admitted in (at), while it lasts.
