@@ -14,7 +14,8 @@
 //! 10 per 10s, and per IP: 15 per 10s, decided together), `POST /api/login` (per IP, only
 //! failed attempts count: 5 per 60s, then 2 minutes blocked), `GET /api/report?ms=N` (per IP,
 //! at most 2 at a time), `GET /api/search` (per user: 5 per 10s, 50 per 10s for the `pro` plan
-//! of the `X-Plan` header), `GET /metrics` (Prometheus text format, never limited).
+//! of the `X-Plan` header), `GET /api/export` (per user: 3 per calendar month, UTC),
+//! `GET /metrics` (Prometheus text format, never limited).
 //!
 //! `RATELIMIT_CONFIG=limits.toml` overrides those limits (rules, shadow mode, exemptions; see
 //! docs/configuration.md); `kill -HUP <pid>` re-reads it.
@@ -48,6 +49,8 @@ Routes:
   GET  /api/search   per user (X-User-Id, required): 5 per 10s; the plan in the
                      X-Plan header chooses the tier (pro: 50 per 10s; tier names are
                      case-sensitive: Pro is not pro)
+  GET  /api/export   per user (X-User-Id, required): 3 per calendar month (UTC; the
+                     quota is whole again at 00:00 on the 1st)
   GET  /metrics      the limiter's metrics, Prometheus text format (no limit)
 
 Environment (at most one of REDIS_URL, REDIS_CLUSTER_URLS, REDIS_SENTINEL_URLS;
@@ -152,6 +155,7 @@ pub fn app(trust_proxy: &[Cidr]) -> Router {
         .route("/api/login", post(login))
         .route("/api/report", get(report))
         .route("/api/search", get(search))
+        .route("/api/export", get(export))
         .route("/metrics", get(metrics))
         .layer(RequestContextLayer::new().trust_proxies(trust_proxy.iter().copied()))
 }
@@ -236,6 +240,12 @@ async fn orders(user: UserId) -> Result<String, AppError> {
 #[rate_limiter(type = User, rules = [(10s, 5)], tier = headers.get("x-plan").and_then(|v| v.to_str().ok()))]
 async fn search(user: UserId, headers: HeaderMap) -> Result<String, AppError> {
     Ok(format!("search results for {}\n", String::from_utf8_lossy(&user.0)))
+}
+
+/// A monthly quota: 3 exports per user per calendar month, whatever the month's length.
+#[rate_limiter(type = User, rules = [(1mo, 3)])]
+async fn export(user: UserId) -> Result<String, AppError> {
+    Ok(format!("export started for {}\n", String::from_utf8_lossy(&user.0)))
 }
 
 /// The `pro` tier of `/api/search`: 50 per 10s (an overrides file may change it).

@@ -91,7 +91,7 @@ pub mod metrics {
 
 /// Rules' bounds.
 pub mod rule {
-    pub use ratelimit_runtime::rule::{MAX_COUNT, MAX_WINDOW};
+    pub use ratelimit_runtime::rule::{CALENDAR_MONTHS, MAX_COUNT, MAX_WINDOW};
 }
 
 /// What can be a subject: values of your own types ([`SubjectValue`](subject::SubjectValue),

@@ -15,7 +15,10 @@ pub(crate) fn checks(p: &TokenStream, attrs: &[Attr]) -> TokenStream {
     let mut checks = TokenStream::new();
     for attr in attrs {
         for rule in attr.rules.iter().flat_map(|r| &r.value) {
-            checks.extend(check(p, "window_problem", "window", rule.window_ms, &rule.window));
+            checks.extend(match rule.months {
+                0 => check(p, "window_problem", "window", rule.window_ms, &rule.window),
+                months => check(p, "months_problem", "window", months, &rule.window),
+            });
             checks.extend(check(p, "count_problem", "count", rule.count, &rule.count_lit));
         }
         if let Some(burst) = &attr.burst {

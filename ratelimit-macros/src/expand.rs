@@ -275,7 +275,13 @@ fn add_limit(k: &TokenStream, limit: &Limit) -> TokenStream {
     // Every literal was checked against the rules' bounds at compile time (`bounds`): the `?`
     // is for the compiler, which cannot know it.
     let rules = limit.rules.iter().map(|r| {
-        let (window, count) = (Literal::u64_suffixed(r.window_ms), Literal::u64_suffixed(r.count));
+        let count = Literal::u64_suffixed(r.count);
+        if r.months > 0 {
+            // Checked to be a divisor of 12 (`bounds`): it fits.
+            let months = Literal::u32_suffixed(u32::try_from(r.months).unwrap_or(u32::MAX));
+            return quote!(#k::Rule::calendar_months(#months, #count)?);
+        }
+        let window = Literal::u64_suffixed(r.window_ms);
         quote!(#k::Rule::from_millis(#window, #count)?)
     });
     let block = limit.block.map(|ms| {

@@ -30,6 +30,7 @@ use proc_macro::TokenStream;
 ///
 /// <Type>    := Global | Default | Ip | User | Key          (Default is an alias of Global)
 /// <window>  := integer literal with a unit: ms | s | m | h | d      e.g. 500ms 20s 1m 2h 1d
+///            | calendar months: 1mo 2mo 3mo 4mo 6mo 12mo          (fixed windows, UTC)
 /// <count>   := positive integer literal (may use _ separators)
 /// option    := prefix = "str"            key prefix, default "rate_limit:"
 ///            | name = "str"              limiter name, default module_path!() + "::" + fn name
@@ -56,7 +57,10 @@ use proc_macro::TokenStream;
 ///
 /// A rule `(20s, 10)` admits at most 10 units in any 20 seconds. Windows run from 1ms to 366
 /// days and counts (and bursts) from 1 to 1_000_000_000; both must be literals, checked at
-/// compile time against the runtime's `MAX_WINDOW` and `MAX_COUNT`.
+/// compile time against the runtime's `MAX_WINDOW` and `MAX_COUNT`. A window in months,
+/// `(1mo, 10_000)`, counts per calendar month in UTC (reset at 00:00 on the 1st, whatever the
+/// month's length): a fixed window, so the attribute's algorithm is `FixedWindow` (implied when
+/// every rule is in months; write it beside rules in other units).
 ///
 /// * **Types.** `Global`: one budget shared by every caller. `Ip`: one per client IP (IPv6 per
 ///   /64), from `ip = …` (anything `ratelimit::subject::IpValue`: `IpAddr`, `SocketAddr`, text) or else from the

@@ -1,5 +1,5 @@
 //! `rules = [(20s, 10), (1m, 100)]`: literal windows with units and literal counts, read and
-//! converted to milliseconds at compile time.
+//! converted to milliseconds at compile time (or, with the unit `mo`, kept as calendar months).
 //!
 //! Only what a literal says is checked here (its shape, its unit, that it is not zero). How long
 //! a window or how large a count may be is the runtime's to say: the expansion checks the values
@@ -7,17 +7,23 @@
 
 use crate::errors::Errors;
 use crate::ungroup::ungroup;
-use syn::{Error, Expr, Lit, LitInt};
+use syn::{Error, Expr, Ident, Lit, LitInt};
 
 /// Units and their length in milliseconds.
 const UNITS: &[(&str, u64)] = &[("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)];
 const EXAMPLE: &str = "rules = [(20s, 10), (1m, 100)]";
 
+/// A month at its shortest (February of a common year), in ms.
+const SHORTEST_MONTH_MS: u64 = 28 * 86_400_000;
+
 /// One rule as read.
 pub(crate) struct Rule {
     /// The window in ms (`u64::MAX` when the literal does not even fit: the bound check then
-    /// reports it as too long).
+    /// reports it as too long); for a window in calendar months, the shortest it can be.
     pub window_ms: u64,
+    /// A window in calendar months (`1mo`): how many (`u64::MAX` when the literal does not
+    /// fit); 0 for a span of time.
+    pub months: u64,
     pub count: u64,
     /// The window as written, for spans and messages.
     pub window: LitInt,
@@ -43,7 +49,7 @@ pub(crate) fn parse(value: &Expr) -> syn::Result<Vec<Rule>> {
     let mut rules: Vec<Rule> = Vec::with_capacity(list.elems.len());
     for elem in &list.elems {
         let Some(rule) = errors.take(rule(elem)) else { continue };
-        if let Some(first) = rules.iter().find(|r| r.window_ms == rule.window_ms) {
+        if let Some(first) = rules.iter().find(|r| r.same_window(&rule)) {
             errors.push(Error::new_spanned(
                 &rule.window,
                 format!(
@@ -71,9 +77,49 @@ fn rule(elem: &Expr) -> syn::Result<Rule> {
     let count = errors.take(count(&tuple.elems[1], "count"));
     errors.finish()?;
     match (window, count) {
-        (Some((window_ms, window)), Some((count, count_lit))) => Ok(Rule { window_ms, count, window, count_lit }),
+        (Some((window_ms, months, window)), Some((count, count_lit))) => {
+            Ok(Rule { window_ms, months, count, window, count_lit })
+        }
         _ => Err(shape()),
     }
+}
+
+impl Rule {
+    /// Whether two rules have the same window (one rule per window).
+    pub(crate) fn same_window(&self, other: &Rule) -> bool {
+        (self.window_ms, self.months) == (other.window_ms, other.months)
+    }
+}
+
+/// Rules in calendar months count in fixed windows aligned to month starts: the attribute's
+/// algorithm is `FixedWindow`, given or implied. Implied only when every rule is in months, so
+/// that no rule in seconds silently stops sliding.
+pub(crate) fn calendar(rules: &[Rule], algorithm: Option<&Ident>) -> syn::Result<()> {
+    let Some(monthly) = rules.iter().find(|r| r.months > 0) else { return Ok(()) };
+    let mut e = match algorithm {
+        Some(given) if given != "FixedWindow" => Error::new_spanned(
+            given,
+            format!(
+                "rules in calendar months count in fixed windows that start on the 1st (UTC): use \
+                 `algorithm = FixedWindow` (or remove `algorithm`), not {given}"
+            ),
+        ),
+        Some(_) => return Ok(()),
+        None => {
+            let Some(span) = rules.iter().find(|r| r.months == 0) else { return Ok(()) };
+            Error::new_spanned(
+                &span.window,
+                format!(
+                    "`{}` beside `{}` in one attribute: calendar months count in fixed windows, and so would \
+                     this rule; write `algorithm = FixedWindow` to say so, or put the monthly rule in a \
+                     #[rate_limiter] of its own, stacked on this function",
+                    span.window, monthly.window
+                ),
+            )
+        }
+    };
+    e.combine(Error::new_spanned(&monthly.window, "the window in calendar months"));
+    Err(e)
 }
 
 fn literal(expr: &Expr) -> Option<&Lit> {
@@ -83,8 +129,18 @@ fn literal(expr: &Expr) -> Option<&Lit> {
     }
 }
 
-fn window(expr: &Expr) -> syn::Result<(u64, LitInt)> {
-    duration(expr, "window")
+/// A rule's window: a duration, or calendar months (`1mo`): (ms, months, literal).
+fn window(expr: &Expr) -> syn::Result<(u64, u64, LitInt)> {
+    if let Some(Lit::Int(lit)) = literal(expr) {
+        if lit.suffix() == "mo" {
+            let months = lit.base10_parse::<u64>().unwrap_or(u64::MAX);
+            if months == 0 {
+                return Err(Error::new_spanned(lit, "the window must be at least 1 month (`1mo`)"));
+            }
+            return Ok((months.saturating_mul(SHORTEST_MONTH_MS), months, lit.clone()));
+        }
+    }
+    duration(expr, "window").map(|(ms, lit)| (ms, 0, lit))
 }
 
 /// A duration literal with a unit (`20s`, `500ms`), at least 1ms: a rule's window, or
@@ -113,8 +169,15 @@ pub(crate) fn duration(expr: &Expr, what: &str) -> syn::Result<(u64, LitInt)> {
     if suffix.is_empty() {
         return Err(Error::new_spanned(lit, format!("the {what} needs a unit: write `{lit}s` or use {units}")));
     }
+    if suffix == "mo" {
+        return Err(Error::new_spanned(
+            lit,
+            format!("`mo` (calendar months) is a rule's window only; the {what} is a duration: use {units}"),
+        ));
+    }
     let Some(&(_, unit_ms)) = UNITS.iter().find(|(u, _)| *u == suffix) else {
-        return Err(Error::new_spanned(lit, format!("unknown unit `{suffix}` in `{lit}`: use {units}")));
+        let months = if what == "window" { " (or mo: calendar months)" } else { "" };
+        return Err(Error::new_spanned(lit, format!("unknown unit `{suffix}` in `{lit}`: use {units}{months}")));
     };
     let ms = lit.base10_parse::<u64>().map_or(u64::MAX, |amount| amount.saturating_mul(unit_ms));
     if ms == 0 {
@@ -161,6 +224,20 @@ mod tests {
         );
         assert_eq!(rules("[(366d, 1)]"), Ok(vec![(31_622_400_000, 1)]));
         assert_eq!(rules("[(31_622_400_000ms, 1)]"), Ok(vec![(31_622_400_000, 1)]));
+    }
+
+    #[test]
+    fn calendar_months_are_windows() {
+        let expr: Expr = syn::parse_str("[(1mo, 3), (3mo, 9), (1d, 1)]").unwrap();
+        let read: Vec<(u64, u64)> = parse(&expr).unwrap().iter().map(|r| (r.months, r.count)).collect();
+        assert_eq!(read, [(1, 3), (3, 9), (0, 1)]);
+        assert!(rules("[(0mo, 1)]").is_err());
+        assert!(rules("[(1mo, 1), (1mo, 2)]").unwrap_err().contains("duplicate rule"));
+        // Four weeks and a month are different windows.
+        assert!(rules("[(28d, 1), (1mo, 2)]").is_ok());
+        let wait: Expr = syn::parse_str("1mo").unwrap();
+        let refused = duration(&wait, "wait").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(refused.contains("a rule's window only"), "{refused}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::errors::Errors;
 use crate::item::Function;
 use crate::parse::{Attr, Given, Kind, Mode, OnError, Refund, ALGORITHMS, BURST_ALGORITHMS};
-use crate::rules::Rule;
+use crate::rules::{self, Rule};
 use quote::ToTokens;
 use syn::{Error, Expr, GenericArgument, Ident, LitStr, PathArguments, ReturnType, Type, TypeParamBound};
 
@@ -131,6 +131,11 @@ fn limit(attr: &mut Attr) -> syn::Result<Option<Limit>> {
                 e.combine(Error::new_spanned(&shortest.window, "the shortest window"));
                 errors.push(e);
             }
+        }
+    }
+    if let Some(rules) = &attr.rules {
+        if let Err(e) = rules::calendar(&rules.value, attr.algorithm.as_ref().map(|g| &g.value)) {
+            errors.push(e);
         }
     }
     let kind = attr.kind.as_ref().map(|k| k.value.0);
@@ -296,7 +301,7 @@ fn repeats(earlier: &[Limit], limit: &Limit) -> syn::Result<()> {
             continue;
         }
         for rule in &limit.rules {
-            if let Some(first) = other.rules.iter().find(|r| r.window_ms == rule.window_ms) {
+            if let Some(first) = other.rules.iter().find(|r| r.same_window(rule)) {
                 errors.push(Error::new_spanned(
                     &rule.window,
                     format!(

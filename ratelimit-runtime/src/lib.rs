@@ -41,7 +41,7 @@ pub use rt::clock;
 
 /// Rules' bounds.
 pub mod rule {
-    pub use crate::model::rule::{MAX_COUNT, MAX_WINDOW};
+    pub use crate::model::rule::{CALENDAR_MONTHS, MAX_COUNT, MAX_WINDOW};
 }
 
 /// What can be a subject: values of your own types, and how IPv6 clients are grouped.

@@ -16,7 +16,29 @@ pub struct RuleModel {
     pub w: u64,
     pub n: u64,
     pub cap: u64,
+    /// A fixed window of this many calendar months (UTC), 0: of `w` µs.
+    pub months: u64,
     pub state: State,
+}
+
+/// The calendar month (counted from 1970-01, UTC) holding `t` µs, counted plainly: whole years,
+/// then whole months, by the Gregorian rule for leap years.
+pub fn calendar_month(t: u64) -> u64 {
+    let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
+    let (mut days, mut year, mut month) = (t / 86_400_000_000, 1970, 0);
+    while days >= if leap(year) { 366 } else { 365 } {
+        days -= if leap(year) { 366 } else { 365 };
+        year += 1;
+        month += 12;
+    }
+    for length in [31, if leap(year) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] {
+        if days < length {
+            break;
+        }
+        days -= length;
+        month += 1;
+    }
+    month
 }
 
 #[derive(Clone, Debug)]
@@ -47,13 +69,22 @@ impl RuleModel {
             Algorithm::Gcra => State::Tat(None),
             _ => State::Windows { idx: 0, cur: 0, prev: 0 },
         };
-        RuleModel { alg, w, n, cap, state }
+        RuleModel { alg, w, n, cap, months: rule.months().map_or(0, u64::from), state }
+    }
+
+    /// The index of the fixed window holding t: multiples of W since the epoch, or groups of
+    /// `months` calendar months since 1970-01.
+    pub fn window_index(&self, t: u64) -> u64 {
+        match self.months {
+            0 => t / self.w,
+            months => calendar_month(t) / months,
+        }
     }
 
     /// (count of the window t falls in, count of the window before it).
     fn windows_at(&self, t: u64) -> (u64, u64) {
         let State::Windows { idx, cur, prev } = self.state else { unreachable!() };
-        let i = t / self.w;
+        let i = self.window_index(t);
         if i == idx {
             (cur, prev)
         } else if i == idx + 1 {
@@ -94,7 +125,7 @@ impl RuleModel {
 
     pub fn record(&mut self, t: u64, c: u64) {
         let (w, n, b, c128) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap), u128::from(c));
-        let i = t / self.w;
+        let i = if matches!(self.state, State::Windows { .. }) { self.window_index(t) } else { 0 };
         let (cur, prev) = if matches!(self.state, State::Windows { .. }) { self.windows_at(t) } else { (0, 0) };
         match &mut self.state {
             State::Log(log) => log.push((t, c)),
@@ -117,7 +148,7 @@ impl RuleModel {
     /// Gives back a call of cost `c` admitted at `at`, at `t >= at`: only what still counts.
     pub fn refund(&mut self, t: u64, at: u64, c: u64) {
         let (w, n, b, c128) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap), u128::from(c));
-        let i = at / self.w;
+        let i = if matches!(self.state, State::Windows { .. }) { self.window_index(at) } else { 0 };
         let counter = self.alg == Algorithm::SlidingWindowCounter;
         match &mut self.state {
             // The call's units leave the log (units admitted at the same µs are alike); units
@@ -297,7 +328,8 @@ pub fn expect_blocked(models: &mut [Vec<RuleModel>], blocks: &mut [Penalty], t: 
     let m = &models[g][r];
     let reset_us = match m.alg {
         Algorithm::SlidingWindow => m.w,
-        Algorithm::FixedWindow => m.w - t % m.w,
+        // The window's end: the least d after which t + d is in another window.
+        Algorithm::FixedWindow => least(1, |d| m.window_index(t + d) != m.window_index(t)),
         _ => m.reset(t),
     };
     Some(Expected { limit: g, rule: r, allowed: true, retry_us: 0, remaining: room, reset_us })

@@ -67,7 +67,16 @@ pub fn child_main(run: impl FnOnce(Vec<String>) -> u8) {
 /// The command that runs the example server with `args` and `env` (for a run to completion,
 /// e.g. with `.output()`); [`Process::spawn`] and [`Server::start`] run it in the background.
 pub fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut cmd = super::child::command("server_process");
+    command_under(&[], args, env)
+}
+
+/// As [`command`], run through `wrapper` (`["faketime", "-f", "@2026-11-30 23:59:44"]`: the
+/// program and its arguments; none: the server alone).
+pub fn command_under(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = match wrapper {
+        [] => super::child::command("server_process"),
+        _ => super::child::command_under(wrapper, "server_process"),
+    };
     cmd.env(CHILD_ARGS, args.join("\n") + "\n");
     for name in CLEARED {
         cmd.env_remove(name);
@@ -95,9 +104,14 @@ pub struct Process {
 impl Process {
     /// Starts the server without waiting for it to listen.
     pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn_under(&[], args, env)
+    }
+
+    /// As [`spawn`](Self::spawn), run through `wrapper` (see [`command_under`]).
+    pub fn spawn_under(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut all = vec!["--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
-        let mut child = command(&all, env)
+        let mut child = command_under(wrapper, &all, env)
             .env(EXIT_WITH_PARENT, "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

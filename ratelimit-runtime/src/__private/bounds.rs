@@ -91,6 +91,22 @@ pub const fn window_problem(what: &str, ms: u64) -> Option<Problem> {
     }
 }
 
+/// Whether a window of `months` calendar months is valid (`what` is "window"): one of
+/// [`CALENDAR_MONTHS`](crate::model::rule::CALENDAR_MONTHS), whose windows align to the year.
+pub const fn months_problem(what: &str, months: u64) -> Option<Problem> {
+    let fits = months <= u32::MAX as u64;
+    if fits && rule::Rule::calendar_months(months as u32, 1).is_ok() {
+        return None;
+    }
+    Some(
+        Problem::new()
+            .push("a ")
+            .push(what)
+            .push(" in calendar months is 1, 2, 3, 4, 6 or 12 months, so that its windows align to the year; not ")
+            .push_number(months),
+    )
+}
+
 /// Whether `n` is a valid count; `what` names the literal ("count", or "burst", the capacity
 /// of a bucket, bounded as a count).
 pub const fn count_problem(what: &str, n: u64) -> Option<Problem> {
@@ -148,6 +164,12 @@ mod tests {
             Some(rule::MAX_COUNT.to_string())
         );
         assert!(text(count_problem("count", 0)).unwrap().contains("at least 1"));
+        for months in rule::CALENDAR_MONTHS {
+            assert_eq!(text(months_problem("window", u64::from(months))), None);
+        }
+        for months in [0, 5, 13, 24, u64::MAX] {
+            assert!(text(months_problem("window", months)).unwrap().contains("1, 2, 3, 4, 6 or 12"), "{months}");
+        }
     }
 
     #[test]

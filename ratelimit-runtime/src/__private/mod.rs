@@ -36,7 +36,7 @@ use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-pub use bounds::{concurrency_problem, count_problem, window_problem, Problem};
+pub use bounds::{concurrency_problem, count_problem, months_problem, window_problem, Problem};
 pub use lazy::LazyLimiter;
 pub use values::{cost, ip, tier, Cost, SubjectOf, Tier, ViaDisplay, ViaSubjectValue};
 

@@ -5,6 +5,8 @@
 //! Times are integer microseconds. Rates are exact fractions: a bucket's state is kept in units
 //! of 1/count µs, so that `window / count` never rounds; products go through u128.
 
+pub(crate) mod calendar;
+
 /// How a limit counts (the attribute's `algorithm = …`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -82,12 +84,27 @@ pub(crate) struct Step {
 }
 
 /// One rule as the steps read it: `count` per `w` µs, holding at most `cap` units at once (the
-/// burst of a bucket, the count otherwise).
+/// burst of a bucket, the count otherwise); `months` > 0: the fixed windows are that many
+/// calendar months (and `w` the longest such a window can be).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Rate {
     pub w: u64,
     pub count: u64,
     pub cap: u64,
+    pub months: u64,
+}
+
+impl Rate {
+    /// The fixed window holding `t`: its index, start and end (µs). Windows of `w` µs start at
+    /// multiples of `w` since the epoch; windows of calendar months at month starts in UTC.
+    #[inline]
+    fn window_at(self, t: u64) -> (u64, u64, u64) {
+        if self.months > 0 {
+            return calendar::month_window(self.months, t);
+        }
+        let idx = t / self.w;
+        (idx, idx * self.w, (idx + 1) * self.w)
+    }
 }
 
 /// One rule of an O(1) algorithm on its stored values `v` (`None` where absent); `peek` asks for
@@ -95,10 +112,10 @@ pub(crate) struct Rate {
 /// the window). Always inlined: where the algorithm is a constant, only its own step remains.
 #[inline(always)]
 pub(crate) fn step(alg: Algorithm, rate: Rate, now: u64, cost: u64, v: &[Option<u64>], peek: bool) -> Step {
-    let Rate { w, count, cap } = rate;
+    let Rate { w, count, cap, .. } = rate;
     let get = |i: usize| v.get(i).copied().flatten();
     match alg {
-        Algorithm::FixedWindow => fixed_window(now, cost, w, count, get(0).zip(get(1)), peek),
+        Algorithm::FixedWindow => fixed_window(now, cost, rate.window_at(now), count, get(0).zip(get(1)), peek),
         Algorithm::SlidingWindowCounter => {
             window_counter(now, cost, w, count, get(0).zip(get(1)).map(|(i, c)| (i, c, get(2).unwrap_or(0))))
         }
@@ -111,16 +128,23 @@ pub(crate) fn step(alg: Algorithm, rate: Rate, now: u64, cost: u64, v: &[Option<
     }
 }
 
-/// Windows start at multiples of `w` since the epoch; a call passes iff the window's count plus
-/// its cost is at most `count`. State: (window index, its count).
+/// A call passes iff the count of the window holding `now` (its index, start and end, from
+/// [`Rate::window_at`]) plus its cost is at most `count`. State: (window index, its count).
 #[inline]
-fn fixed_window(now: u64, cost: u64, w: u64, count: u64, stored: Option<(u64, u64)>, peek: bool) -> Step {
-    let (idx, e) = (now / w, now % w);
+fn fixed_window(
+    now: u64,
+    cost: u64,
+    window: (u64, u64, u64),
+    count: u64,
+    stored: Option<(u64, u64)>,
+    peek: bool,
+) -> Step {
+    let (idx, start, window_end) = window;
     let cur = match stored {
         Some((i, c)) if i == idx => c,
         _ => 0,
     };
-    let end = w - e;
+    let end = window_end - now;
     let ttl = end;
     let used = cur.saturating_add(cost);
     let state = [idx, used, 0];
@@ -130,7 +154,7 @@ fn fixed_window(now: u64, cost: u64, w: u64, count: u64, stored: Option<(u64, u6
     }
     // The next window holds nothing; a cost above the count never fits (the decision path
     // refuses it before asking), and is refused for a whole window here.
-    Step { allowed: false, left: 0, wait: if cost > count { w } else { end }, state, ttl }
+    Step { allowed: false, left: 0, wait: if cost > count { window_end - start } else { end }, state, ttl }
 }
 
 /// Two fixed windows, the previous one weighted by its overlap with the sliding window: with
@@ -237,7 +261,7 @@ fn div_ceil(a: u128, b: u128) -> u128 {
 pub(crate) fn refund(alg: Algorithm, rate: Rate, now: u64, at: u64, cost: u64, v: &[Option<u64>]) -> Option<[u64; 3]> {
     let Rate { w, count, .. } = rate;
     let get = |i: usize| v.get(i).copied().flatten();
-    let (idx, at_idx) = (now / w, at / w);
+    let (idx, at_idx) = (rate.window_at(now).0, rate.window_at(at).0);
     match alg {
         Algorithm::FixedWindow => {
             let (i, c) = get(0).zip(get(1))?;
@@ -285,12 +309,12 @@ mod tests {
         let mut state = vec![None, None];
         let now = 5_000_000_000_000_000;
         for i in 0..10 {
-            let s = step(Algorithm::Gcra, Rate { w, count, cap: count }, now, 1, &state, false);
+            let s = step(Algorithm::Gcra, Rate { w, count, cap: count, months: 0 }, now, 1, &state, false);
             assert!(s.allowed, "call {i} fits the burst");
             assert_eq!(s.left, 9 - i);
             state = vec![Some(s.state[0]), Some(s.state[1])];
         }
-        let s = step(Algorithm::Gcra, Rate { w, count, cap: count }, now, 1, &state, false);
+        let s = step(Algorithm::Gcra, Rate { w, count, cap: count, months: 0 }, now, 1, &state, false);
         assert!(!s.allowed);
         assert_eq!(s.wait, 100_000);
     }
@@ -300,12 +324,12 @@ mod tests {
         // 3 per µs-second: T = 333 333 + 1/3 µs. After one call of a burst of 1, the next passes
         // only once the whole interval has drained: 333 334 µs, not 333 333.
         let (w, count) = (1_000_000, 3);
-        let s = step(Algorithm::Gcra, Rate { w, count, cap: 1 }, 7, 1, &[None, None], false);
+        let s = step(Algorithm::Gcra, Rate { w, count, cap: 1, months: 0 }, 7, 1, &[None, None], false);
         assert!(s.allowed);
         let v = [Some(s.state[0]), Some(s.state[1])];
-        let s = step(Algorithm::Gcra, Rate { w, count, cap: 1 }, 7, 1, &v, false);
+        let s = step(Algorithm::Gcra, Rate { w, count, cap: 1, months: 0 }, 7, 1, &v, false);
         assert_eq!((s.allowed, s.wait), (false, 333_334));
-        assert!(!step(Algorithm::Gcra, Rate { w, count, cap: 1 }, 7 + 333_333, 1, &v, false).allowed);
-        assert!(step(Algorithm::Gcra, Rate { w, count, cap: 1 }, 7 + 333_334, 1, &v, false).allowed);
+        assert!(!step(Algorithm::Gcra, Rate { w, count, cap: 1, months: 0 }, 7 + 333_333, 1, &v, false).allowed);
+        assert!(step(Algorithm::Gcra, Rate { w, count, cap: 1, months: 0 }, 7 + 333_334, 1, &v, false).allowed);
     }
 }

@@ -265,7 +265,7 @@ impl Config {
             if rules.is_empty() {
                 return Err(refused(TierProblem::NoRules));
             }
-            if rules.iter().enumerate().any(|(j, r)| rules[..j].iter().any(|q| q.window_ms() == r.window_ms())) {
+            if rules.iter().enumerate().any(|(j, r)| rules[..j].iter().any(|q| q.window_order() == r.window_order())) {
                 return Err(refused(TierProblem::DuplicateWindow));
             }
             if self.tiers[..i]

@@ -20,6 +20,9 @@ pub enum RuleError {
     /// The count is larger than [`MAX_COUNT`](crate::rule::MAX_COUNT).
     #[error("the count must be at most 1_000_000_000")]
     CountTooLarge,
+    /// A calendar window of a number of months that does not divide the year.
+    #[error("a calendar window is 1, 2, 3, 4, 6 or 12 months (its windows align to the year)")]
+    Months,
 }
 
 /// Why a key prefix was refused.
@@ -102,6 +105,10 @@ pub enum BuildError {
     /// and GCRA have one).
     #[error("`burst` applies to TokenBucket, LeakyBucket and Gcra, not {0:?}")]
     BurstUnsupported(Algorithm),
+    /// A rule in calendar months in a limit of another algorithm than `FixedWindow`: calendar
+    /// months are fixed windows (a month has no fixed length to slide by or refill over).
+    #[error("rules in calendar months count in fixed windows: use Algorithm::FixedWindow, not {0:?}")]
+    CalendarNeedsFixedWindow(Algorithm),
     /// `burst` is zero or larger than [`MAX_COUNT`](crate::rule::MAX_COUNT).
     #[error("`burst` must be between 1 and 1_000_000_000, not {0}")]
     InvalidBurst(u64),

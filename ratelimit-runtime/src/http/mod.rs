@@ -13,6 +13,7 @@ pub(crate) mod actix;
 #[cfg(feature = "tonic")]
 mod grpc;
 
+use crate::algorithm::calendar::{month_of_day, month_window, DAY_US};
 use crate::model::policy::{Headroom, Policy};
 use crate::model::refusal::{Cause, RateLimited};
 #[cfg(feature = "axum")]
@@ -26,7 +27,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use std::cell::RefCell;
 use std::fmt::Write;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The `RateLimit-Policy` field name.
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -77,30 +78,43 @@ fn sf_string(out: &mut String, s: &str) {
 }
 
 /// The `RateLimit-Policy` value of a limiter's policies, rendered once per limiter and thread
-/// (every response of a limiter carries the same one). Keeps the `Arc` it was rendered from, so
-/// that its address cannot be reused by another limiter's list while cached.
+/// (every response of a limiter carries the same one; a limiter with rules in calendar months,
+/// once per month). Keeps the `Arc` it was rendered from, so that its address cannot be reused
+/// by another limiter's list while cached.
 fn policy_field_cached(policies: &Arc<[Policy]>) -> Option<HeaderValue> {
-    type Rendered = (Arc<[Policy]>, Option<HeaderValue>);
+    type Rendered = (Arc<[Policy]>, u64, Option<HeaderValue>);
     thread_local! {
         static RENDERED: RefCell<Vec<Rendered>> = const { RefCell::new(Vec::new()) };
     }
+    // Only calendar windows change length: the clock is read for them alone.
+    let now = policies.iter().any(|p| p.rule.months().is_some()).then(wall_clock_us);
+    let month = now.map_or(0, |now| month_of_day(now / DAY_US));
     RENDERED.with(|cell| {
         let mut rendered = cell.borrow_mut();
-        if let Some((_, v)) = rendered.iter().find(|(p, _)| Arc::ptr_eq(p, policies)) {
+        if let Some((_, _, v)) = rendered.iter().find(|(p, m, _)| Arc::ptr_eq(p, policies) && *m == month) {
             return v.clone();
         }
-        let v = policy_field(policies);
+        let v = policy_field(policies, now.unwrap_or(0));
+        rendered.retain(|(p, _, _)| !Arc::ptr_eq(p, policies));
         if rendered.len() >= 16 {
             rendered.remove(0);
         }
-        rendered.push((policies.clone(), v.clone()));
+        rendered.push((policies.clone(), month, v.clone()));
         v
     })
 }
 
+/// Now by the system's clock, in µs since the Unix epoch.
+fn wall_clock_us() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// `"ip-20s";q=10;w=20, "ip-50s";q=100;w=50`, or `None` when there are no policies. Limits in
-/// their order, the rules of each by window, shortest first.
-fn policy_field(policies: &[Policy]) -> Option<HeaderValue> {
+/// their order, the rules of each by window, shortest first. A rule in calendar months
+/// (`"user-1mo";q=3;w=2592000`) has the length of its window holding `now` (µs since the epoch):
+/// `w` is the window a quota of `q` applies to, and this window is that long.
+fn policy_field(policies: &[Policy], now: u64) -> Option<HeaderValue> {
     let mut ordered: Vec<(usize, &Policy)> = Vec::with_capacity(policies.len());
     let mut group = 0;
     for (i, p) in policies.iter().enumerate() {
@@ -109,14 +123,21 @@ fn policy_field(policies: &[Policy]) -> Option<HeaderValue> {
         }
         ordered.push((group, p));
     }
-    ordered.sort_by_key(|&(g, p)| (g, p.rule.window_ms()));
+    ordered.sort_by_key(|&(g, p)| (g, p.rule.window_order()));
     let mut out = String::new();
     for (i, (_, p)) in ordered.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
         sf_display(&mut out, p);
-        let _ = write!(out, ";q={};w={}", sf_int(p.rule.count()), sf_int(secs_ceil(p.rule.window())));
+        let window = match p.rule.months() {
+            Some(months) => {
+                let (_, start, end) = month_window(u64::from(months), now);
+                Duration::from_micros(end - start)
+            }
+            None => p.rule.window(),
+        };
+        let _ = write!(out, ";q={};w={}", sf_int(p.rule.count()), sf_int(secs_ceil(window)));
     }
     if out.is_empty() {
         return None;
@@ -302,5 +323,18 @@ mod tests {
             sf_display(&mut out, name);
             assert_eq!(out, format!("x{field}"), "{name:?}");
         }
+    }
+
+    #[test]
+    fn a_calendar_policy_has_its_months_length() {
+        use crate::model::limit_type::LimitType;
+        use crate::model::rule::Rule;
+        let rules = [Rule::calendar_months(1, 3).unwrap(), Rule::new(Duration::from_secs(10), 1).unwrap()];
+        let policies: Vec<Policy> = rules.iter().map(|&rule| Policy { limit_type: LimitType::User, rule }).collect();
+        // 2028-02-10 and 2027-02-10, 00:00 UTC.
+        let (leap, plain) = (1_833_753_600_000_000, 1_802_217_600_000_000);
+        let field = |now| policy_field(&policies, now).unwrap();
+        assert_eq!(field(leap), r#""user-10s";q=1;w=10, "user-1mo";q=3;w=2505600"#);
+        assert_eq!(field(plain), r#""user-10s";q=1;w=10, "user-1mo";q=3;w=2419200"#);
     }
 }

@@ -40,7 +40,8 @@ pub(crate) struct CompiledLimit {
     pub(crate) sync_us: u64,
     /// The arguments every limit gives the general script first: block µs, concurrency, lease µs.
     pub(crate) block_slot_args: [Vec<u8>; 3],
-    /// The script's arguments for this limit: algorithm, rule count, (window µs, count)*.
+    /// The script's arguments for this limit: algorithm, rule count, (window µs, count)*, a
+    /// window in calendar months written as minus its months.
     pub(crate) script_args: Vec<Vec<u8>>,
     /// Distinguishes this limit's logs in the in-memory store without building a Redis key
     /// (a copy of `_memory_registration`'s id, read on every call without a pointer chase).
@@ -198,9 +199,12 @@ impl CompiledLimit {
         if rules.is_empty() {
             return Err(BuildError::NoRules);
         }
-        rules.sort_by(|a, b| b.window_ms().cmp(&a.window_ms()).then(a.count().cmp(&b.count())));
-        if let Some(pair) = rules.windows(2).find(|p| p[0].window_ms() == p[1].window_ms()) {
+        rules.sort_by(|a, b| b.window_order().cmp(&a.window_order()).then(a.count().cmp(&b.count())));
+        if let Some(pair) = rules.windows(2).find(|p| p[0].window_order() == p[1].window_order()) {
             return Err(BuildError::DuplicateWindow(pair[0].window()));
+        }
+        if spec.algorithm != Algorithm::FixedWindow && rules.iter().any(|r| r.months().is_some()) {
+            return Err(BuildError::CalendarNeedsFixedWindow(spec.algorithm));
         }
         if let Some(burst) = spec.burst {
             if !spec.algorithm.supports_burst() {
@@ -222,7 +226,13 @@ impl CompiledLimit {
             spec.burst.unwrap_or(0).to_string().into_bytes(),
         ];
         for rule in &rules {
-            script_args.push(rule.window_us().to_string().into_bytes());
+            // A calendar window goes as minus its months (no span is negative): the script
+            // finds its bounds from the time it decides at.
+            let window = match rule.months() {
+                Some(months) => format!("-{months}"),
+                None => rule.window_us().to_string(),
+            };
+            script_args.push(window.into_bytes());
             script_args.push(rule.count().to_string().into_bytes());
         }
         let sync_us = match spec.sync {

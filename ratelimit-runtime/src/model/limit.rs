@@ -53,12 +53,18 @@ pub struct Limit {
 
 impl Limit {
     /// A limit counting per `limit_type` by these rules (all of them must pass), with the
-    /// default algorithm ([`Algorithm::SlidingWindow`]) and key prefix.
+    /// default algorithm ([`Algorithm::SlidingWindow`], or [`Algorithm::FixedWindow`] when a
+    /// rule is in calendar months: such rules count in fixed windows) and key prefix.
     pub fn new(limit_type: LimitType, rules: impl IntoIterator<Item = Rule>) -> Limit {
+        let rules: Vec<Rule> = rules.into_iter().collect();
+        let algorithm = match rules.iter().any(|r| r.months().is_some()) {
+            true => Algorithm::FixedWindow,
+            false => Algorithm::default(),
+        };
         Limit {
             limit_type,
-            rules: rules.into_iter().collect(),
-            algorithm: Algorithm::default(),
+            rules,
+            algorithm,
             prefix: DEFAULT_PREFIX.to_owned(),
             burst: None,
             mode: Mode::Enforce,
@@ -96,7 +102,8 @@ impl Limit {
         Limit { concurrency: Some(max_in_flight), ..Limit::new(limit_type, []) }
     }
 
-    /// Counts by this algorithm (default [`Algorithm::SlidingWindow`]).
+    /// Counts by this algorithm (default [`Algorithm::SlidingWindow`]; rules in calendar months
+    /// count only by [`Algorithm::FixedWindow`]).
     pub fn algorithm(mut self, algorithm: Algorithm) -> Limit {
         self.algorithm = algorithm;
         self

@@ -4,9 +4,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// A source of time in microseconds. Only differences matter, and they must never go backwards.
+/// A source of time in microseconds since the Unix epoch (fixed windows start at multiples of
+/// their length since it, windows of calendar months at month starts in UTC). It must never go
+/// backwards.
 pub trait Clock: Send + Sync + 'static {
-    /// Now, in microseconds since some fixed origin.
+    /// Now, in microseconds since the Unix epoch.
     fn now_us(&self) -> u64;
 }
 

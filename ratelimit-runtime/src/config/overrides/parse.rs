@@ -157,7 +157,7 @@ impl Overrides {
                     let mut rules: Vec<Rule> = Vec::new();
                     for text in list.get_ref() {
                         let rule = parse_rule(text.get_ref()).map_err(|m| loc.spanned(text, m))?;
-                        if rules.iter().any(|r| r.window_ms() == rule.window_ms()) {
+                        if rules.iter().any(|r| r.window_order() == rule.window_order()) {
                             return Err(loc.spanned(
                                 text,
                                 format!("two rules with the window {}: keep one", rule.window_label()),
@@ -219,14 +219,17 @@ fn parse_type(s: &Spanned<String>) -> Result<LimitType, String> {
 
 /// `"2m"`: the length of `option` (a block, a sync interval), written as a rule's window.
 fn parse_duration(option: &str, text: &str) -> Result<Duration, String> {
-    parse_rule(&format!("1/{text}")).map(|rule| rule.window()).map_err(|_| {
+    // A calendar month is no duration: a block or an interval needs a fixed length.
+    let rule = parse_rule(&format!("1/{text}")).ok().filter(|rule| rule.months().is_none());
+    rule.map(|rule| rule.window()).ok_or_else(|| {
         format!("{option} {text:?}: expected a duration from 1ms to 366d such as \"2m\" (units ms, s, m, h, d)")
     })
 }
 
-/// `"5/10s"`: a count, `/`, a window with its unit (ms, s, m, h, d).
+/// `"5/10s"`: a count, `/`, a window with its unit (ms, s, m, h, d; mo: calendar months).
 fn parse_rule(text: &str) -> Result<Rule, String> {
-    let expected = "expected count/window such as \"5/10s\" or \"100/1m\" (units ms, s, m, h, d)";
+    let expected =
+        "expected count/window such as \"5/10s\" or \"100/1m\" (units ms, s, m, h, d; mo for calendar months)";
     let Some((count, window)) = text.split_once('/') else {
         return Err(format!("rule {text:?}: {expected}"));
     };
@@ -242,6 +245,10 @@ fn parse_rule(text: &str) -> Result<Rule, String> {
         return Err(format!("rule {text:?}: the window {window:?} needs a number before its unit; {expected}"));
     }
     let amount: u64 = amount.replace('_', "").parse().map_err(|_| format!("rule {text:?}: the window is too long"))?;
+    if unit == "mo" {
+        let months = u32::try_from(amount).unwrap_or(u32::MAX);
+        return Rule::calendar_months(months, count).map_err(|e| format!("rule {text:?}: {e}"));
+    }
     let unit_ms: u64 = match unit {
         "ms" => 1,
         "s" => 1000,

@@ -6,7 +6,7 @@
 use super::inline::Values;
 use super::log::Log;
 use super::shard::{block_key, Cells, Guards, Shard, State};
-use crate::algorithm::{step, Algorithm, Rate};
+use crate::algorithm::{step, Algorithm};
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::{Decision, Why};
 use crate::store::Call;
@@ -245,7 +245,7 @@ pub(super) fn step_rule(
     let rule = limit.rules[r];
     let none = [None; 3];
     let v = stored.filter(|s| s.len() == k * limit.rules.len()).map_or(&none[..k], |s| &s[r * k..(r + 1) * k]);
-    step(limit.algorithm, Rate { w: rule.window_us(), count: rule.count(), cap: limit.capacity(r) }, now, cost, v, peek)
+    step(limit.algorithm, rule.rate(limit.capacity(r)), now, cost, v, peek)
 }
 
 fn each_step(

@@ -6,7 +6,7 @@
 
 use super::peek_reset::Targets;
 use super::{unique_member, Answer, Call, Internal, Operations, Pending, Release, Store};
-use crate::algorithm::{refund, Algorithm, Rate};
+use crate::algorithm::{refund, Algorithm};
 use crate::metrics::StoreMetrics;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
@@ -317,7 +317,7 @@ impl MemoryStore {
                         continue;
                     }
                     for (r, rule) in limit.rules.iter().enumerate() {
-                        let rate = Rate { w: rule.window_us(), count: rule.count(), cap: limit.capacity(r) };
+                        let rate = rule.rate(limit.capacity(r));
                         let values = &mut cells.values[r * k..(r + 1) * k];
                         if let Some(new) = refund(limit.algorithm, rate, now, release.at_us, call.cost, values) {
                             for (slot, v) in values.iter_mut().zip(new) {

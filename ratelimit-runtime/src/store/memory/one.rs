@@ -10,8 +10,8 @@ use super::inline::{Values, KEY_BYTES};
 use super::log::Log;
 use super::shard::{shard_of, Cells, Shard, State};
 use super::MemoryStore;
+use crate::algorithm::step;
 use crate::algorithm::Algorithm;
-use crate::algorithm::{step, Rate};
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
 use crate::rt::lock::lock;
@@ -188,7 +188,7 @@ fn one_rule(
         State::Cells(c) if c.expires_at > now && c.values.len() == k => &c.values[..],
         _ => &none[..k],
     };
-    let s = step(alg, Rate { w: rule.window_us(), count: rule.count(), cap: limit.capacity(0) }, now, cost, v, false);
+    let s = step(alg, rule.rate(limit.capacity(0)), now, cost, v, false);
     if !s.allowed {
         let wait = Duration::from_micros(s.wait);
         return Decision::refused(0, 0, wait, now, crate::model::decision::Why::Exceeded);

@@ -47,6 +47,59 @@ local function muldiv(a, b, m)
   local r2 = x % m
   return q * base + (x - r2) / m, r2
 end
+-- parts/calendar.lua
+-- Calendar months in UTC: the fixed windows of a rule counted in months (fixed_window.lua), by
+-- the conversions of algorithm/calendar.rs (a year counted from March, so that the leap day ends
+-- it; 400 years are 146 097 days). Times are µs since the Unix epoch, from 1970 on; every value
+-- is an integer below 2^53 (a time before the year 2255), so every quotient, taken as exact.lua
+-- says (`(a - a % b) / b`), is exact. Months are counted from 1970-01. The quotients are written
+-- out: a Lua function call costs more than the arithmetic it would hold.
+-- The first µs of month m.
+local function month_start(m)
+  local mon = m % 12
+  local y = 1970 + (m - mon) / 12
+  -- January and February belong to the March-based year before.
+  if mon < 2 then y = y - 1 end
+  local yoe = y % 400
+  local mp = (mon + 10) % 12
+  local doy = 153 * mp + 2
+  local doe = yoe * 365 + (yoe - yoe % 4) / 4 - (yoe - yoe % 100) / 100 + (doy - doy % 5) / 5
+  return ((y - yoe) / 400 * 146097 + doe - 719468) * 86400000000
+end
+-- The window of n months holding t: its index (windows of n months counted from 1970-01), its
+-- first µs and the first µs after it. A window of one month is found from the day alone.
+local function month_window(n, t)
+  local z = (t - t % 86400000000) / 86400000000 + 719468
+  local doe = z % 146097
+  local y = (z - doe) / 146097 * 400
+  local yoe = doe - (doe - doe % 1460) / 1460 + (doe - doe % 36524) / 36524 - (doe - doe % 146096) / 146096
+  yoe = (yoe - yoe % 365) / 365
+  y = y + yoe
+  local doy = doe - (365 * yoe + (yoe - yoe % 4) / 4 - (yoe - yoe % 100) / 100)
+  local mp = 5 * doy + 2
+  mp = (mp - mp % 153) / 153
+  local m
+  if mp < 10 then m = (y - 1970) * 12 + mp + 2 else m = (y - 1969) * 12 + mp - 10 end
+  if n == 1 then
+    -- The month's first day, and its length: from one month start to the next in the
+    -- March-based year, but February's (the year's last month) by the leap rule.
+    local before = 153 * mp + 2
+    before = (before - before % 5) / 5
+    local first = z - 719468 - (doy - before)
+    local length
+    if mp == 11 then
+      local cy = y + 1
+      length = 28
+      if cy % 4 == 0 and (cy % 100 ~= 0 or cy % 400 == 0) then length = 29 end
+    else
+      length = 153 * mp + 155
+      length = (length - length % 5) / 5 - before
+    end
+    return m, first * 86400000000, (first + length) * 86400000000
+  end
+  m = m - m % n
+  return m / n, month_start(m), month_start(m + n)
+end
 -- The server's clock, once read (server_time.lua), as a number alone (no state here is scored
 -- by time as text).
 local server_now, server_text, time_text = false, false, false
@@ -130,9 +183,12 @@ while pos <= last do
       v = redis.call('HMGET', key, unpack(fields))
     end
     -- The expiry lies on a grid of 1/64 of the longest window (ms): a busy key refreshes it about
-    -- 64 times per window, not on every call. `was`: when the stored state stops mattering (false
-    -- if a rule has none); `newest`: when the new state does.
-    local grid = ARGV[pos] / 64000
+    -- 64 times per window, not on every call (a window of calendar months, -months: 31 days a
+    -- month). `was`: when the stored state stops mattering (false if a rule has none); `newest`:
+    -- when the new state does.
+    local grid = ARGV[pos] + 0
+    if grid < 0 then grid = -grid * 2678400000000 end
+    grid = grid / 64000
     grid = grid - grid % 1
     if grid < 1 then grid = 1 end
     local set, was, newest = nil, 0, now
@@ -291,26 +347,37 @@ while pos <= last do
         end
       else
         -- parts/fixed_window.lua
-        -- One FixedWindow rule: windows start at multiples of w since the epoch; a call passes iff the
-        -- window's count + cost <= count. State: the index of the window counted and its count,
-        -- struct.pack('<dd', i, c). Reads: w, count, now, at (release: when the call was admitted),
-        -- cost, release, peek, and the stored state s (a 16-byte string, or false). Sets: left
-        -- (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the reset),
-        -- till (when the new state stops mattering), held (when the stored one did, or false), state
-        -- (the new one, packed; false: nothing to write).
-        local e = now % w
-        local idx = (now - e) / w
+        -- One FixedWindow rule: windows start at multiples of w since the epoch, or, for w < 0, are -w
+        -- calendar months (calendar.lua); a call passes iff the window's count + cost <= count. State:
+        -- the index of the window counted and its count, struct.pack('<dd', i, c). Reads: w, count,
+        -- now, at (release: when the call was admitted), cost, release, peek, and the stored state s (a
+        -- 16-byte string, or false). Sets: left (remaining after the call; < 0: refused), wait
+        -- (refused: the retry-after), rst (the reset), till (when the new state stops mattering), held
+        -- (when the stored one did, or false), state (the new one, packed; false: nothing to write).
+        local idx, start, stop
+        if w > 0 then
+          start = now - now % w
+          idx, stop = start / w, start + w
+        else
+          idx, start, stop = month_window(-w, now)
+        end
         local cur, same = 0, false
         held, state = false, false
         if s and #s == 16 then
           local i, c = struct.unpack('<dd', s)
-          held = (i + 1) * w
-          if i == idx then cur, same = c, true end
+          if i == idx then
+            cur, same, held = c, true, stop
+          elseif w > 0 then
+            held = (i + 1) * w
+          else
+            held = month_start((i + 1) * -w)
+          end
         end
         if release then
           -- The call's units count only in the window it was admitted in (at), while it lasts.
-          local ae = at % w
-          if same and (at - ae) / w == idx then
+          local ai
+          if w > 0 then ai = (at - at % w) / w else ai = month_window(-w, at) end
+          if same and ai == idx then
             cur = cur - cost
             if cur < 0 then cur = 0 end
             state = struct.pack('<dd', idx, cur)
@@ -318,12 +385,12 @@ while pos <= last do
         else
           left = count - cur - cost
           -- A cost over the count never fits (the caller refuses it before asking).
-          wait = w - e
-          if cost > count then wait = w end
+          wait = stop - now
+          if cost > count then wait = stop - start end
           -- The reset: the window's end (a peek of an empty window: 0).
-          rst = w - e
+          rst = stop - now
           if peek and cur == 0 then rst = 0 end
-          till = now - e + w
+          till = stop
           if left >= 0 and not peek then state = struct.pack('<dd', idx, cur + cost) end
         end
       end

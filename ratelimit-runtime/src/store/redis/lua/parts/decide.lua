@@ -67,6 +67,7 @@ end
 local statuses = {}
 local unpack = unpack
 --@exact
+--@calendar
 
 local pos = 6
 -- Per limit: true (a sliding window's log), its HSET arguments and new expiry, or its lease

@@ -18,6 +18,7 @@
 local KEYS, ARGV, redis, unpack, struct = KEYS, ARGV, redis, unpack, struct
 local release, peek, statuses = false, false, nil
 --@exact
+--@calendar
 -- The server's clock, once read (server_time.lua), as a number alone (no state here is scored
 -- by time as text).
 local server_now, server_text, time_text = false, false, false

@@ -1,23 +1,34 @@
--- One FixedWindow rule: windows start at multiples of w since the epoch; a call passes iff the
--- window's count + cost <= count. State: the index of the window counted and its count,
--- struct.pack('<dd', i, c). Reads: w, count, now, at (release: when the call was admitted),
--- cost, release, peek, and the stored state s (a 16-byte string, or false). Sets: left
--- (remaining after the call; < 0: refused), wait (refused: the retry-after), rst (the reset),
--- till (when the new state stops mattering), held (when the stored one did, or false), state
--- (the new one, packed; false: nothing to write).
-local e = now % w
-local idx = (now - e) / w
+-- One FixedWindow rule: windows start at multiples of w since the epoch, or, for w < 0, are -w
+-- calendar months (calendar.lua); a call passes iff the window's count + cost <= count. State:
+-- the index of the window counted and its count, struct.pack('<dd', i, c). Reads: w, count,
+-- now, at (release: when the call was admitted), cost, release, peek, and the stored state s (a
+-- 16-byte string, or false). Sets: left (remaining after the call; < 0: refused), wait
+-- (refused: the retry-after), rst (the reset), till (when the new state stops mattering), held
+-- (when the stored one did, or false), state (the new one, packed; false: nothing to write).
+local idx, start, stop
+if w > 0 then
+  start = now - now % w
+  idx, stop = start / w, start + w
+else
+  idx, start, stop = month_window(-w, now)
+end
 local cur, same = 0, false
 held, state = false, false
 if s and #s == 16 then
   local i, c = struct.unpack('<dd', s)
-  held = (i + 1) * w
-  if i == idx then cur, same = c, true end
+  if i == idx then
+    cur, same, held = c, true, stop
+  elseif w > 0 then
+    held = (i + 1) * w
+  else
+    held = month_start((i + 1) * -w)
+  end
 end
 if release then
   -- The call's units count only in the window it was admitted in (at), while it lasts.
-  local ae = at % w
-  if same and (at - ae) / w == idx then
+  local ai
+  if w > 0 then ai = (at - at % w) / w else ai = month_window(-w, at) end
+  if same and ai == idx then
     cur = cur - cost
     if cur < 0 then cur = 0 end
     state = struct.pack('<dd', idx, cur)
@@ -25,11 +36,11 @@ if release then
 else
   left = count - cur - cost
   -- A cost over the count never fits (the caller refuses it before asking).
-  wait = w - e
-  if cost > count then wait = w end
+  wait = stop - now
+  if cost > count then wait = stop - start end
   -- The reset: the window's end (a peek of an empty window: 0).
-  rst = w - e
+  rst = stop - now
   if peek and cur == 0 then rst = 0 end
-  till = now - e + w
+  till = stop
   if left >= 0 and not peek then state = struct.pack('<dd', idx, cur + cost) end
 end

@@ -30,9 +30,12 @@ else
   v = redis.call('HMGET', key, unpack(fields))
 end
 -- The expiry lies on a grid of 1/64 of the longest window (ms): a busy key refreshes it about
--- 64 times per window, not on every call. `was`: when the stored state stops mattering (false
--- if a rule has none); `newest`: when the new state does.
-local grid = ARGV[pos] / 64000
+-- 64 times per window, not on every call (a window of calendar months, -months: 31 days a
+-- month). `was`: when the stored state stops mattering (false if a rule has none); `newest`:
+-- when the new state does.
+local grid = ARGV[pos] + 0
+if grid < 0 then grid = -grid * 2678400000000 end
+grid = grid / 64000
 grid = grid - grid % 1
 if grid < 1 then grid = 1 end
 local set, was, newest = nil, 0, now
