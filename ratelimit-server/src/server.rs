@@ -93,7 +93,14 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
             return 1;
         }
     };
-    let config = match crate::config::load(&args.config) {
+    let options = match crate::config::Options::from_env() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("ratelimit-server: {e}");
+            return 1;
+        }
+    };
+    let config = match crate::config::load(&args.config, &options) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ratelimit-server: configuration refused: {e}");
@@ -111,10 +118,15 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
             return 1;
         }
     };
-    runtime.block_on(serve(args, config, metrics))
+    runtime.block_on(serve(args, options, config, metrics))
 }
 
-async fn serve(args: Args, config: crate::config::Config, metrics: PrometheusHandle) -> u8 {
+async fn serve(
+    args: Args,
+    options: crate::config::Options,
+    config: crate::config::Config,
+    metrics: PrometheusHandle,
+) -> u8 {
     let (domains, limits) = (config.domains.len(), config.limits);
     let state = Arc::new(State { loaded: ArcSwap::from_pointee(Loaded::new(config)), headers: args.headers });
     let grpc = match tokio::net::TcpListener::bind(args.listen).await {
@@ -133,7 +145,7 @@ async fn serve(args: Args, config: crate::config::Config, metrics: PrometheusHan
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let signal = shutdown_signal();
-    crate::watch::spawn(args.config.clone(), state.clone());
+    crate::watch::spawn(args.config.clone(), options, state.clone());
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<RateLimitService>().await;
     println!(

@@ -13,7 +13,7 @@ use std::time::Duration;
 pub const EVERY: Duration = Duration::from_secs(1);
 
 /// Watches `path` until the runtime ends.
-pub fn spawn(path: PathBuf, state: Arc<State>) {
+pub fn spawn(path: PathBuf, options: config::Options, state: Arc<State>) {
     tokio::spawn(async move {
         let mut seen = fingerprint(&path);
         let mut tick = tokio::time::interval(EVERY);
@@ -27,7 +27,7 @@ pub fn spawn(path: PathBuf, state: Arc<State>) {
             }
             seen = now;
             let p = path.clone();
-            let Ok(result) = tokio::task::spawn_blocking(move || config::load(&p)).await else { continue };
+            let Ok(result) = tokio::task::spawn_blocking(move || config::load(&p, &options)).await else { continue };
             match result {
                 Ok(config) => {
                     let (domains, limits) = (config.domains.len(), config.limits);

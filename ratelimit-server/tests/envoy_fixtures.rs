@@ -3,8 +3,13 @@
 //! its tests expect to be refused are refused, with the file, a line where the YAML reader knows
 //! it, and the reference's reason.
 
-use ratelimit_server::config::{load, ConfigError};
+use ratelimit_server::config::{ConfigError, Options};
 use std::path::{Path, PathBuf};
+
+/// Read as the reference reads it by default.
+fn load(path: &Path) -> Result<ratelimit_server::config::Config, ConfigError> {
+    ratelimit_server::config::load(path, &Options::default())
+}
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envoy")
@@ -87,6 +92,19 @@ fn a_domain_given_twice_in_a_directory_is_refused_as_the_reference_does() {
     let e = load(&dir_of(&["basic_config.yaml", "duplicate_domain.yaml"])).unwrap_err();
     assert!(e.reason.contains("duplicate domain 'test-domain'") && e.file.ends_with("duplicate_domain.yaml"), "{e}");
     // The reference merges these two only with MERGE_DOMAIN_CONFIG set; by default it refuses.
-    let e = load(&dir_of(&["merge_domain_key1.yaml", "merge_domain_key2.yaml"])).unwrap_err();
+    let merged = dir_of(&["merge_domain_key1.yaml", "merge_domain_key2.yaml"]);
+    let e = load(&merged).unwrap_err();
     assert!(e.reason.contains("duplicate domain"), "{e}");
+    let merge = Options { merge_domains: true, ..Options::default() };
+    let config = ratelimit_server::config::load(&merged, &merge).expect("merged");
+    assert_eq!((config.domains.len(), config.limits), (1, 2));
+    // Merging still refuses a descriptor given twice (the reference's TestDuplicateKeyDomainMerge).
+    let twice = std::env::temp_dir().join(format!("rls-fixtures-{}-merge-twice", std::process::id()));
+    let _ = std::fs::remove_dir_all(&twice);
+    std::fs::create_dir_all(&twice).expect("temp dir");
+    for copy in ["a.yaml", "b.yaml"] {
+        std::fs::copy(fixtures().join("test/config/merge_domain_key1.yaml"), twice.join(copy)).expect("copy");
+    }
+    let e = ratelimit_server::config::load(&twice, &merge).unwrap_err();
+    assert!(e.reason.contains("duplicate descriptor composite key 'test-domain.key1_value1'"), "{e}");
 }

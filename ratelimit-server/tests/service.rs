@@ -278,3 +278,19 @@ async fn a_store_that_fails_gets_the_failure_policy() {
     let e = proto::should_rate_limit(closed.channel().await, request).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
 }
+
+#[tokio::test]
+async fn the_reference_variables_shadow_mode_and_merged_domains() {
+    let redis = RedisServer::start();
+    // SHADOW_MODE: every limit decided and counted, none refusing.
+    let dir = config_dir("global-shadow", &[("edge.yaml", CONFIG)]);
+    let server = Rls::start(&dir, &[("REDIS_URL", &redis.url()), ("SHADOW_MODE", "true")], &[]);
+    assert_eq!(admitted(&server.channel().await, &[&[("narrow", "s")]], 0).await, 20);
+    // MERGE_DOMAIN_CONFIG: two files of one domain add up.
+    let second = "domain: edge\ndescriptors:\n  - key: extra\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n";
+    let dir = config_dir("merged", &[("edge.yaml", CONFIG), ("extra.yaml", second)]);
+    let merged = Rls::start(&dir, &[("REDIS_URL", &redis.url()), ("MERGE_DOMAIN_CONFIG", "true")], &[]);
+    let ch = merged.channel().await;
+    assert_eq!(admitted(&ch, &[&[("extra", "e")]], 0).await, 1);
+    assert_eq!(admitted(&ch, &[&[("narrow", "e")]], 0).await, 2);
+}

@@ -3,7 +3,7 @@
 //! [`Config`]. And the [`Fingerprint`] the watcher compares to notice a change.
 
 use super::yaml::{self, Descriptor};
-use super::{Config, ConfigError, LimitSpec, Node};
+use super::{Config, ConfigError, LimitSpec, Node, Options};
 use crate::proto::Unit;
 use ratelimit::Rule;
 use std::path::{Path, PathBuf};
@@ -50,7 +50,7 @@ pub fn fingerprint(path: &Path) -> Fingerprint {
 }
 
 /// Reads and compiles every file of `path`; the first refused file refuses the whole.
-pub fn load(path: &Path) -> Result<Config, ConfigError> {
+pub fn load(path: &Path, options: &Options) -> Result<Config, ConfigError> {
     let mut config = Config::default();
     let mut next_id = 0;
     let mut store: Option<ratelimit::store::StoreHandle> = None;
@@ -81,13 +81,22 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         if parsed.domain.is_empty() {
             return Err(refuse("config file cannot have empty domain".into()));
         }
-        if config.domains.contains_key(&parsed.domain) {
-            return Err(refuse(format!("duplicate domain '{}' in config file", parsed.domain)));
-        }
-        let mut root = Node::default();
+        // A domain given again adds its descriptors to the first file's, when merging is on.
+        let mut root = match config.domains.remove(&parsed.domain) {
+            Some(_) if !options.merge_domains => {
+                return Err(refuse(format!("duplicate domain '{}' in config file", parsed.domain)))
+            }
+            Some(root) => root,
+            None => Node::default(),
+        };
         let store = store.get_or_insert_with(|| Arc::new(ratelimit::store::MemoryStore::new()));
-        let mut build =
-            Build { domain: &parsed.domain, store: store.clone(), next_id: &mut next_id, limits: &mut config.limits };
+        let mut build = Build {
+            domain: &parsed.domain,
+            store: store.clone(),
+            next_id: &mut next_id,
+            limits: &mut config.limits,
+            shadow: options.shadow,
+        };
         build.level(&mut root, &parsed.domain, parsed.descriptors.unwrap_or_default()).map_err(refuse)?;
         config.domains.insert(parsed.domain, root);
     }
@@ -100,6 +109,8 @@ struct Build<'a> {
     store: ratelimit::store::StoreHandle,
     next_id: &'a mut usize,
     limits: &'a mut usize,
+    /// Every limit in shadow mode.
+    shadow: bool,
 }
 
 impl Build<'_> {
@@ -160,7 +171,7 @@ impl Build<'_> {
             refuse_all,
             algorithm: d.algorithm,
             burst: d.burst,
-            shadow: d.shadow_mode,
+            shadow: d.shadow_mode || self.shadow,
             name: rl.name.clone(),
             replaces: rl.replaces.clone(),
             detailed_metric: d.detailed_metric,

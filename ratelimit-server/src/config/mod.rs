@@ -40,6 +40,31 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// What the reference service's variables change in reading the configuration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `MERGE_DOMAIN_CONFIG`: files naming the same domain add up (a descriptor given twice is
+    /// still refused), instead of the second being refused.
+    pub merge_domains: bool,
+    /// `SHADOW_MODE`: every limit in shadow mode (decided and counted, never refused).
+    pub shadow: bool,
+}
+
+impl Options {
+    /// From `MERGE_DOMAIN_CONFIG` and `SHADOW_MODE`, read as the reference reads booleans
+    /// (`true`, `1`, `t`, … / `false`, `0`, `f`, …; unset or blank: false).
+    pub fn from_env() -> Result<Options, String> {
+        let flag = |name: &str| -> Result<bool, String> {
+            match std::env::var(name).unwrap_or_default().trim() {
+                "" | "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+                "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+                other => Err(format!("{name}={other:?}: expected true or false")),
+            }
+        };
+        Ok(Options { merge_domains: flag("MERGE_DOMAIN_CONFIG")?, shadow: flag("SHADOW_MODE")? })
+    }
+}
+
 /// The limit of one configured descriptor, ready to decide with.
 #[derive(Debug)]
 pub struct LimitSpec {
