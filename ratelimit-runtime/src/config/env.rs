@@ -79,12 +79,23 @@ pub(crate) fn from(var: Var<'_>) -> Result<Config, ConfigError> {
     if let Some(path) = var("RATELIMIT_CONFIG") {
         config.overrides_file = Some(PathBuf::from(path));
     }
+    if let Some(on) = runtime_overrides(var)? {
+        config.runtime_overrides = on;
+    }
     let (cache, size) = refusal_cache(var)?;
     config.refusal_cache = cache;
     if let Some(size) = size {
         config.refusal_cache_size = size;
     }
     Ok(config)
+}
+
+/// The switch of runtime overrides (see `Config::runtime_overrides`).
+pub(crate) const RUNTIME_OVERRIDES: &str = "RATELIMIT_RUNTIME_OVERRIDES";
+
+/// `RATELIMIT_RUNTIME_OVERRIDES`, unset: `None`.
+pub(crate) fn runtime_overrides(var: Var<'_>) -> Result<Option<bool>, ConfigError> {
+    var(RUNTIME_OVERRIDES).map(|on| parsed(RUNTIME_OVERRIDES, &on, switch)).transpose()
 }
 
 /// `RATELIMIT_REFUSAL_CACHE` and `RATELIMIT_REFUSAL_CACHE_SIZE` (or their former names).

@@ -116,6 +116,8 @@ pub struct Config {
     /// The local refusal cache: `None` follows the store (on for remote stores).
     refusal_cache: Option<bool>,
     refusal_cache_size: usize,
+    /// Whether limiters decide with runtime overrides (`RATELIMIT_RUNTIME_OVERRIDES`).
+    runtime_overrides: bool,
     /// Tiers given in code, by limiter name ([`Config::tier`]).
     tiers: Vec<LimitOverride>,
     /// The environment variable that named the store, so that its errors can say which.
@@ -133,6 +135,7 @@ impl Config {
             tls: TlsConfig::default(),
             refusal_cache: None,
             refusal_cache_size: DEFAULT_REFUSAL_CACHE_SIZE,
+            runtime_overrides: false,
             tiers: Vec::new(),
             store_var: None,
         }
@@ -293,6 +296,16 @@ impl Config {
     /// overrides it. `RATELIMIT_REFUSAL_CACHE=on|off`.
     pub fn refusal_cache(mut self, on: bool) -> Config {
         self.refusal_cache = Some(on);
+        self
+    }
+
+    /// Makes every limiter without a setting of its own
+    /// ([`LimiterBuilder::runtime_overrides`](crate::LimiterBuilder::runtime_overrides)) decide
+    /// each call with its subjects' runtime overrides
+    /// ([`Limiter::set_override`](crate::Limiter::set_override)); off by default (environment:
+    /// `RATELIMIT_RUNTIME_OVERRIDES=on`). Every process sharing the store should say the same.
+    pub fn runtime_overrides(mut self, on: bool) -> Config {
+        self.runtime_overrides = on;
         self
     }
 

@@ -18,6 +18,9 @@ use redis::Cmd;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ScriptOp {
     Decide,
+    /// Decide once the runtime overrides are checked: the caller appends two arguments per
+    /// limit (see [`append_checks`]).
+    Checked,
     /// Gives back what a decision with the same member admitted at this time (µs; 0: now).
     Release(u64),
     /// Read every rule at cost 0 and write nothing (`Limiter::peek`).
@@ -53,6 +56,7 @@ pub(crate) fn general_command(
     cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(&member[..]);
     match mode {
         ScriptOp::Decide => cmd.arg("d").arg(shadow),
+        ScriptOp::Checked => cmd.arg("o").arg(shadow),
         ScriptOp::Release(at) => cmd.arg("r").arg(at),
         ScriptOp::Peek => cmd.arg("p").arg(0),
     };
@@ -63,6 +67,21 @@ pub(crate) fn general_command(
         }
     }
     (cmd, &GENERAL)
+}
+
+/// Appends to a [`ScriptOp::Checked`] command the override checks of its limits `indices`: each
+/// one's override key ('' for none to check) and the text it is decided with ('' for none).
+pub(crate) fn append_checks(
+    cmd: &mut Cmd,
+    checks: &[crate::store::OverrideCheck],
+    indices: impl Iterator<Item = usize>,
+) {
+    for i in indices {
+        match checks.get(i) {
+            Some(check) => cmd.arg(&check.key[..]).arg(check.expected.as_deref().unwrap_or(&[])),
+            None => cmd.arg("").arg(""),
+        };
+    }
 }
 
 /// The `EVALSHA` that gives back what `release` names, for its limits `indices` (all of
