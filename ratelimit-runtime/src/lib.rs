@@ -68,7 +68,7 @@ pub mod request {
 pub use algorithm::Algorithm;
 pub use config::{init, reload, Config, FailurePolicy};
 pub use limiter::permit::Permit;
-pub use limiter::registry::limiter;
+pub use limiter::registry::{limiter, limiters};
 pub use limiter::{Limiter, LimiterBuilder};
 pub use model::limit::Limit;
 pub use model::limit_type::LimitType;

@@ -13,7 +13,7 @@ use crate::model::limit_type::LimitType;
 use crate::model::rule::Rule;
 use crate::store::{MemoryStore, RedisStore, SentinelSpec, SentinelStore, StoreHandle, TlsConfig};
 pub use global::{describe_store, init, reload, unknown_limiters};
-pub use overrides::{LimitOverride, Overrides};
+pub use overrides::{parse_duration, parse_rule, LimitOverride, Overrides};
 pub use settings::{settings, Settings};
 use std::fmt;
 use std::path::PathBuf;

@@ -30,6 +30,8 @@ pub struct Settings {
     /// outage): their entries are then held until their window passes, with no bound on how
     /// many.
     pub counts_in_memory: bool,
+    /// Whether limiters without a setting of their own decide with runtime overrides.
+    pub runtime_overrides: bool,
 }
 
 /// The settings of the global configuration (building it from the environment if no call did).
@@ -43,6 +45,7 @@ pub fn settings() -> Settings {
         refusal_cache: cache_on.then_some(g.refusal_cache_size),
         overrides_file: g.overrides.path().map(PathBuf::from),
         counts_in_memory: !remote || g.on_error == FailurePolicy::Local,
+        runtime_overrides: g.runtime_overrides,
     }
 }
 
@@ -64,6 +67,9 @@ impl fmt::Display for Settings {
         }
         if self.counts_in_memory {
             f.write_str("; memory bound: none")?;
+        }
+        if self.runtime_overrides {
+            f.write_str("; runtime overrides: on")?;
         }
         Ok(())
     }

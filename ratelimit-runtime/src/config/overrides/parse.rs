@@ -218,14 +218,14 @@ fn parse_type(s: &Spanned<String>) -> Result<LimitType, String> {
 }
 
 /// `"2m"`: the length of `option` (a block, a sync interval), written as a rule's window.
-fn parse_duration(option: &str, text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(option: &str, text: &str) -> Result<Duration, String> {
     parse_rule(&format!("1/{text}")).map(|rule| rule.window()).map_err(|_| {
         format!("{option} {text:?}: expected a duration from 1ms to 366d such as \"2m\" (units ms, s, m, h, d)")
     })
 }
 
 /// `"5/10s"`: a count, `/`, a window with its unit (ms, s, m, h, d).
-fn parse_rule(text: &str) -> Result<Rule, String> {
+pub(crate) fn parse_rule(text: &str) -> Result<Rule, String> {
     let expected = "expected count/window such as \"5/10s\" or \"100/1m\" (units ms, s, m, h, d)";
     let Some((count, window)) = text.split_once('/') else {
         return Err(format!("rule {text:?}: {expected}"));
