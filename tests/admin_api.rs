@@ -135,6 +135,10 @@ async fn an_override_set_on_one_server_binds_the_other_and_ends_on_time() {
     assert_eq!(cleared.status, 204, "{cleared:?}");
     assert!(a.wait_for("admin: override cleared by", Duration::from_secs(5)).contains("dave"));
     assert_eq!(searches(&b, "dave", 1).await, 1, "cleared: the code's 5");
+    // B counted its decisions under an override: alice 5, carol 3, dave 2 (no subject label).
+    let metrics = request(b.addr, loopback(4), "GET", "/metrics", &[]).await.body;
+    let line = format!(r#"ratelimit_override_decisions_total{{limiter="{name}"}} 10"#);
+    assert!(metrics.lines().any(|l| l == line), "{line:?} not in\n{metrics}");
 }
 
 #[tokio::test]

@@ -161,6 +161,18 @@ fn redis_overrides_bind_in_every_process() {
     // Cleared in the other one: the code's 2 again (1 used).
     a.clear_override(&carol).blocking().unwrap();
     assert_eq!(admitted(&b, &carol, 2), 1);
+    // No extra round trip per decision: one script run each, and one more only when this
+    // process meets an override that changed since it last saw the subject.
+    let erin = user("erin");
+    server.reset_stats();
+    assert_eq!(admitted(&b, &erin, 1), 1);
+    assert_eq!(server.evalsha_runs(), 1);
+    a.set_override(&erin, [rule(60_000, 9)]).blocking().unwrap();
+    server.reset_stats();
+    assert_eq!(admitted(&b, &erin, 2), 2);
+    assert_eq!(server.evalsha_runs(), 3, "one more for the change, then one each");
+    assert_eq!(admitted(&a, &erin, 1), 1);
+    assert_eq!(server.evalsha_runs(), 4, "the process that set it knew it");
     // What Redis holds: the override key in the subject's hash tag, with its TTL.
     let dave = user("dave");
     a.set_override(&dave, [rule(10_000, 7)]).ttl(Duration::from_secs(30)).blocking().unwrap();
@@ -206,4 +218,27 @@ fn cluster_overrides_bind_in_every_process() {
     // limit counted only the admitted calls (4 users x 2, then 2 more each).
     let global = b.peek(&[user("erin"), Subject::global()]).blocking().unwrap();
     assert_eq!(global.iter().find(|s| s.limit == 1).map(|s| s.remaining), Some(1000 - 16));
+}
+
+/// Sentinel decides through the same Redis path: two stores on the primary it names.
+#[test]
+fn sentinel_overrides_bind_in_every_process() {
+    use ratelimit::store::{SentinelSpec, SentinelStore};
+    use support::sentinel::{SentinelSet, MASTER};
+    let set = SentinelSet::start();
+    let store = || -> StoreHandle {
+        Arc::new(SentinelStore::open(&SentinelSpec::new([set.sentinel_url()], MASTER), Duration::from_secs(2)).unwrap())
+    };
+    let (a, b) = (limiter("ro::sentinel", store()), limiter("ro::sentinel", store()));
+    let alice = user("alice");
+    // The first calls may meet the store still asking the sentinel for its primary.
+    support::poll_until(Duration::from_secs(20), Duration::from_millis(100), "the primary", || {
+        b.peek(&[alice.clone()]).blocking().ok()
+    });
+    assert_eq!(admitted(&b, &alice, 3), 2);
+    a.set_override(&alice, [rule(60_000, 4)]).ttl(Duration::from_secs(30)).blocking().unwrap();
+    assert_eq!(admitted(&b, &alice, 3), 2, "raised to 4 in the other process");
+    b.clear_override(&alice).blocking().unwrap();
+    assert_eq!(admitted(&a, &alice, 1), 0, "cleared: the code's 2, 4 used");
+    assert!(a.overrides().blocking().unwrap().is_empty());
 }
