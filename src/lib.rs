@@ -118,3 +118,8 @@ pub mod __private {
 #[cfg(doctest)]
 #[doc = include_str!("../docs/refunds.md")]
 pub struct RefundsDoc;
+
+/// The examples of docs/overrides.md, run as doctests (not part of the API).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/overrides.md")]
+pub struct OverridesDoc;
