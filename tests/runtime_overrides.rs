@@ -52,10 +52,10 @@ fn memory_overrides_bind_at_once_and_end_on_time() {
     assert_eq!(listed[0].rules, [rule(60_000, 5)]);
     // The TTL ends it to the millisecond: the code's 2 per minute is back (5 used: refused).
     clock.advance(Duration::from_millis(29_999));
-    let refused = b.check(&[alice.clone()]).blocking().unwrap_err();
+    let refused = b.check(std::slice::from_ref(&alice)).blocking().unwrap_err();
     assert_eq!(refused.policy().map(|p| p.rule.count()), Some(5), "still under the override");
     clock.advance(Duration::from_millis(1));
-    let refused = b.check(&[alice.clone()]).blocking().unwrap_err();
+    let refused = b.check(std::slice::from_ref(&alice)).blocking().unwrap_err();
     assert_eq!(refused.policy().map(|p| p.rule.count()), Some(2), "the override ended");
     assert!(a.overrides().blocking().unwrap().is_empty());
     // Lowered: a subject already over it is refused at once.
@@ -142,14 +142,14 @@ fn redis_overrides_bind_in_every_process() {
     assert_eq!(admitted(&b, &alice, 5), 3, "raised: admitted at once in the other process");
     assert_eq!(admitted(&b, &bob, 3), 2, "other users keep the code's rule");
     assert_eq!(a.overrides().blocking().unwrap().len(), 1);
-    let refused = b.check(&[alice.clone()]).blocking().unwrap_err();
+    let refused = b.check(std::slice::from_ref(&alice)).blocking().unwrap_err();
     assert_eq!(refused.policy().map(|p| p.rule.count()), Some(5));
     // The TTL ends it: Redis drops the key, both processes learn it on their next call.
     while set_at.elapsed() < Duration::from_millis(1600) {
         std::thread::sleep(Duration::from_millis(50));
     }
     for l in [&a, &b] {
-        let refused = l.check(&[alice.clone()]).blocking().unwrap_err();
+        let refused = l.check(std::slice::from_ref(&alice)).blocking().unwrap_err();
         assert_eq!(refused.policy().map(|p| p.rule.count()), Some(2), "the override ended");
     }
     assert!(a.overrides().blocking().unwrap().is_empty(), "the index drops ended entries");
@@ -233,7 +233,7 @@ fn sentinel_overrides_bind_in_every_process() {
     let alice = user("alice");
     // The first calls may meet the store still asking the sentinel for its primary.
     support::poll_until(Duration::from_secs(20), Duration::from_millis(100), "the primary", || {
-        b.peek(&[alice.clone()]).blocking().ok()
+        b.peek(std::slice::from_ref(&alice)).blocking().ok()
     });
     assert_eq!(admitted(&b, &alice, 3), 2);
     a.set_override(&alice, [rule(60_000, 4)]).ttl(Duration::from_secs(30)).blocking().unwrap();

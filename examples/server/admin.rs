@@ -58,12 +58,19 @@ fn same_token(token: &[u8], given: &[u8]) -> bool {
 }
 
 /// 401 unless the request carries `Authorization: Bearer <token>`.
-fn authorize(token: &[u8], headers: &HeaderMap) -> Result<(), Response> {
+fn authorize(token: &[u8], headers: &HeaderMap) -> Result<(), Refused> {
     let given = headers.get(header::AUTHORIZATION).and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
     match given {
         Some(given) if same_token(token, given) => Ok(()),
         _ => Err(error(StatusCode::UNAUTHORIZED, "send Authorization: Bearer <RATELIMIT_ADMIN_TOKEN>".to_owned())),
     }
+}
+
+/// A request the admin API refuses: its status and a message for the operator, as JSON
+/// `{"error": reason, "message": …}`.
+pub struct Refused {
+    status: StatusCode,
+    message: String,
 }
 
 #[derive(serde::Serialize)]
@@ -72,8 +79,15 @@ struct ErrorJson {
     message: String,
 }
 
-fn error(status: StatusCode, message: String) -> Response {
-    (status, Json(ErrorJson { error: status.canonical_reason().unwrap_or("error"), message })).into_response()
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        let error = self.status.canonical_reason().unwrap_or("error");
+        (self.status, Json(ErrorJson { error, message: self.message })).into_response()
+    }
+}
+
+fn error(status: StatusCode, message: String) -> Refused {
+    Refused { status, message }
 }
 
 /// What `PUT /admin/overrides` answers: the override as set.
@@ -91,7 +105,7 @@ struct SetJson {
 fn window_text(window: Duration) -> String {
     let ms = window.as_millis();
     for (unit, len) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)] {
-        if ms % len == 0 {
+        if ms.is_multiple_of(len) {
             return format!("{}{unit}", ms / len);
         }
     }
@@ -117,10 +131,8 @@ struct LimiterJson {
 }
 
 /// `GET /admin/limiters`.
-async fn limiters(State(token): Token, headers: HeaderMap) -> Response {
-    if let Err(refused) = authorize(&token, &headers) {
-        return refused;
-    }
+async fn limiters(State(token): Token, headers: HeaderMap) -> Result<Response, Refused> {
+    authorize(&token, &headers)?;
     let all: Vec<LimiterJson> = ratelimit::limiters()
         .iter()
         .map(|l| {
@@ -135,7 +147,7 @@ async fn limiters(State(token): Token, headers: HeaderMap) -> Response {
             LimiterJson { name: l.name().to_owned(), limits }
         })
         .collect();
-    Json(all).into_response()
+    Ok(Json(all).into_response())
 }
 
 /// `PUT /admin/overrides`'s body (and `DELETE`'s, without rules and TTL).
@@ -157,7 +169,7 @@ struct Named {
     subject: Subject<'static>,
 }
 
-fn named(body: &OverrideBody) -> Result<Named, Response> {
+fn named(body: &OverrideBody) -> Result<Named, Refused> {
     let limiter = ratelimit::limiter(&body.limiter).ok_or_else(|| {
         let message = format!(
             "unknown limiter {:?} (a limiter is known once this server decided one of its calls)",
@@ -193,15 +205,15 @@ fn named(body: &OverrideBody) -> Result<Named, Response> {
     Ok(Named { limiter, limit_type, subject })
 }
 
-fn bad(message: String) -> Response {
+fn bad(message: String) -> Refused {
     error(StatusCode::BAD_REQUEST, message)
 }
 
-fn body_of(bytes: &Bytes) -> Result<OverrideBody, Response> {
+fn body_of(bytes: &Bytes) -> Result<OverrideBody, Refused> {
     Json::<OverrideBody>::from_bytes(bytes).map(|Json(b)| b).map_err(|e| bad(e.body_text()))
 }
 
-fn store_failed(e: OverrideError) -> Response {
+fn store_failed(e: OverrideError) -> Refused {
     match e {
         OverrideError::Invalid(invalid) => bad(invalid.to_string()),
         other => error(StatusCode::SERVICE_UNAVAILABLE, other.to_string()),
@@ -214,58 +226,40 @@ async fn set(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Bytes,
-) -> Response {
-    if let Err(refused) = authorize(&token, &headers) {
-        return refused;
-    }
-    let body = match body_of(&body) {
-        Ok(b) => b,
-        Err(bad) => return bad,
-    };
-    let named = match named(&body) {
-        Ok(n) => n,
-        Err(refused) => return refused,
-    };
-    let Some(given) = body.rules.as_deref() else {
-        return bad("no rules: give e.g. \"rules\": [[\"10s\", 2]]".to_owned());
-    };
-    let rules = match given
+) -> Result<Response, Refused> {
+    authorize(&token, &headers)?;
+    let body = body_of(&body)?;
+    let named = named(&body)?;
+    let given = body.rules.as_deref().ok_or_else(|| bad("no rules: give e.g. \"rules\": [[\"10s\", 2]]".to_owned()))?;
+    let rules = given
         .iter()
         .map(|(window, count)| ratelimit::config::parse_rule(&format!("{count}/{window}")))
         .collect::<Result<Vec<Rule>, String>>()
-    {
-        Ok(rules) => rules,
-        Err(message) => return bad(message),
-    };
-    let ttl = match body.ttl.as_deref().map(|t| ratelimit::config::parse_duration("ttl", t)).transpose() {
-        Ok(ttl) => ttl,
-        Err(message) => return bad(message),
-    };
+        .map_err(bad)?;
+    let ttl = body.ttl.as_deref().map(|t| ratelimit::config::parse_duration("ttl", t)).transpose().map_err(bad)?;
     let mut request = named.limiter.set_override(&named.subject, rules.iter().copied()).limit_type(named.limit_type);
     if let Some(ttl) = ttl {
         request = request.ttl(ttl);
     }
-    if let Err(e) = request.await {
-        return store_failed(e);
-    }
-    let ttl_text = ttl.map_or_else(|| "none".to_owned(), window_text);
+    request.await.map_err(store_failed)?;
     // The subject and rules are the operator's own input; the token never appears.
     eprintln!(
-        "server: admin: override set by {}: limiter {:?}, {} {:?}, rules {:?}, ttl {ttl_text}",
+        "server: admin: override set by {}: limiter {:?}, {} {:?}, rules {:?}, ttl {}",
         peer.ip(),
         body.limiter,
         named.limit_type,
         body.subject,
         rules_json(&rules),
+        ttl.map_or_else(|| "none".to_owned(), window_text),
     );
-    Json(SetJson {
+    Ok(Json(SetJson {
         limiter: body.limiter,
         limit_type: named.limit_type.as_str(),
         subject: body.subject,
         rules: rules_json(&rules),
         ttl: ttl.map(window_text),
     })
-    .into_response()
+    .into_response())
 }
 
 /// `DELETE /admin/overrides`.
@@ -274,24 +268,14 @@ async fn clear(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Bytes,
-) -> Response {
-    if let Err(refused) = authorize(&token, &headers) {
-        return refused;
-    }
-    let body = match body_of(&body) {
-        Ok(b) => b,
-        Err(bad) => return bad,
-    };
+) -> Result<StatusCode, Refused> {
+    authorize(&token, &headers)?;
+    let body = body_of(&body)?;
     if body.rules.is_some() || body.ttl.is_some() {
-        return bad("DELETE takes only limiter, subject and type".to_owned());
+        return Err(bad("DELETE takes only limiter, subject and type".to_owned()));
     }
-    let named = match named(&body) {
-        Ok(n) => n,
-        Err(refused) => return refused,
-    };
-    if let Err(e) = named.limiter.clear_override(&named.subject).limit_type(named.limit_type).await {
-        return store_failed(e);
-    }
+    let named = named(&body)?;
+    named.limiter.clear_override(&named.subject).limit_type(named.limit_type).await.map_err(store_failed)?;
     eprintln!(
         "server: admin: override cleared by {}: limiter {:?}, {} {:?}",
         peer.ip(),
@@ -299,7 +283,7 @@ async fn clear(
         named.limit_type,
         body.subject
     );
-    StatusCode::NO_CONTENT.into_response()
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[derive(serde::Deserialize)]
@@ -318,36 +302,31 @@ struct OverrideJson {
 }
 
 /// `GET /admin/overrides?limiter=NAME`.
-async fn list(State(token): Token, headers: HeaderMap, Query(query): Query<ListQuery>) -> Response {
-    if let Err(refused) = authorize(&token, &headers) {
-        return refused;
-    }
-    let Some(name) = query.limiter else { return bad("give the limiter: ?limiter=NAME".to_owned()) };
-    let Some(limiter) = ratelimit::limiter(&name) else {
-        return error(StatusCode::NOT_FOUND, format!("unknown limiter {name:?}"));
-    };
-    match limiter.overrides().await {
-        Ok(all) => {
-            let now = SystemTime::now();
-            let all: Vec<OverrideJson> = all
-                .into_iter()
-                .map(|o| OverrideJson {
-                    limit_type: o.limit_type.as_str(),
-                    subject: String::from_utf8_lossy(&o.subject).into_owned(),
-                    rules: rules_json(&o.rules),
-                    ttl_ms: o
-                        .expires
-                        .map(|e| e.duration_since(now).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))),
-                })
-                .collect();
-            Json(all).into_response()
-        }
-        Err(e) => store_failed(e),
-    }
+async fn list(State(token): Token, headers: HeaderMap, Query(query): Query<ListQuery>) -> Result<Response, Refused> {
+    authorize(&token, &headers)?;
+    let name = query.limiter.ok_or_else(|| bad("give the limiter: ?limiter=NAME".to_owned()))?;
+    let limiter =
+        ratelimit::limiter(&name).ok_or_else(|| error(StatusCode::NOT_FOUND, format!("unknown limiter {name:?}")))?;
+    let now = SystemTime::now();
+    let all: Vec<OverrideJson> = limiter
+        .overrides()
+        .await
+        .map_err(store_failed)?
+        .into_iter()
+        .map(|o| OverrideJson {
+            limit_type: o.limit_type.as_str(),
+            subject: String::from_utf8_lossy(&o.subject).into_owned(),
+            rules: rules_json(&o.rules),
+            ttl_ms: o
+                .expires
+                .map(|e| e.duration_since(now).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))),
+        })
+        .collect();
+    Ok(Json(all).into_response())
 }
 
 /// Any other `/admin/` path: 401 without the token, else 404.
-async fn unknown(State(token): Token, headers: HeaderMap) -> Response {
+async fn unknown(State(token): Token, headers: HeaderMap) -> Refused {
     match authorize(&token, &headers) {
         Err(refused) => refused,
         Ok(()) => error(StatusCode::NOT_FOUND, "no such admin route".to_owned()),

@@ -17,7 +17,7 @@ use crate::model::overriding::{
 use crate::model::rule::Rule;
 use crate::model::subject::Subject;
 use crate::rt::io;
-use crate::store::{Answer, OverrideCheck, OverrideWrite, INTERNAL};
+use crate::store::{Answer, IndexEntries, OverrideCheck, OverrideWrite, INTERNAL};
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -224,21 +224,21 @@ impl IntoFuture for ListOverrides<'_> {
 
     fn into_future(self) -> OverrideFuture<Vec<Override>> {
         let index = self.limiter.override_limit(None).map(|l| l.override_index.clone());
-        let answer = index.map(|index| match self.limiter.store().list_overrides(&index, INTERNAL) {
-            Answer::Ready(r) => Answer::Ready(r.map(|e| (e.entries, e.now_ms))),
-            Answer::Remote(fut) => Answer::Remote(Box::pin(async move { fut.await.map(|e| (e.entries, e.now_ms)) })),
-        });
-        OverrideFuture::of(answer, |(entries, now_ms): (Vec<(Vec<u8>, Vec<u8>)>, u64)| {
-            Ok(entries.iter().filter_map(|(field, value)| read_index(field, value, now_ms)).collect())
+        let answer = index.map(|index| self.limiter.store().list_overrides(&index, INTERNAL));
+        OverrideFuture::of(answer, |index: IndexEntries| {
+            Ok(index.entries.iter().filter_map(|(field, value)| read_index(field, value, index.now_ms)).collect())
         })
     }
 }
+
+/// The store's answer to an override request, on its way.
+type Answering<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
 
 /// An override request being awaited: refused before any store call, or the store's answer.
 #[must_use = "futures do nothing unless awaited"]
 pub struct OverrideFuture<T> {
     invalid: Option<BuildError>,
-    answer: Option<Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>>,
+    answer: Option<Answering<T>>,
 }
 
 impl<T: Send + 'static> OverrideFuture<T> {
