@@ -115,11 +115,7 @@ impl<'l> Target<'l> {
             None => (None, 0),
         };
         let write = OverrideWrite { key: &key, index: &limit.override_index, field: &field, rules: encoded, ttl_ms };
-        let answer = self.limiter.store().write_override(&write);
-        let verb = if rules.is_some() { "set" } else { "cleared" };
-        // The subject is the operator's own input (as in any admin log); the rules are public.
-        tracing::info!(limiter = self.limiter.name(), limit_type = %limit.limit_type, ttl_ms, "ratelimit: runtime override {verb}");
-        Ok(answer)
+        Ok(self.limiter.store().write_override(&write))
     }
 }
 
