@@ -242,3 +242,54 @@ fn sentinel_overrides_bind_in_every_process() {
     assert_eq!(admitted(&a, &alice, 1), 0, "cleared: the code's 2, 4 used");
     assert!(a.overrides().blocking().unwrap().is_empty());
 }
+
+/// Precedence: the subject's override, then its tier, then the code. The override replaces the
+/// tier's rules for that subject, on the tier's counts.
+#[test]
+fn an_override_comes_before_the_tier() {
+    let store: StoreHandle = Arc::new(MemoryStore::new());
+    let l = Limiter::builder("ro::tiers")
+        .limit(Limit::new(LimitType::User, [rule(60_000, 2)]).tier("pro", [rule(60_000, 4)]))
+        .runtime_overrides(true)
+        .store(store)
+        .build()
+        .unwrap();
+    let (gina, hal) = (user("gina"), user("hal"));
+    let pro = |who: &Subject<'_>, n: usize| {
+        (0..n).filter(|_| l.check(std::slice::from_ref(who)).tier("pro").blocking().is_ok()).count()
+    };
+    assert_eq!(pro(&gina, 3), 3, "the tier's 4");
+    l.set_override(&gina, [rule(60_000, 5)]).blocking().unwrap();
+    assert_eq!(pro(&gina, 3), 2, "the override's 5, on the tier's counts");
+    assert_eq!(admitted(&l, &gina, 6), 5, "without a tier too: the override's 5 on the code's counts");
+    assert_eq!(pro(&hal, 5), 4, "another pro user keeps the tier's rules");
+}
+
+/// The window counters carry their counts over an override with the same window, on Redis and
+/// in memory. Buckets and GCRA keep their level: what was spent stays spent, a raised capacity
+/// refills at the override's rate (see docs/overrides.md).
+#[test]
+fn o1_algorithms_carry_counts_over() {
+    use ratelimit::Algorithm;
+    let server = RedisServer::start();
+    for store in [Arc::new(MemoryStore::new()) as StoreHandle, redis_store(&server)] {
+        let all = [Algorithm::FixedWindow, Algorithm::SlidingWindowCounter, Algorithm::TokenBucket, Algorithm::Gcra];
+        for algorithm in all {
+            let name = format!("ro::o1::{algorithm:?}::{}", store.describe());
+            let l = Limiter::builder(name.as_str())
+                .limit(Limit::new(LimitType::User, [rule(3_600_000, 2)]).algorithm(algorithm))
+                .runtime_overrides(true)
+                .store(store.clone())
+                .build()
+                .unwrap();
+            let ivy = user("ivy");
+            assert_eq!(admitted(&l, &ivy, 3), 2, "{name}");
+            l.set_override(&ivy, [rule(3_600_000, 4)]).blocking().unwrap();
+            let windowed = matches!(algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindowCounter);
+            let raised = if windowed { 2 } else { 0 };
+            assert_eq!(admitted(&l, &ivy, 3), raised, "{name}: raised to 4, 2 used");
+            l.set_override(&ivy, [rule(3_600_000, 1)]).blocking().unwrap();
+            assert_eq!(admitted(&l, &ivy, 1), 0, "{name}: lowered");
+        }
+    }
+}
