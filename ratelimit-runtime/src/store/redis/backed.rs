@@ -5,11 +5,11 @@
 
 use super::batch::{Batcher, Route};
 use super::commands::{
-    append_checks, del_command, general_command, peek_command, release_command, Decide, Del, LoadScripts, Peek, Run,
+    checked_command, del_command, general_command, peek_command, release_command, Decide, Del, LoadScripts, Peek, Run,
     ScriptOp,
 };
 use super::link::Link;
-use super::overrides::{DecideChecked, ListOverrides, WriteOverride};
+use super::overrides::{self, DecideChecked};
 use super::probe;
 use crate::error::StoreError;
 use crate::model::policy::RuleStatus;
@@ -139,32 +139,19 @@ impl<L: Link> Operations for RedisBacked<L> {
         self.breaker.decide(|| {
             // Never coalesced: the batch scripts know nothing of overrides.
             let member = unique_member();
-            let (mut cmd, script) = general_command(call, 0..call.limits.len(), &member, ScriptOp::Checked);
-            append_checks(&mut cmd, checks, 0..call.limits.len());
-            let request = DecideChecked { command: (cmd, script), member, known: self.known.clone() };
+            let command = checked_command(call, checks, 0..call.limits.len(), &member);
+            let request = DecideChecked { command, member, known: self.known.clone() };
             let link = self.link.clone();
             io::timeout(self.timeout, async move { link.send(&request).await })
         })
     }
 
     fn write_override(&self, write: &OverrideWrite<'_>) -> Answer<()> {
-        self.breaker.call(|| {
-            let request = WriteOverride::of(write);
-            let (link, known) = (self.link.clone(), self.known.clone());
-            io::timeout(self.timeout, async move {
-                link.send(&request).await?;
-                request.teach(&known);
-                Ok(())
-            })
-        })
+        overrides::write(&self.link, &self.breaker, self.timeout, &self.known, write)
     }
 
     fn list_overrides(&self, index: &[u8], _: Internal) -> Answer<IndexEntries> {
-        self.breaker.call(|| {
-            let request = ListOverrides(index.to_vec());
-            let link = self.link.clone();
-            io::timeout(self.timeout, async move { link.send(&request).await })
-        })
+        overrides::list(&self.link, &self.breaker, self.timeout, index)
     }
 
     fn label(&self, _: Internal) -> &'static str {

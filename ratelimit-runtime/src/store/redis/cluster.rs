@@ -17,10 +17,9 @@
 //! never refuses.
 
 use super::batch;
-use super::commands::{append_checks, del_command, general_command, peek_command, redact, release_command, ScriptOp};
+use super::commands::{checked_command, del_command, general_command, peek_command, redact, release_command, ScriptOp};
 use super::error::redis_error;
-use super::link::Request;
-use super::overrides::{ListOverrides, WriteOverride};
+use super::overrides;
 use super::script::{eval, eval_checked, eval_raw, load_scripts, Script};
 use super::tls::{is_tls_url, TlsConfig};
 use crate::error::StoreError;
@@ -154,15 +153,9 @@ impl Operations for ClusterStore {
         self.breaker.decide(|| {
             let member = unique_member();
             // Each slot's script checks the overrides of its own limits (same hash tag).
-            let parts: Vec<SlotPart> = by_slot((0..call.limits.len()).map(|i| (i, &call.limits[i], call.subjects[i])))
-                .into_iter()
-                .map(|limits| {
-                    let (mut cmd, script) = general_command(call, limits.iter().copied(), &member, ScriptOp::Checked);
-                    append_checks(&mut cmd, checks, limits.iter().copied());
-                    let release = general_command(call, limits.iter().copied(), &member, ScriptOp::Release(0));
-                    SlotPart { decide: (cmd, script), release, limits }
-                })
-                .collect();
+            let parts = slot_parts_by(call, 0..call.limits.len(), &member, |limits| {
+                checked_command(call, checks, limits.iter().copied(), &member)
+            });
             let (mut conn, known) = (self.conn.clone(), self.known.clone());
             io::timeout(self.timeout, async move {
                 if parts.is_empty() {
@@ -174,23 +167,11 @@ impl Operations for ClusterStore {
     }
 
     fn write_override(&self, write: &OverrideWrite<'_>) -> Answer<()> {
-        self.breaker.call(|| {
-            let request = WriteOverride::of(write);
-            let (mut conn, known) = (self.conn.clone(), self.known.clone());
-            io::timeout(self.timeout, async move {
-                request.send_on(&mut conn).await?;
-                request.teach(&known);
-                Ok(())
-            })
-        })
+        overrides::write(&self.conn, &self.breaker, self.timeout, &self.known, write)
     }
 
     fn list_overrides(&self, index: &[u8], _: Internal) -> Answer<IndexEntries> {
-        self.breaker.call(|| {
-            let request = ListOverrides(index.to_vec());
-            let mut conn = self.conn.clone();
-            io::timeout(self.timeout, async move { request.send_on(&mut conn).await })
-        })
+        overrides::list(&self.conn, &self.breaker, self.timeout, index)
     }
 
     fn label(&self, _: Internal) -> &'static str {
@@ -322,10 +303,20 @@ fn decide_command(
 /// The limits `indices` of `call` grouped by the slot of their key, in the order the slots first
 /// appear, each group with its decide and release commands.
 fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &[u8; 16]) -> Vec<SlotPart> {
+    slot_parts_by(call, indices, member, |limits| decide_command(call, limits.iter().copied(), member))
+}
+
+/// As [`slot_parts`], each group's decision made by `decide`.
+fn slot_parts_by(
+    call: &Call<'_>,
+    indices: std::ops::Range<usize>,
+    member: &[u8; 16],
+    decide: impl Fn(&[usize]) -> (Cmd, &'static Script),
+) -> Vec<SlotPart> {
     by_slot(indices.map(|i| (i, &call.limits[i], call.subjects[i])))
         .into_iter()
         .map(|limits| SlotPart {
-            decide: decide_command(call, limits.iter().copied(), member),
+            decide: decide(&limits),
             // Given back at once: the units are in the window of "now".
             release: general_command(call, limits.iter().copied(), member, ScriptOp::Release(0)),
             limits,

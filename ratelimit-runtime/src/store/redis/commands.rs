@@ -18,8 +18,7 @@ use redis::Cmd;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ScriptOp {
     Decide,
-    /// Decide once the runtime overrides are checked: the caller appends two arguments per
-    /// limit (see [`append_checks`]).
+    /// Decide once the runtime overrides are checked (see [`checked_command`]).
     Checked,
     /// Gives back what a decision with the same member admitted at this time (µs; 0: now).
     Release(u64),
@@ -69,19 +68,23 @@ pub(crate) fn general_command(
     (cmd, &GENERAL)
 }
 
-/// Appends to a [`ScriptOp::Checked`] command the override checks of its limits `indices`: each
-/// one's override key ('' for none to check) and the text it is decided with ('' for none).
-pub(crate) fn append_checks(
-    cmd: &mut Cmd,
+/// The general script's `EVALSHA` deciding the limits `indices` of `call` once their runtime
+/// overrides are checked (see override_check.lua): after the limits' arguments, each one's
+/// override key ('' for none to check) and the text it is decided with ('' for none).
+pub(crate) fn checked_command(
+    call: &Call<'_>,
     checks: &[crate::store::OverrideCheck],
-    indices: impl Iterator<Item = usize>,
-) {
+    indices: impl Iterator<Item = usize> + Clone,
+    member: &[u8; 16],
+) -> (Cmd, &'static Script) {
+    let (mut cmd, script) = general_command(call, indices.clone(), member, ScriptOp::Checked);
     for i in indices {
         match checks.get(i) {
             Some(check) => cmd.arg(&check.key[..]).arg(check.expected.as_deref().unwrap_or(&[])),
             None => cmd.arg("").arg(""),
         };
     }
+    (cmd, script)
 }
 
 /// The `EVALSHA` that gives back what `release` names, for its limits `indices` (all of

@@ -4,15 +4,19 @@
 //! command goes by its own key.
 
 use super::error::redis_error;
-use super::link::Request;
+use super::link::{Link, Request};
 use super::script::{eval_checked, Script};
 use crate::error::StoreError;
 use crate::model::decision::Decision;
 use crate::model::overriding::{index_entry_ended, index_value};
+use crate::rt::io;
+use crate::store::breaker::Breaker;
 use crate::store::overrides::{IndexEntries, Known, OverrideWrite};
+use crate::store::Answer;
 use redis::aio::ConnectionLike;
 use redis::Cmd;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A decision whose script checks the runtime overrides first; what it learns goes to `known`.
 pub(crate) struct DecideChecked {
@@ -118,4 +122,33 @@ impl Request for ListOverrides {
         }
         Ok(IndexEntries { entries, now_ms })
     }
+}
+
+/// Sets or clears an override through `link` (one server, Sentinel's primary, a cluster),
+/// within `timeout`, through `breaker`; this process learns it at once.
+pub(crate) fn write(
+    link: &impl Link,
+    breaker: &Arc<Breaker>,
+    timeout: Duration,
+    known: &Arc<Known>,
+    write: &OverrideWrite<'_>,
+) -> Answer<()> {
+    breaker.call(|| {
+        let request = WriteOverride::of(write);
+        let (link, known) = (link.clone(), known.clone());
+        io::timeout(timeout, async move {
+            link.send(&request).await?;
+            request.teach(&known);
+            Ok(())
+        })
+    })
+}
+
+/// Lists a limiter's index through `link`, as [`write`] writes.
+pub(crate) fn list(link: &impl Link, breaker: &Arc<Breaker>, timeout: Duration, index: &[u8]) -> Answer<IndexEntries> {
+    breaker.call(|| {
+        let request = ListOverrides(index.to_vec());
+        let link = link.clone();
+        io::timeout(timeout, async move { link.send(&request).await })
+    })
 }
