@@ -160,7 +160,7 @@ async fn the_admin_api_refuses_what_it_should() {
         Some(format!("Bearer {}", &TOKEN[..TOKEN.len() - 1])),
         Some(format!("Bearer {TOKEN}x")),
         Some(format!("Basic {TOKEN}")),
-        Some(format!("bearer {TOKEN}")),
+        Some(format!("Bearer  {TOKEN}")),
     ];
     for auth in &wrong {
         for (method, path) in [
@@ -175,6 +175,8 @@ async fn the_admin_api_refuses_what_it_should() {
         }
     }
     assert_eq!(admin(&a, "GET", "/admin/nothing", "").await.status, 404);
+    let lower = send(a.addr, "GET", "/admin/limiters", Some(&format!("bearer {TOKEN}")), "").await;
+    assert_eq!(lower.status, 200, "the scheme is case-insensitive");
     // Unknown limiter: 404.
     let unknown = r#"{"limiter":"nobody","subject":"alice","rules":[["10s",2]]}"#;
     assert_eq!(admin(&a, "PUT", "/admin/overrides", unknown).await.status, 404);

@@ -59,7 +59,12 @@ fn same_token(token: &[u8], given: &[u8]) -> bool {
 
 /// 401 unless the request carries `Authorization: Bearer <token>`.
 fn authorize(token: &[u8], headers: &HeaderMap) -> Result<(), Refused> {
-    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    // The scheme's name is case-insensitive (RFC 9110); the token is compared exactly.
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes())
+        .filter(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer "))
+        .map(|v| &v[7..]);
     match given {
         Some(given) if same_token(token, given) => Ok(()),
         _ => Err(error(StatusCode::UNAUTHORIZED, "send Authorization: Bearer <RATELIMIT_ADMIN_TOKEN>".to_owned())),
