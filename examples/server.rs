@@ -17,6 +17,9 @@
 //! of the `X-Plan` header), `GET /api/export` (per user: 3 per calendar month, UTC),
 //! `GET /metrics` (Prometheus text format, never limited).
 //!
+//! `RATELIMIT_ADMIN_TOKEN=<secret>` serves the admin API (`/admin/`, see `server/admin.rs`): one
+//! user's limits changed at runtime, on every server sharing the store.
+//!
 //! `RATELIMIT_CONFIG=limits.toml` overrides those limits (rules, shadow mode, exemptions; see
 //! docs/configuration.md); `kill -HUP <pid>` re-reads it.
 
@@ -33,6 +36,9 @@ use ratelimit::subject::Cidr;
 use ratelimit::{rate_limiter, RateLimited};
 use std::net::SocketAddr;
 use std::process::ExitCode;
+
+#[path = "server/admin.rs"]
+pub mod admin;
 use std::sync::OnceLock;
 
 /// What `--help` prints after the options: the routes, and the environment with its defaults.
@@ -78,6 +84,12 @@ none: counts in process memory):
                             when full, the least recently used is forgotten [default: 250000]
   RATELIMIT_CONFIG          a TOML file that overrides the limits (rules, tiers, mode = shadow|off,
                             [exempt] ips and users); re-read on SIGHUP [default: unset]
+  RATELIMIT_ADMIN_TOKEN     serve /admin/ (runtime overrides per subject; see
+                            docs/production.md) to requests with Authorization: Bearer <token>;
+                            unset: /admin/ is 404 [default: unset]
+  RATELIMIT_RUNTIME_OVERRIDES
+                            on or off: decide with the subjects' runtime overrides (on
+                            whenever RATELIMIT_ADMIN_TOKEN is set) [default: off]
 Values are read exactly as shown (lower case); any other value stops the server with a message
 naming the variable. A blank variable counts as unset.
   RUST_LOG                  log filter for stderr [default: info]";
@@ -259,7 +271,10 @@ pub fn config() -> Result<ratelimit::Config, ratelimit::error::ConfigError> {
         Err(_) => panic!("PRO_SEARCH is not a valid rule"),
     };
     let search = format!("{}::search", module_path!());
-    Ok(ratelimit::Config::from_env()?.tier(search, ratelimit::LimitType::User, "pro", [PRO]))
+    let config = ratelimit::Config::from_env()?.tier(search, ratelimit::LimitType::User, "pro", [PRO]);
+    // The admin API's overrides bind this server's limiters (and, with
+    // RATELIMIT_RUNTIME_OVERRIDES=on, those of servers without the admin API).
+    Ok(if admin::token().is_some() { config.runtime_overrides(true) } else { config })
 }
 
 /// The body of `POST /api/login`.
@@ -433,11 +448,14 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
             [] => "none".to_owned(),
             cidrs => cidrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
         };
+        let token = admin::token();
+        let admin_api = if token.is_some() { "; admin API: on" } else { "" };
         println!(
-            "server: listening on http://{addr} (rate-limit {}; trusted proxies: {proxies})",
+            "server: listening on http://{addr} (rate-limit {}; trusted proxies: {proxies}{admin_api})",
             ratelimit::config::settings()
         );
-        let app = app(&args.trust_proxy).into_make_service_with_connect_info::<SocketAddr>();
+        let app =
+            app(&args.trust_proxy).merge(admin::routes(token)).into_make_service_with_connect_info::<SocketAddr>();
         match axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
             Ok(()) => {
                 eprintln!("server: shut down");

@@ -39,8 +39,8 @@
 
 pub use ratelimit_macros::rate_limiter;
 pub use ratelimit_runtime::{
-    init, limiter, reload, Algorithm, Cause, Config, FailurePolicy, Limit, LimitType, Limiter, LimiterBuilder, Mode,
-    Permit, RateLimited, Rule, Subject,
+    init, limiter, limiters, reload, Algorithm, Cause, Config, FailurePolicy, Limit, LimitType, Limiter,
+    LimiterBuilder, Mode, Override, Permit, RateLimited, Rule, Subject,
 };
 
 pub use ratelimit_runtime::{clock, context};
@@ -78,7 +78,8 @@ pub mod error {
 /// Global configuration beside [`Config`]: the overrides file and the store in use.
 pub mod config {
     pub use ratelimit_runtime::config::{
-        describe_store, settings, unknown_limiters, LimitOverride, Overrides, Settings, DEFAULT_TIMEOUT,
+        describe_store, parse_duration, parse_rule, settings, unknown_limiters, LimitOverride, Overrides, Settings,
+        DEFAULT_TIMEOUT,
     };
 }
 
@@ -117,3 +118,8 @@ pub mod __private {
 #[cfg(doctest)]
 #[doc = include_str!("../docs/refunds.md")]
 pub struct RefundsDoc;
+
+/// The examples of docs/overrides.md, run as doctests (not part of the API).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/overrides.md")]
+pub struct OverridesDoc;

@@ -235,13 +235,14 @@ fn metric_names_and_label_sets() {
         assert!(s.value(DECISIONS, &[("limiter", "metrics_test::names"), ("outcome", outcome)]).is_some(), "{outcome}");
     }
     assert!(s.value("ratelimit_local_denials_total", &[("limiter", "metrics_test::names")]).is_some());
+    assert!(s.value("ratelimit_override_decisions_total", &[("limiter", "metrics_test::names")]).is_some());
     // The memory store has no breaker: no gauge says it is closed.
     assert_eq!(s.value("ratelimit_store_circuit_open", &[("store", "memory")]), None);
     for sample in s.samples.iter().filter(|x| x.name.starts_with("ratelimit_")) {
         let keys: Vec<&str> = sample.labels.keys().map(String::as_str).collect();
         let allowed: &[&[&str]] = match sample.name.as_str() {
             DECISIONS => &[&["limiter", "outcome"]],
-            "ratelimit_local_denials_total" => &[&["limiter"]],
+            "ratelimit_local_denials_total" | "ratelimit_override_decisions_total" => &[&["limiter"]],
             ERRORS => &[&["kind", "store"]],
             "ratelimit_store_circuit_open" => &[&["store"]],
             "ratelimit_memory_keys" | "ratelimit_memory_evictions_total" => &[&[]],

@@ -60,6 +60,7 @@ pub mod status {
 /// what [`Limiter::check`], [`Limiter::peek`], [`Limiter::reset`] and [`Permit::refund`]
 /// return, and their futures.
 pub mod request {
+    pub use crate::limiter::overrides::{ClearOverride, ListOverrides, OverrideFuture, SetOverride};
     pub use crate::limiter::permit::Refund;
     pub use crate::limiter::request::{Check, CheckFuture, Peek, Reset, StoreFuture};
 }
@@ -67,11 +68,12 @@ pub mod request {
 pub use algorithm::Algorithm;
 pub use config::{init, reload, Config, FailurePolicy};
 pub use limiter::permit::Permit;
-pub use limiter::registry::limiter;
+pub use limiter::registry::{limiter, limiters};
 pub use limiter::{Limiter, LimiterBuilder};
 pub use model::limit::Limit;
 pub use model::limit_type::LimitType;
 pub use model::mode::Mode;
+pub use model::overriding::Override;
 pub use model::refusal::{Cause, RateLimited};
 pub use model::rule::Rule;
 pub use model::subject::Subject;

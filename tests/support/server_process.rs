@@ -27,7 +27,7 @@ const EXIT_WITH_PARENT: &str = "RATELIMIT_TEST_EXIT_WITH_PARENT";
 const LISTENING: &str = "listening on http://";
 /// The environment the test process may carry that would configure the child: removed, so a
 /// server runs on its defaults plus exactly what its test gives.
-const CLEARED: [&str; 17] = [
+const CLEARED: [&str; 19] = [
     "REDIS_URL",
     "REDIS_CLUSTER_URLS",
     "REDIS_SENTINEL_URLS",
@@ -44,6 +44,8 @@ const CLEARED: [&str; 17] = [
     "RATELIMIT_DENY_CACHE_SIZE",
     "RATELIMIT_MEMORY_MAX_KEYS",
     "RATELIMIT_CONFIG",
+    "RATELIMIT_ADMIN_TOKEN",
+    "RATELIMIT_RUNTIME_OVERRIDES",
     "RUST_LOG",
 ];
 

@@ -80,6 +80,9 @@ pub(crate) fn from(var: Var<'_>) -> Result<Config, ConfigError> {
     if let Some(path) = var("RATELIMIT_CONFIG") {
         config.overrides_file = Some(PathBuf::from(path));
     }
+    if let Some(on) = runtime_overrides(var)? {
+        config.runtime_overrides = on;
+    }
     let (cache, size) = refusal_cache(var)?;
     config.refusal_cache = cache;
     if let Some(size) = size {
@@ -99,6 +102,14 @@ pub(crate) fn memory_max_keys(var: Var<'_>) -> Result<Option<usize>, ConfigError
 
 /// What a memory bound may be.
 pub(crate) const MEMORY_MAX_KEYS: &str = "1 or more keys";
+
+/// The switch of runtime overrides (see `Config::runtime_overrides`).
+pub(crate) const RUNTIME_OVERRIDES: &str = "RATELIMIT_RUNTIME_OVERRIDES";
+
+/// `RATELIMIT_RUNTIME_OVERRIDES`, unset: `None`.
+pub(crate) fn runtime_overrides(var: Var<'_>) -> Result<Option<bool>, ConfigError> {
+    var(RUNTIME_OVERRIDES).map(|on| parsed(RUNTIME_OVERRIDES, &on, switch)).transpose()
+}
 
 /// `RATELIMIT_REFUSAL_CACHE` and `RATELIMIT_REFUSAL_CACHE_SIZE` (or their former names).
 pub(crate) fn refusal_cache(var: Var<'_>) -> Result<(Option<bool>, Option<usize>), ConfigError> {

@@ -16,6 +16,7 @@ pub(crate) struct Global {
     pub(crate) refusal_cache: Option<bool>,
     pub(crate) refusal_cache_size: usize,
     pub(crate) memory_max_keys: usize,
+    pub(crate) runtime_overrides: bool,
 }
 
 /// A value only where one cannot be passed: the attribute's limiters are `static`s, built on
@@ -42,6 +43,7 @@ pub fn init(config: Config) -> Result<(), ConfigError> {
             refusal_cache: config.refusal_cache,
             refusal_cache_size: config.refusal_cache_size,
             memory_max_keys: config.memory_max_keys,
+            runtime_overrides: config.runtime_overrides,
         })
         .map_err(|_| ConfigError::AlreadyInitialised)
 }
@@ -74,12 +76,13 @@ pub(crate) fn global() -> &'static Global {
         let refusal_cache = config.as_ref().map_or(None, |c| c.refusal_cache);
         let refusal_cache_size = config.as_ref().map_or(DEFAULT_REFUSAL_CACHE_SIZE, |c| c.refusal_cache_size);
         let memory_max_keys = config.as_ref().map_or(DEFAULT_MAX_KEYS, |c| c.memory_max_keys);
+        let runtime_overrides = config.as_ref().is_ok_and(|c| c.runtime_overrides);
         let store = config.and_then(|c| c.build_store()).unwrap_or_else(|e| {
             tracing::error!(error = %e, "ratelimit: cannot configure the store from the environment");
             let unusable = StoreError::Misconfigured { context: String::new(), source: Some(Arc::new(e)) };
             Arc::new(Unavailable::new(unusable))
         });
-        Global { store, overrides, on_error, refusal_cache, refusal_cache_size, memory_max_keys }
+        Global { store, overrides, on_error, refusal_cache, refusal_cache_size, memory_max_keys, runtime_overrides }
     })
 }
 
@@ -129,4 +132,17 @@ pub(crate) fn memory_max_keys() -> usize {
     static ENV: OnceLock<usize> = OnceLock::new();
     // A bad value is said when the global configuration is read; meanwhile, the default.
     *ENV.get_or_init(|| env::memory_max_keys(&env::process_var).ok().flatten().unwrap_or(DEFAULT_MAX_KEYS))
+}
+
+/// Whether limiters without a setting of their own decide with runtime overrides: from the
+/// global configuration once there is one, else from the environment (without configuring the
+/// global store, as [`refusal_cache_settings`]).
+#[inline]
+pub(crate) fn runtime_overrides() -> bool {
+    if let Some(g) = GLOBAL.get() {
+        return g.runtime_overrides;
+    }
+    static ENV: OnceLock<bool> = OnceLock::new();
+    // A malformed value is said when the global configuration is read; meanwhile, off.
+    *ENV.get_or_init(|| env::runtime_overrides(&env::process_var).ok().flatten().unwrap_or(false))
 }

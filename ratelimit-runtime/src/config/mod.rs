@@ -13,7 +13,7 @@ use crate::model::limit_type::LimitType;
 use crate::model::rule::Rule;
 use crate::store::{MemoryStore, RedisStore, SentinelSpec, SentinelStore, StoreHandle, TlsConfig, DEFAULT_MAX_KEYS};
 pub use global::{describe_store, init, reload, unknown_limiters};
-pub use overrides::{LimitOverride, Overrides};
+pub use overrides::{parse_duration, parse_rule, LimitOverride, Overrides};
 pub use settings::{settings, Settings};
 use std::fmt;
 use std::path::PathBuf;
@@ -118,6 +118,8 @@ pub struct Config {
     refusal_cache_size: usize,
     /// The most keys an in-memory store holds (the store, and the local fallback's).
     memory_max_keys: usize,
+    /// Whether limiters decide with runtime overrides (`RATELIMIT_RUNTIME_OVERRIDES`).
+    runtime_overrides: bool,
     /// Tiers given in code, by limiter name ([`Config::tier`]).
     tiers: Vec<LimitOverride>,
     /// The environment variable that named the store, so that its errors can say which.
@@ -136,6 +138,7 @@ impl Config {
             refusal_cache: None,
             refusal_cache_size: DEFAULT_REFUSAL_CACHE_SIZE,
             memory_max_keys: DEFAULT_MAX_KEYS,
+            runtime_overrides: false,
             tiers: Vec::new(),
             store_var: None,
         }
@@ -303,6 +306,16 @@ impl Config {
     /// overrides it. `RATELIMIT_REFUSAL_CACHE=on|off`.
     pub fn refusal_cache(mut self, on: bool) -> Config {
         self.refusal_cache = Some(on);
+        self
+    }
+
+    /// Makes every limiter without a setting of its own
+    /// ([`LimiterBuilder::runtime_overrides`](crate::LimiterBuilder::runtime_overrides)) decide
+    /// each call with its subjects' runtime overrides
+    /// ([`Limiter::set_override`](crate::Limiter::set_override)); off by default (environment:
+    /// `RATELIMIT_RUNTIME_OVERRIDES=on`). Every process sharing the store should say the same.
+    pub fn runtime_overrides(mut self, on: bool) -> Config {
+        self.runtime_overrides = on;
         self
     }
 

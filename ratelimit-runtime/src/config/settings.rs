@@ -29,6 +29,8 @@ pub struct Settings {
     /// The most keys an in-memory store holds, when counts live in process memory (the memory
     /// store, or `on_error = local` during an outage); `None` when they do not.
     pub memory_bound: Option<usize>,
+    /// Whether limiters without a setting of their own decide with runtime overrides.
+    pub runtime_overrides: bool,
 }
 
 /// The settings of the global configuration (building it from the environment if no call did).
@@ -42,6 +44,7 @@ pub fn settings() -> Settings {
         refusal_cache: cache_on.then_some(g.refusal_cache_size),
         overrides_file: g.overrides.path().map(PathBuf::from),
         memory_bound: (!remote || g.on_error == FailurePolicy::Local).then_some(g.memory_max_keys),
+        runtime_overrides: g.runtime_overrides,
     }
 }
 
@@ -63,6 +66,9 @@ impl fmt::Display for Settings {
         }
         if let Some(keys) = self.memory_bound {
             write!(f, "; memory bound: {keys} keys")?;
+        }
+        if self.runtime_overrides {
+            f.write_str("; runtime overrides: on")?;
         }
         Ok(())
     }

@@ -153,4 +153,27 @@ pub enum BuildError {
     /// One limit was given two tiers of this name.
     #[error("the tier {0:?} is given twice for one limit: keep one")]
     DuplicateTier(String),
+    /// A runtime override's TTL is shorter than 1ms or longer than
+    /// [`MAX_WINDOW`](crate::rule::MAX_WINDOW).
+    #[error("an override's TTL must be between 1ms and 366 days, not {0:?}")]
+    InvalidOverrideTtl(Duration),
+    /// A runtime override names a limit type the limiter has no rate limit of.
+    #[error("the limiter has no rate limit of type {0} to override")]
+    NoLimitToOverride(&'static str),
+    /// A runtime override gives more rules than a limit may hold.
+    #[error("an override holds at most {0} rules")]
+    TooManyOverrideRules(usize),
+}
+
+/// Why a runtime override could not be set, cleared or listed
+/// ([`Limiter::set_override`](crate::Limiter::set_override) and its kin).
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OverrideError {
+    /// The override is invalid (its rules, its TTL, its type): nothing was changed.
+    #[error(transparent)]
+    Invalid(#[from] BuildError),
+    /// The store failed: the override may or may not have been written.
+    #[error(transparent)]
+    Store(#[from] crate::error::StoreError),
 }

@@ -11,6 +11,6 @@ mod build;
 mod config;
 mod store;
 
-pub use build::{BuildError, CidrError, PrefixError, RuleError};
+pub use build::{BuildError, CidrError, OverrideError, PrefixError, RuleError};
 pub use config::{ConfigError, OverridesError, ParseError, TierProblem};
 pub use store::{ErrorSource, StoreError};

@@ -38,6 +38,7 @@ pub struct LimiterBuilder {
     store: Option<StoreHandle>,
     log_subjects: bool,
     refusal_cache: Option<bool>,
+    runtime_overrides: Option<bool>,
 }
 
 impl LimiterBuilder {
@@ -49,6 +50,7 @@ impl LimiterBuilder {
             store: None,
             log_subjects: false,
             refusal_cache: None,
+            runtime_overrides: None,
         }
     }
 
@@ -82,6 +84,16 @@ impl LimiterBuilder {
     /// default on for remote stores, off in memory).
     pub fn refusal_cache(mut self, on: bool) -> Self {
         self.refusal_cache = Some(on);
+        self
+    }
+
+    /// Decides each call with its subjects' runtime overrides
+    /// ([`Limiter::set_override`](crate::Limiter::set_override)), whatever the global
+    /// configuration says (see [`Config::runtime_overrides`](crate::Config::runtime_overrides);
+    /// off by default). On Redis this costs one `GET` per limit inside each decision's script,
+    /// and takes the limiter's calls off the coalesced batches and the refusal cache.
+    pub fn runtime_overrides(mut self, on: bool) -> Self {
+        self.runtime_overrides = Some(on);
         self
     }
 
@@ -122,6 +134,7 @@ impl LimiterBuilder {
                 store: self.store,
                 plan,
                 refusal_cache: self.refusal_cache,
+                runtime_overrides: self.runtime_overrides,
                 refusal_cache_resolved: AtomicU8::new(0),
                 _tier_limits: tier_limits,
                 local: OnceLock::new(),

@@ -23,6 +23,7 @@ use crate::error::StoreError;
 use crate::limiter::keys::Keys;
 use crate::limiter::limit_set::LimitSet;
 use crate::limiter::logs;
+use crate::limiter::overrides::UnderOverride;
 use crate::limiter::permit::Permit;
 use crate::limiter::refusal_cache::{self, Refusal};
 use crate::limiter::snapshot::Snapshot;
@@ -99,6 +100,8 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     /// (after a store failure either, which they shared).
     pub(super) shadow_asked: bool,
     pub(super) sync: SyncStep,
+    /// The call's limits under runtime overrides, when the limiter honours them.
+    pub(super) overriding: Option<Box<UnderOverride>>,
 }
 
 impl Limiter {
@@ -128,6 +131,7 @@ impl Limiter {
             local: false,
             shadow_asked: false,
             sync: SyncStep::default(),
+            overriding: None,
         }
     }
 }
@@ -155,6 +159,9 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     /// The enforced limits, all of them.
     #[inline]
     pub(super) fn enforced_set(&self) -> &LimitSet {
+        if let Some(set) = self.overriding.as_ref().and_then(|o| o.set.as_ref()) {
+            return set;
+        }
         self.limiter.enforced(self.snapshot.as_deref())
     }
 
@@ -165,7 +172,12 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             return self.shadow();
         }
         let store = self.limiter.store();
-        if self.limiter.refusal_cache_on(store) {
+        if self.phase == Phase::Enforced && self.overriding.is_none() && self.limiter.honours_overrides() {
+            self.overriding = UnderOverride::of(self.limiter, self.enforced_set(), self.subjects);
+        }
+        // A refusal cached here would hide an override set in another process: limiters that
+        // honour overrides ask the store every time.
+        if self.overriding.is_none() && self.limiter.refusal_cache_on(store) {
             self.cache_at = Some(self.pinned.unwrap_or_else(|| store.now_us(INTERNAL)));
         }
         let set = self.set();
@@ -201,7 +213,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         }
         // The shadow limits ride along when they have their subjects (else the shadow step
         // logs the missing one).
-        let joined = self.snapshot.as_deref().and_then(|s| s.joined.as_ref());
+        let joined = self.snapshot.as_deref().and_then(|s| s.joined.as_ref()).filter(|_| self.overriding.is_none());
         let joined = joined.and_then(|j| Some((j, Keys::of(j, self.subjects).ok()?)));
         let call = match &joined {
             Some((j, both)) => Call {
@@ -215,12 +227,15 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned, shadow: 0 }
             }
         };
-        let pending = store.decide(&call);
+        let pending = match &self.overriding {
+            Some(o) => store.decide_checked(&call, &o.checks),
+            None => store.decide(&call),
+        };
         self.shadow_asked = joined.is_some();
         match pending {
             // The usual answer of an in-memory store, read where it lies: moving the whole
             // decision again, fresh from the store, costs more than the rest of this step.
-            Pending::Ready(Ok(ref d)) if d.allowed => self.admit(d),
+            Pending::Ready(Ok(ref d)) if d.allowed && self.overriding.is_none() => self.admit(d),
             Pending::Ready(answer) => self.answer(answer),
             Pending::Remote(fut) => Step::Store(fut),
         }
@@ -272,6 +287,11 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
 
     #[inline(always)]
     pub(super) fn enforced_answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
+        if let (Ok(d), true) = (&answer, self.overriding.is_some()) {
+            if let Some(step) = self.checked(&{ *d }) {
+                return step;
+            }
+        }
         let set = self.set();
         match answer {
             Ok(d) if d.allowed => {
@@ -286,6 +306,8 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 // cached. A block stands until its end, as a refusal by a rule does.
                 let (cause, policy) = match d.why {
                     Why::Concurrency => (Cause::Concurrency, None),
+                    // Only a checked decision says so, and `checked` takes it.
+                    Why::OverridesChanged => (Cause::Exceeded, None),
                     Why::Exceeded | Why::Blocked => {
                         self.remember(&d);
                         (Cause::Exceeded, set.policy_of(d.limit, d.rule))
@@ -416,9 +438,10 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         source: Option<StoreError>,
     ) -> RateLimited {
         // Errors name the enforced rules, whichever phase refused.
-        let policies = match &self.snapshot {
-            Some(s) => s.enforced.policies.clone(),
-            None => self.limiter.own().policies.clone(),
+        let policies = match (&self.snapshot, self.overriding.as_ref().and_then(|o| o.set.as_ref())) {
+            (_, Some(overridden)) => overridden.policies.clone(),
+            (Some(s), None) => s.enforced.policies.clone(),
+            (None, None) => self.limiter.own().policies.clone(),
         };
         RateLimited {
             limiter: self.limiter.name_arc(),

@@ -14,6 +14,7 @@ pub(crate) mod decide;
 mod keys;
 pub(crate) mod limit_set;
 mod logs;
+pub(crate) mod overrides;
 pub(crate) mod permit;
 pub(crate) mod refusal_cache;
 pub(crate) mod registry;
@@ -71,6 +72,9 @@ struct Inner {
     plan: Plan,
     metrics: LimiterMetrics,
     refusal_cache: Option<bool>,
+    /// Whether calls decide with the subjects' runtime overrides (`None`: as the global
+    /// configuration says).
+    runtime_overrides: Option<bool>,
     /// `refusal_cache` as resolved from the configuration when not set (see
     /// [`Limiter::refusal_cache_on`]): 0 not yet, 1/2 off/on while there is no global
     /// configuration yet (it may still say otherwise), 3/4 off/on for good.
@@ -205,6 +209,13 @@ impl Limiter {
             Some(s) => s,
             None => global_store(),
         }
+    }
+
+    /// Whether calls decide with the subjects' runtime overrides (see
+    /// [`LimiterBuilder::runtime_overrides`]).
+    #[inline]
+    pub(crate) fn honours_overrides(&self) -> bool {
+        self.inner.runtime_overrides.unwrap_or_else(config::global::runtime_overrides)
     }
 
     /// Whether the local refusal cache answers for this limiter on `store`.

@@ -33,3 +33,12 @@ pub fn limiter(name: &str) -> Option<Limiter> {
     let registry = lock(&REGISTRY);
     registry.as_ref()?.get(name).cloned()
 }
+
+/// Every limiter the attribute built in this process so far (see [`limiter`]: one is built on
+/// the first call of its function), sorted by name: what an admin page lists.
+pub fn limiters() -> Vec<Limiter> {
+    let registry = lock(&REGISTRY);
+    let mut all: Vec<Limiter> = registry.as_ref().map_or_else(Vec::new, |r| r.values().cloned().collect());
+    all.sort_by(|a, b| a.name().cmp(b.name()));
+    all
+}

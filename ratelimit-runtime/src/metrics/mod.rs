@@ -36,6 +36,9 @@ use tally::{Tally, COUNTS};
 pub(crate) const DECISIONS: &str = "ratelimit_decisions_total";
 /// `ratelimit_local_denials_total{limiter}`.
 pub(crate) const LOCAL_DENIALS: &str = "ratelimit_local_denials_total";
+/// `ratelimit_override_decisions_total{limiter}`: decisions made under a subject's runtime
+/// override (also counted in `ratelimit_decisions_total`).
+pub(crate) const OVERRIDE_DECISIONS: &str = "ratelimit_override_decisions_total";
 /// `ratelimit_store_duration_seconds{store}`.
 pub(crate) const STORE_DURATION: &str = "ratelimit_store_duration_seconds";
 /// `ratelimit_store_errors_total{store, kind}`.
@@ -144,6 +147,8 @@ pub(crate) struct LimiterMetrics {
     name: Arc<str>,
     counts: Counts,
     log_subjects: bool,
+    /// Decisions under a runtime override: few, counted straight into the recorder's counter.
+    overridden: Counter,
 }
 
 /// Where a limiter's decisions are counted: `decisions` by outcome, then `local_denials`.
@@ -167,7 +172,8 @@ impl LimiterMetrics {
             None => metrics::counter!(LOCAL_DENIALS, "limiter" => name.clone()),
         });
         let counts = if recorder_installed() { Counts::Tally(Tally::new(counters)) } else { Counts::Direct(counters) };
-        LimiterMetrics { name, counts, log_subjects }
+        let overridden = metrics::counter!(OVERRIDE_DECISIONS, "limiter" => name.clone());
+        LimiterMetrics { name, counts, log_subjects, overridden }
     }
 
     #[inline]
@@ -187,6 +193,12 @@ impl LimiterMetrics {
     #[inline]
     pub(crate) fn decision(&self, outcome: Outcome) {
         self.add(outcome as usize);
+    }
+
+    /// Counts a decision made under a subject's runtime override.
+    #[inline]
+    pub(crate) fn override_decision(&self) {
+        self.overridden.increment(1);
     }
 
     /// Counts a refusal answered with no store call (besides its `decision(Outcome::Denied)`).
@@ -238,6 +250,10 @@ fn describe() {
     DESCRIBED.call_once(|| {
         metrics::describe_counter!(DECISIONS, "Rate-limit decisions, by limiter and outcome.");
         metrics::describe_counter!(LOCAL_DENIALS, "Refusals answered without a store call, by limiter.");
+        metrics::describe_counter!(
+            OVERRIDE_DECISIONS,
+            "Decisions made under a subject's runtime override, by limiter."
+        );
         metrics::describe_histogram!(
             STORE_DURATION,
             metrics::Unit::Seconds,

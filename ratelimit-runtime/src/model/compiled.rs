@@ -3,7 +3,7 @@
 
 use crate::algorithm::Algorithm;
 use crate::error::BuildError;
-use crate::model::key::{check_prefix, KeyTemplate};
+use crate::model::key::{check_prefix, override_index_key, KeyTemplate};
 use crate::model::limit::{Limit, DEFAULT_LEASE};
 use crate::model::limit_type::LimitType;
 use crate::model::policy::Policy;
@@ -51,6 +51,8 @@ pub(crate) struct CompiledLimit {
     /// The smallest capacity of any rule (`u64::MAX` without rules): a cost up to it fits every
     /// rule, so the usual call checks one number rather than each rule.
     min_capacity: u64,
+    /// The key of the limiter's index of runtime overrides (see `model::overriding`).
+    pub(crate) override_index: Arc<[u8]>,
 }
 
 impl CompiledLimit {
@@ -172,6 +174,26 @@ impl Drop for MemoryId {
     }
 }
 
+/// The script's arguments for a limit: algorithm, rule count, burst, (window µs, count)*.
+fn script_args(algorithm: Algorithm, burst: Option<u64>, rules: &[Rule]) -> Vec<Vec<u8>> {
+    let mut args = vec![
+        algorithm.code().as_bytes().to_vec(),
+        rules.len().to_string().into_bytes(),
+        burst.unwrap_or(0).to_string().into_bytes(),
+    ];
+    for rule in rules {
+        // A calendar window goes as minus its months (no span is negative): the script finds
+        // its bounds from the time it decides at.
+        let window = match rule.months() {
+            Some(months) => format!("-{months}"),
+            None => rule.window_us().to_string(),
+        };
+        args.push(window.into_bytes());
+        args.push(rule.count().to_string().into_bytes());
+    }
+    args
+}
+
 /// `d` in µs, if it is a valid window (1ms to 366 days).
 fn window_us(d: Duration) -> Option<u64> {
     Rule::new(d, 1).ok().map(|r| r.window_us())
@@ -220,21 +242,7 @@ impl CompiledLimit {
                 return Err(BuildError::BurstTooSlow(burst));
             }
         }
-        let mut script_args = vec![
-            spec.algorithm.code().as_bytes().to_vec(),
-            rules.len().to_string().into_bytes(),
-            spec.burst.unwrap_or(0).to_string().into_bytes(),
-        ];
-        for rule in &rules {
-            // A calendar window goes as minus its months (no span is negative): the script
-            // finds its bounds from the time it decides at.
-            let window = match rule.months() {
-                Some(months) => format!("-{months}"),
-                None => rule.window_us().to_string(),
-            };
-            script_args.push(window.into_bytes());
-            script_args.push(rule.count().to_string().into_bytes());
-        }
+        let script_args = script_args(spec.algorithm, spec.burst, &rules);
         let sync_us = match spec.sync {
             None => 0,
             Some(d) => {
@@ -260,6 +268,7 @@ impl CompiledLimit {
             _memory_registration: registration,
             template,
             min_capacity: u64::MAX,
+            override_index: override_index_key(&spec.prefix, name).into(),
         };
         limit.min_capacity = (0..limit.rules.len()).map(|r| limit.capacity(r)).min().unwrap_or(u64::MAX);
         Ok(limit)
@@ -296,7 +305,33 @@ impl CompiledLimit {
             _memory_registration: registration,
             template,
             min_capacity: u64::MAX,
+            override_index: override_index_key(&spec.prefix, name).into(),
         })
+    }
+
+    /// The key of `subject`'s runtime override of this limit (shared by the limits of one type
+    /// of the limiter: the override is the subject's, whatever the rules).
+    pub(crate) fn override_key(&self, subject: &[u8]) -> Vec<u8> {
+        self.template.override_key(subject)
+    }
+
+    /// This limit as a call under a runtime override decides it, its policies starting at
+    /// `policy_offset`: with `rules` (valid, longest window first) in place of its own, when
+    /// given. The same keys and algorithm, so the subject's counts carry over; the capacity is
+    /// each rule's count.
+    pub(crate) fn overridden(&self, rules: Option<&[Rule]>, policy_offset: usize) -> CompiledLimit {
+        let Some(rules) = rules.filter(|_| !self.is_concurrency()) else {
+            return CompiledLimit { policy_offset, ..self.clone() };
+        };
+        let mut limit = CompiledLimit {
+            burst: None,
+            rules: rules.to_vec(),
+            policy_offset,
+            script_args: script_args(self.algorithm, None, rules),
+            ..self.clone()
+        };
+        limit.min_capacity = (0..limit.rules.len()).map(|r| limit.capacity(r)).min().unwrap_or(u64::MAX);
+        limit
     }
 
     /// This limit's rules as policies, in rule order.

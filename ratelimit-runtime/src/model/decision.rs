@@ -12,6 +12,9 @@ pub(crate) enum Why {
     Blocked,
     /// A concurrency limit's slots are all held.
     Concurrency,
+    /// Nothing was decided: a runtime override is not the one the call was sent with (the
+    /// store has learnt the one in force; decide again).
+    OverridesChanged,
 }
 
 /// The answer of a store for one call, over every limit of the call.

@@ -115,6 +115,16 @@ impl KeyTemplate {
         out.write_all(&self.tail)
     }
 
+    /// The key of a subject's runtime override, `<prefix>{<limiter>|<type>|<subject>}:ov`: in
+    /// the subject's hash tag (the slot of its counts), whatever the limit's rules.
+    pub(crate) fn override_key(&self, subject: &[u8]) -> Vec<u8> {
+        let mut key = Vec::with_capacity(self.head.len() + subject.len().min(MAX_PART_LEN) + 8);
+        key.extend_from_slice(&self.head);
+        encode_part(subject, &mut key);
+        key.extend_from_slice(b"}:ov");
+        key
+    }
+
     /// The key for one subject.
     pub(crate) fn key(&self, subject: &[u8]) -> Vec<u8> {
         let mut key = Vec::with_capacity(self.head.len() + self.tail.len() + subject.len().min(MAX_PART_LEN) + 8);
@@ -123,6 +133,17 @@ impl KeyTemplate {
         key.extend_from_slice(&self.tail);
         key
     }
+}
+
+/// The index of a limiter's runtime overrides, `<prefix>{<limiter>}:overrides`: its tag holds no
+/// `|`, so it never meets a subject's key.
+pub(crate) fn override_index_key(prefix: &str, limiter: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(prefix.len() + limiter.len() + 16);
+    key.extend_from_slice(prefix.as_bytes());
+    key.push(b'{');
+    encode_part(limiter.as_bytes(), &mut key);
+    key.extend_from_slice(b"}:overrides");
+    key
 }
 
 /// Bytes that stand for themselves in a key; every other byte is written `%XX`.

@@ -9,6 +9,7 @@ pub(crate) mod key;
 pub(crate) mod limit;
 pub(crate) mod limit_type;
 pub(crate) mod mode;
+pub(crate) mod overriding;
 pub(crate) mod policy;
 pub(crate) mod refusal;
 pub(crate) mod rule;

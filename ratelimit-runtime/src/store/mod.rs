@@ -7,6 +7,7 @@
 pub(crate) mod breaker;
 pub(crate) mod memory;
 mod operations;
+pub(crate) mod overrides;
 pub(crate) mod peek_reset;
 pub(crate) mod redis;
 mod unavailable;
@@ -17,6 +18,7 @@ pub use memory::{MemoryStore, DEFAULT_MAX_KEYS};
 pub(crate) use operations::{
     unique_member, Answer, Call, Internal, Operations, Pending, Release, RemoteDecision, INTERNAL,
 };
+pub(crate) use overrides::{IndexEntries, OverrideCheck, OverrideWrite};
 pub(crate) use peek_reset::Targets;
 #[cfg(feature = "cluster")]
 pub use redis::cluster::ClusterStore;
@@ -62,6 +64,19 @@ mod tests {
         }
         fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
             self.store.peek(targets)
+        }
+        fn override_of(&self, key: &[u8], internal: Internal) -> Option<Arc<[u8]>> {
+            self.store.override_of(key, internal)
+        }
+        fn decide_checked(&self, call: &Call<'_>, checks: &[super::OverrideCheck]) -> Pending {
+            self.decides.fetch_add(1, Ordering::Relaxed);
+            self.store.decide_checked(call, checks)
+        }
+        fn write_override(&self, write: &super::OverrideWrite<'_>) -> Answer<()> {
+            self.store.write_override(write)
+        }
+        fn list_overrides(&self, index: &[u8], internal: Internal) -> Answer<super::IndexEntries> {
+            self.store.list_overrides(index, internal)
         }
         fn release(&self, release: &Release<'_>) -> Answer<()> {
             self.store.release(release)

@@ -6,6 +6,7 @@
 //! implement any of them. Its methods are reachable through any `dyn Store`, so each takes
 //! something only this crate can make: its call, or [`INTERNAL`].
 
+use super::overrides::{IndexEntries, OverrideCheck, OverrideWrite};
 use super::peek_reset::Targets;
 use crate::error::StoreError;
 use crate::model::compiled::CompiledLimit;
@@ -32,6 +33,22 @@ pub trait Operations {
 
     /// Forgets the targets' subjects' counts (one round trip; per slot on a cluster).
     fn reset(&self, targets: &Targets<'_>) -> Answer<()>;
+
+    /// The runtime override of `key` this process decides with: in memory, the one in force
+    /// (its TTL on the store's clock); for a remote store, the last one this process met.
+    fn override_of(&self, key: &[u8], _: Internal) -> Option<std::sync::Arc<[u8]>>;
+
+    /// Decides `call` as [`decide`](Self::decide) does, in the same atomic step checking that
+    /// each limit's override is the one `checks` names (one check per limit). If one is not,
+    /// nothing is recorded: the decision is refused with `Why::OverridesChanged`, and the
+    /// store has learnt the overrides in force ([`override_of`](Self::override_of)).
+    fn decide_checked(&self, call: &Call<'_>, checks: &[OverrideCheck]) -> Pending;
+
+    /// Sets or clears one subject's runtime override, and its entry in the limiter's index.
+    fn write_override(&self, write: &OverrideWrite<'_>) -> Answer<()>;
+
+    /// A limiter's index of runtime overrides, with the store's time.
+    fn list_overrides(&self, index: &[u8], _: Internal) -> Answer<IndexEntries>;
 
     /// The `store` label of its metrics: `memory`, `redis`, `cluster`, `sentinel`,
     /// `unavailable`. Never holds an address or a password.

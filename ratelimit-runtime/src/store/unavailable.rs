@@ -30,6 +30,18 @@ impl Operations for Unavailable {
     fn peek(&self, _targets: &Targets<'_>) -> Answer<Vec<RuleStatus>> {
         Answer::Ready(Err(self.error.clone()))
     }
+    fn override_of(&self, _key: &[u8], _: Internal) -> Option<std::sync::Arc<[u8]>> {
+        None
+    }
+    fn decide_checked(&self, call: &Call<'_>, _checks: &[super::OverrideCheck]) -> Pending {
+        self.decide(call)
+    }
+    fn write_override(&self, _write: &super::OverrideWrite<'_>) -> Answer<()> {
+        Answer::Ready(Err(self.error.clone()))
+    }
+    fn list_overrides(&self, _index: &[u8], _: Internal) -> Answer<super::IndexEntries> {
+        Answer::Ready(Err(self.error.clone()))
+    }
     fn release(&self, _release: &Release<'_>) -> Answer<()> {
         Answer::Ready(Err(self.error.clone()))
     }

@@ -39,6 +39,30 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A rule written as the overrides file writes one, `"5/10s"`: a count, `/`, a window with its
+/// unit (ms, s, m, h, d). The error says what is wrong, for a person (an admin API's 400).
+///
+/// ```
+/// use ratelimit_runtime::{config::parse_rule, Rule};
+/// assert_eq!(parse_rule("5/10s"), Ok(Rule::from_millis(10_000, 5).unwrap()));
+/// assert!(parse_rule("5/10x").unwrap_err().contains("unknown unit"));
+/// ```
+pub fn parse_rule(text: &str) -> Result<Rule, String> {
+    parse::parse_rule(text)
+}
+
+/// A duration written as a rule's window, `"30s"` (1ms to 366d; units ms, s, m, h, d); the
+/// error names it `what`.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(ratelimit_runtime::config::parse_duration("ttl", "2m"), Ok(Duration::from_secs(120)));
+/// assert!(ratelimit_runtime::config::parse_duration("ttl", "0s").is_err());
+/// ```
+pub fn parse_duration(what: &str, text: &str) -> Result<Duration, String> {
+    parse::parse_duration(what, text)
+}
+
 /// One `[[limit]]` of the file: new rules and/or a mode for one limit of one limiter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LimitOverride {

@@ -218,7 +218,7 @@ fn parse_type(s: &Spanned<String>) -> Result<LimitType, String> {
 }
 
 /// `"2m"`: the length of `option` (a block, a sync interval), written as a rule's window.
-fn parse_duration(option: &str, text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(option: &str, text: &str) -> Result<Duration, String> {
     // A calendar month is no duration: a block or an interval needs a fixed length.
     let rule = parse_rule(&format!("1/{text}")).ok().filter(|rule| rule.months().is_none());
     rule.map(|rule| rule.window()).ok_or_else(|| {
@@ -227,7 +227,7 @@ fn parse_duration(option: &str, text: &str) -> Result<Duration, String> {
 }
 
 /// `"5/10s"`: a count, `/`, a window with its unit (ms, s, m, h, d; mo: calendar months).
-fn parse_rule(text: &str) -> Result<Rule, String> {
+pub(crate) fn parse_rule(text: &str) -> Result<Rule, String> {
     let expected =
         "expected count/window such as \"5/10s\" or \"100/1m\" (units ms, s, m, h, d; mo for calendar months)";
     let Some((count, window)) = text.split_once('/') else {

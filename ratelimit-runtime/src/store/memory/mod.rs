@@ -24,6 +24,7 @@ mod check;
 mod inline;
 mod log;
 mod one;
+mod overrides;
 mod shard;
 
 use check::{check_limit, peek_cells, peek_log, record, start_blocks};
@@ -61,6 +62,8 @@ pub struct MemoryStore {
     /// Its duration histogram, one decision in [`MEMORY_SAMPLE`](crate::metrics::MEMORY_SAMPLE)
     /// timed.
     metrics: StoreMetrics,
+    /// Its runtime overrides.
+    overrides: overrides::Overrides,
 }
 
 impl Default for MemoryStore {
@@ -103,6 +106,7 @@ impl MemoryStore {
             clock,
             counter: None,
             metrics: StoreMetrics::new("memory"),
+            overrides: overrides::Overrides::default(),
         }
         .max_keys(DEFAULT_MAX_KEYS)
     }
@@ -445,6 +449,24 @@ impl Operations for MemoryStore {
     fn release(&self, release: &Release<'_>) -> Answer<()> {
         self.release_now(release);
         Answer::Ready(Ok(()))
+    }
+
+    fn override_of(&self, key: &[u8], _: Internal) -> Option<Arc<[u8]>> {
+        self.overrides.get(key, self.now_us())
+    }
+
+    /// The limiter read the overrides in force here ([`override_of`](Self::override_of)): no
+    /// check to make.
+    fn decide_checked(&self, call: &Call<'_>, _checks: &[super::OverrideCheck]) -> Pending {
+        self.decide(call)
+    }
+
+    fn write_override(&self, write: &super::OverrideWrite<'_>) -> Answer<()> {
+        Answer::Ready(self.overrides.write(write, self.now_us()))
+    }
+
+    fn list_overrides(&self, index: &[u8], _: Internal) -> Answer<super::IndexEntries> {
+        Answer::Ready(Ok(self.overrides.list(index, self.now_us())))
     }
 
     fn label(&self, _: Internal) -> &'static str {

@@ -5,17 +5,22 @@
 
 use super::batch::{Batcher, Route};
 use super::commands::{
-    del_command, general_command, peek_command, release_command, Decide, Del, LoadScripts, Peek, Run, ScriptOp,
+    checked_command, del_command, general_command, peek_command, release_command, Decide, Del, LoadScripts, Peek, Run,
+    ScriptOp,
 };
 use super::link::Link;
+use super::overrides::{self, DecideChecked};
 use super::probe;
 use crate::error::StoreError;
 use crate::model::policy::RuleStatus;
 use crate::rt::clock::{Clock, SystemClock};
 use crate::rt::io;
 use crate::store::breaker::Breaker;
+use crate::store::overrides::Known;
 use crate::store::peek_reset::{read_statuses, shapes, Targets};
-use crate::store::{unique_member, Answer, Call, Internal, Operations, Pending, Release};
+use crate::store::{
+    unique_member, Answer, Call, IndexEntries, Internal, Operations, OverrideCheck, OverrideWrite, Pending, Release,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +33,8 @@ pub(crate) struct RedisBacked<L: Link> {
     breaker: Arc<Breaker>,
     /// Concurrent sliding-window or O(1) decisions, coalesced into one script run.
     batcher: Arc<Batcher>,
+    /// The runtime overrides this process met.
+    known: Arc<Known>,
 }
 
 impl<L: Link> RedisBacked<L> {
@@ -44,7 +51,7 @@ impl<L: Link> RedisBacked<L> {
         let batcher = Batcher::start(link.clone(), timeout)?;
         let probe = link.clone();
         probe::spawn(description.clone(), probe::probe_timeout(timeout), async move { probe.send(&LoadScripts).await });
-        Ok(RedisBacked { link, timeout, description, breaker, batcher })
+        Ok(RedisBacked { link, timeout, description, breaker, batcher, known: Arc::new(Known::new()) })
     }
 
     /// The per-call timeout.
@@ -124,6 +131,29 @@ impl<L: Link> Operations for RedisBacked<L> {
         })
     }
 
+    fn override_of(&self, key: &[u8], _: Internal) -> Option<Arc<[u8]>> {
+        self.known.get(key)
+    }
+
+    fn decide_checked(&self, call: &Call<'_>, checks: &[OverrideCheck]) -> Pending {
+        self.breaker.decide(|| {
+            // Never coalesced: the batch scripts know nothing of overrides.
+            let member = unique_member();
+            let command = checked_command(call, checks, 0..call.limits.len(), &member);
+            let request = DecideChecked { command, member, known: self.known.clone() };
+            let link = self.link.clone();
+            io::timeout(self.timeout, async move { link.send(&request).await })
+        })
+    }
+
+    fn write_override(&self, write: &OverrideWrite<'_>) -> Answer<()> {
+        overrides::write(&self.link, &self.breaker, self.timeout, &self.known, write)
+    }
+
+    fn list_overrides(&self, index: &[u8], _: Internal) -> Answer<IndexEntries> {
+        overrides::list(&self.link, &self.breaker, self.timeout, index)
+    }
+
     fn label(&self, _: Internal) -> &'static str {
         self.breaker.metrics().label()
     }
@@ -159,6 +189,18 @@ impl<S: OverRedis> Operations for S {
     }
     fn reset(&self, targets: &Targets<'_>) -> Answer<()> {
         self.backed().reset(targets)
+    }
+    fn override_of(&self, key: &[u8], internal: Internal) -> Option<Arc<[u8]>> {
+        self.backed().override_of(key, internal)
+    }
+    fn decide_checked(&self, call: &Call<'_>, checks: &[OverrideCheck]) -> Pending {
+        self.backed().decide_checked(call, checks)
+    }
+    fn write_override(&self, write: &OverrideWrite<'_>) -> Answer<()> {
+        self.backed().write_override(write)
+    }
+    fn list_overrides(&self, index: &[u8], internal: Internal) -> Answer<IndexEntries> {
+        self.backed().list_overrides(index, internal)
     }
     fn label(&self, internal: Internal) -> &'static str {
         self.backed().label(internal)

@@ -17,9 +17,10 @@
 //! never refuses.
 
 use super::batch;
-use super::commands::{del_command, general_command, peek_command, redact, release_command, ScriptOp};
+use super::commands::{checked_command, del_command, general_command, peek_command, redact, release_command, ScriptOp};
 use super::error::redis_error;
-use super::script::{eval, eval_raw, load_scripts, Script};
+use super::overrides;
+use super::script::{eval, eval_checked, eval_raw, load_scripts, Script};
 use super::tls::{is_tls_url, TlsConfig};
 use crate::error::StoreError;
 use crate::metrics::StoreMetrics;
@@ -30,8 +31,12 @@ use crate::model::policy::RuleStatus;
 use crate::rt::clock::{Clock, SystemClock};
 use crate::rt::io;
 use crate::store::breaker::{Breaker, MAX_PAUSE};
+use crate::store::overrides::Known;
 use crate::store::peek_reset::{read_statuses, shapes, Shapes, Targets};
-use crate::store::{unique_member, Answer, Call, Internal, Operations, Pending, Release, Store};
+use crate::store::{
+    unique_member, Answer, Call, IndexEntries, Internal, Operations, OverrideCheck, OverrideWrite, Pending, Release,
+    Store,
+};
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::Cmd;
@@ -49,6 +54,8 @@ pub struct ClusterStore {
     /// One breaker for the whole cluster (see `docs/failure.md`): the cluster client routes
     /// each slot to its node out of our sight.
     breaker: Arc<Breaker>,
+    /// The runtime overrides this process met.
+    known: Arc<Known>,
 }
 
 impl ClusterStore {
@@ -81,7 +88,7 @@ impl ClusterStore {
         let _guard = io::handle()?.enter();
         let conn = client.get_pending_async_connection_with_config(ClusterConfig::default());
         let breaker = Breaker::new(format!("redis cluster ({nodes})"), StoreMetrics::new("cluster"), MAX_PAUSE);
-        let store = ClusterStore { conn, timeout, nodes, breaker };
+        let store = ClusterStore { conn, timeout, nodes, breaker, known: Arc::new(Known::new()) };
         let mut probe = store.conn.clone();
         // The cluster client hides why no node could be reached ("No connections found"): on
         // failure the probe asks the first seed alone, for its own words (a certificate, AUTH).
@@ -138,6 +145,35 @@ impl Operations for ClusterStore {
         self.breaker.call(|| self.reset_call(targets))
     }
 
+    fn override_of(&self, key: &[u8], _: Internal) -> Option<Arc<[u8]>> {
+        self.known.get(key)
+    }
+
+    fn decide_checked(&self, call: &Call<'_>, checks: &[OverrideCheck]) -> Pending {
+        self.breaker.decide(|| {
+            let member = unique_member();
+            // Each slot's script checks the overrides of its own limits (same hash tag).
+            let parts = slot_parts_by(call, 0..call.limits.len(), &member, |limits| {
+                checked_command(call, checks, limits.iter().copied(), &member)
+            });
+            let (mut conn, known) = (self.conn.clone(), self.known.clone());
+            io::timeout(self.timeout, async move {
+                if parts.is_empty() {
+                    return Ok(Decision::admitted(0));
+                }
+                decide_by_slot(&mut conn, &parts, member, Some(&known)).await
+            })
+        })
+    }
+
+    fn write_override(&self, write: &OverrideWrite<'_>) -> Answer<()> {
+        overrides::write(&self.conn, &self.breaker, self.timeout, &self.known, write)
+    }
+
+    fn list_overrides(&self, index: &[u8], _: Internal) -> Answer<IndexEntries> {
+        overrides::list(&self.conn, &self.breaker, self.timeout, index)
+    }
+
     fn label(&self, _: Internal) -> &'static str {
         self.breaker.metrics().label()
     }
@@ -175,7 +211,7 @@ impl ClusterStore {
             let mut d = if parts.is_empty() {
                 Decision::admitted(0)
             } else {
-                decide_by_slot(&mut conn, &parts, member).await?
+                decide_by_slot(&mut conn, &parts, member, None).await?
             };
             if d.allowed && !shadow.is_empty() {
                 shadow_by_slot(&mut conn, &shadow, member, enforced, &mut d).await;
@@ -267,10 +303,20 @@ fn decide_command(
 /// The limits `indices` of `call` grouped by the slot of their key, in the order the slots first
 /// appear, each group with its decide and release commands.
 fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &[u8; 16]) -> Vec<SlotPart> {
+    slot_parts_by(call, indices, member, |limits| decide_command(call, limits.iter().copied(), member))
+}
+
+/// As [`slot_parts`], each group's decision made by `decide`.
+fn slot_parts_by(
+    call: &Call<'_>,
+    indices: std::ops::Range<usize>,
+    member: &[u8; 16],
+    decide: impl Fn(&[usize]) -> (Cmd, &'static Script),
+) -> Vec<SlotPart> {
     by_slot(indices.map(|i| (i, &call.limits[i], call.subjects[i])))
         .into_iter()
         .map(|limits| SlotPart {
-            decide: decide_command(call, limits.iter().copied(), member),
+            decide: decide(&limits),
             // Given back at once: the units are in the window of "now".
             release: general_command(call, limits.iter().copied(), member, ScriptOp::Release(0)),
             limits,
@@ -330,16 +376,24 @@ fn by_slot<'a>(limits: impl Iterator<Item = (usize, &'a CompiledLimit, &'a [u8])
     groups.into_iter().map(|(_, v)| v).collect()
 }
 
+/// Decides slot by slot (see the module's documentation); with `known`, each slot's script
+/// checks its limits' runtime overrides, and a slot whose overrides changed refuses the call
+/// as a slot that denies it does.
 async fn decide_by_slot(
     conn: &mut ClusterConnection,
     parts: &[SlotPart],
     member: [u8; 16],
+    known: Option<&Known>,
 ) -> Result<Decision, StoreError> {
     let mut tightest: Option<Decision> = None;
     // The time of the first slot's decision: what a refund finds the call's windows by.
     let mut first_at = None;
     for (done, part) in parts.iter().enumerate() {
-        let outcome = eval(conn, &part.decide, member).await.map(|mut d| {
+        let decided = match known {
+            Some(known) => eval_checked(conn, &part.decide, member, known).await,
+            None => eval(conn, &part.decide, member).await,
+        };
+        let outcome = decided.map(|mut d| {
             // The script's indexes count within this slot's limits.
             d.limit = part.limits.get(d.limit).copied().unwrap_or(0);
             d

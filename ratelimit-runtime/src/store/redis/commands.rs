@@ -18,6 +18,8 @@ use redis::Cmd;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ScriptOp {
     Decide,
+    /// Decide once the runtime overrides are checked (see [`checked_command`]).
+    Checked,
     /// Gives back what a decision with the same member admitted at this time (µs; 0: now).
     Release(u64),
     /// Read every rule at cost 0 and write nothing (`Limiter::peek`).
@@ -53,6 +55,7 @@ pub(crate) fn general_command(
     cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(&member[..]);
     match mode {
         ScriptOp::Decide => cmd.arg("d").arg(shadow),
+        ScriptOp::Checked => cmd.arg("o").arg(shadow),
         ScriptOp::Release(at) => cmd.arg("r").arg(at),
         ScriptOp::Peek => cmd.arg("p").arg(0),
     };
@@ -63,6 +66,25 @@ pub(crate) fn general_command(
         }
     }
     (cmd, &GENERAL)
+}
+
+/// The general script's `EVALSHA` deciding the limits `indices` of `call` once their runtime
+/// overrides are checked (see override_check.lua): after the limits' arguments, each one's
+/// override key ('' for none to check) and the text it is decided with ('' for none).
+pub(crate) fn checked_command(
+    call: &Call<'_>,
+    checks: &[crate::store::OverrideCheck],
+    indices: impl Iterator<Item = usize> + Clone,
+    member: &[u8; 16],
+) -> (Cmd, &'static Script) {
+    let (mut cmd, script) = general_command(call, indices.clone(), member, ScriptOp::Checked);
+    for i in indices {
+        match checks.get(i) {
+            Some(check) => cmd.arg(&check.key[..]).arg(check.expected.as_deref().unwrap_or(&[])),
+            None => cmd.arg("").arg(""),
+        };
+    }
+    (cmd, script)
 }
 
 /// The `EVALSHA` that gives back what `release` names, for its limits `indices` (all of

@@ -33,3 +33,12 @@ impl Link for ConnectionManager {
         request.send_on(&mut self.clone()).await
     }
 }
+
+/// A Redis Cluster: its connection routes each command by its key, so the requests of one
+/// server work as they are (a runtime override's write and listing).
+#[cfg(feature = "cluster")]
+impl Link for redis::cluster_async::ClusterConnection {
+    async fn send<R: Request>(&self, request: &R) -> Result<R::Reply, StoreError> {
+        request.send_on(&mut self.clone()).await
+    }
+}

@@ -10,6 +10,7 @@ pub(crate) mod cluster;
 pub(crate) mod commands;
 pub(crate) mod error;
 pub(crate) mod link;
+pub(crate) mod overrides;
 pub(crate) mod probe;
 pub(crate) mod script;
 pub(crate) mod sentinel;

@@ -61,6 +61,33 @@ pub(crate) async fn eval(
     Ok(decision)
 }
 
+/// As [`eval`], for a run in mode "o" (see override_check.lua): a reply listing overrides that
+/// changed teaches them to `known` and is a decision refused with `Why::OverridesChanged`.
+pub(crate) async fn eval_checked(
+    conn: &mut impl ConnectionLike,
+    command: &(Cmd, &Script),
+    member: [u8; 16],
+    known: &crate::store::overrides::Known,
+) -> Result<Decision, StoreError> {
+    let answer: redis::Value = query_script(conn, command).await?;
+    if let redis::Value::Array(changed) = &answer {
+        for pair in changed.chunks(2) {
+            match pair {
+                [redis::Value::BulkString(key), redis::Value::BulkString(value)] => known.learn(key, value),
+                other => return Err(StoreError::Protocol(format!("unexpected overrides {other:?}"))),
+            }
+        }
+        let wait = std::time::Duration::ZERO;
+        return Ok(Decision::refused(0, 0, wait, 0, crate::model::decision::Why::OverridesChanged));
+    }
+    let mut decision = Decision::from_script(unpack_reply(&answer)?);
+    if let Some((limit, rule, wait)) = shadow_refusal(&answer) {
+        decision.refused_in_shadow(limit, rule, wait);
+    }
+    decision.member = member;
+    Ok(decision)
+}
+
 /// As [`eval`], the script's integers as they come (a peek answers two per rule).
 pub(crate) async fn eval_raw(conn: &mut impl ConnectionLike, command: &(Cmd, &Script)) -> Result<Vec<i64>, StoreError> {
     query_script(conn, command).await

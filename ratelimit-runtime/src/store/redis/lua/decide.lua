@@ -12,7 +12,8 @@
 -- ARGV[2]  cost: units this call consumes
 -- ARGV[3]  member: a process-unique id for this call (sliding window; unit i > 1 adds ":i"; a
 --          concurrency slot)
--- ARGV[4]  mode: "d" decides; "r" releases what a "d" with the same member and cost admitted
+-- ARGV[4]  mode: "d" decides; "o" decides once the runtime overrides are checked (see
+--          override_check.lua); "r" releases what a "d" with the same member and cost admitted
 --          (a refund; the end of a call, which frees its slots; on a Redis Cluster, a later slot
 --          denied, so earlier slots give the call back); "p" peeks (cost 0): reads every rule,
 --          writes nothing, and returns {remaining, reset_us} per rule
@@ -44,6 +45,27 @@
 -- decide_o1_batch.lua decide calls without blocks, slots or shadow limits on the same keys with
 -- the same parts.
 
+-- parts/override_check.lua
+-- Mode "o" decides as "d" does once every runtime override the caller decides with is the one
+-- in force. After the limits' arguments, two per key: its override's key ('' when there is
+-- nothing to check) and the override's text the caller decides with ('' for none). When one
+-- differs, nothing is decided: the reply is each such key and the text in force ('' for none),
+-- for the caller to decide again with them.
+if ARGV[4] == 'o' then
+  local stale, base = false, #ARGV - 2 * #KEYS
+  for g = 1, #KEYS do
+    local key = ARGV[base + 2 * g - 1]
+    if key ~= '' then
+      local in_force = redis.call('GET', key) or ''
+      if in_force ~= ARGV[base + 2 * g] then
+        stale = stale or {}
+        stale[#stale + 1] = key
+        stale[#stale + 1] = in_force
+      end
+    end
+  end
+  if stale then return stale end
+end
 local now, cost, member = ARGV[1], ARGV[2], ARGV[3]
 -- Strings are compared before they are converted, and converted by the VM's own coercion where
 -- arithmetic needs them (each C call such as tonumber costs far more than a comparison). Numbers

@@ -7,7 +7,8 @@
 -- ARGV[2]  cost: units this call consumes
 -- ARGV[3]  member: a process-unique id for this call (sliding window; unit i > 1 adds ":i"; a
 --          concurrency slot)
--- ARGV[4]  mode: "d" decides; "r" releases what a "d" with the same member and cost admitted
+-- ARGV[4]  mode: "d" decides; "o" decides once the runtime overrides are checked (see
+--          override_check.lua); "r" releases what a "d" with the same member and cost admitted
 --          (a refund; the end of a call, which frees its slots; on a Redis Cluster, a later slot
 --          denied, so earlier slots give the call back); "p" peeks (cost 0): reads every rule,
 --          writes nothing, and returns {remaining, reset_us} per rule
@@ -39,6 +40,7 @@
 -- decide_o1_batch.lua decide calls without blocks, slots or shadow limits on the same keys with
 -- the same parts.
 
+--@override_check
 local now, cost, member = ARGV[1], ARGV[2], ARGV[3]
 -- Strings are compared before they are converted, and converted by the VM's own coercion where
 -- arithmetic needs them (each C call such as tonumber costs far more than a comparison). Numbers
