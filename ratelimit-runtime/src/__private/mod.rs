@@ -30,7 +30,7 @@ mod lazy;
 mod values;
 
 use crate::context;
-use crate::limiter::permit::{Permit, Refund};
+use crate::limiter::permit::{Permit, Settle};
 use crate::model::subject::Subject;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -95,7 +95,7 @@ pub fn end<T, E>(permit: Permit<'static>, result: Result<T, E>, when: RefundWhen
 /// A call being ended (see [`end`]).
 #[must_use = "a call's end gives nothing back until it is awaited or run with `.blocking()`"]
 pub struct Ended<T, E> {
-    giving: Refund<'static>,
+    giving: Settle<'static>,
     result: Result<T, E>,
 }
 

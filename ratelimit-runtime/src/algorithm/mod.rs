@@ -5,6 +5,10 @@
 //! Times are integer microseconds. Rates are exact fractions: a bucket's state is kept in units
 //! of 1/count µs, so that `window / count` never rounds; products go through u128.
 
+mod settle;
+
+pub(crate) use settle::{charge, empty_at};
+
 /// How a limit counts (the attribute's `algorithm = …`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -272,7 +272,7 @@ fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &[u8; 16
         .map(|limits| SlotPart {
             decide: decide_command(call, limits.iter().copied(), member),
             // Given back at once: the units are in the window of "now".
-            release: general_command(call, limits.iter().copied(), member, ScriptOp::Release(0)),
+            release: general_command(call, limits.iter().copied(), member, ScriptOp::Release(0, 0)),
             limits,
         })
         .collect()
