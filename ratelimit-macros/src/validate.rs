@@ -43,13 +43,15 @@ pub(crate) struct Plan {
     pub tier: Option<Expr>,
     /// `refund = …`: when the body's result gives the call's units back.
     pub refund: Option<Refund>,
+    /// `settle = …`: the units the call took, from the body's result (with `cost`, the estimate).
+    pub settle: Option<Expr>,
 }
 
 impl Plan {
     /// Whether the call must be ended after the body: its units may be given back, or it holds
     /// concurrency slots.
     pub(crate) fn ends_calls(&self) -> bool {
-        self.refund.is_some() || self.limits.iter().any(|l| l.concurrency.is_some())
+        self.refund.is_some() || self.settle.is_some() || self.limits.iter().any(|l| l.concurrency.is_some())
     }
 }
 
@@ -219,6 +221,7 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
         wait: None,
         tier: None,
         refund: None,
+        settle: None,
     };
     // The first attribute that gave each limiter-wide option, to compare the others with.
     let mut name: Option<Given<LitStr>> = None;
@@ -228,7 +231,18 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     let mut wait: Option<Given<(u64, syn::LitInt)>> = None;
     let mut tier: Option<Given<Expr>> = None;
     let mut refund: Option<Given<(Refund, Expr)>> = None;
+    let mut settle: Option<Given<Expr>> = None;
     for mut attr in attrs {
+        if let (Some(s), Some(n)) = (&attr.settle, &attr.concurrency) {
+            let mut e = Error::new_spanned(
+                &s.key,
+                "`settle` corrects the units that rules counted; a concurrency limit counts calls in flight, \
+                 not units: put `settle` (with `cost`) on a stacked #[rate_limiter] with `rules`",
+            );
+            e.combine(Error::new_spanned(&n.key, "`concurrency` is given here"));
+            errors.push(e);
+        }
+        agree(&mut settle, attr.settle.take(), same_tokens, &mut errors);
         agree(&mut refund, attr.refund.take(), |a, b| a.0 == b.0, &mut errors);
         agree(&mut name, attr.name.take(), |a, b| a.value() == b.value(), &mut errors);
         agree(&mut on_error, attr.on_error.take(), |a, b| a.0 == b.0, &mut errors);
@@ -243,6 +257,7 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
             plan.limits.push(limit);
         }
     }
+    settles(settle.as_ref(), cost.as_ref(), refund.as_ref(), &mut errors);
     errors.finish()?;
     plan.name = name.map(|g| g.value);
     plan.on_error = on_error.map(|g| g.value.0);
@@ -251,7 +266,35 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     plan.wait = wait.map(|g| g.value.0);
     plan.tier = tier.map(|g| g.value);
     plan.refund = refund.map(|g| g.value.0);
+    plan.settle = settle.map(|g| g.value);
     Ok(plan)
+}
+
+/// `settle` corrects an estimate: it needs `cost`, and says on its own what the call costs
+/// after the body (a refund is settling to 0).
+fn settles(
+    settle: Option<&Given<Expr>>,
+    cost: Option<&Given<Expr>>,
+    refund: Option<&Given<(Refund, Expr)>>,
+    errors: &mut Errors,
+) {
+    let Some(settle) = settle else { return };
+    if cost.is_none() {
+        errors.push(Error::new_spanned(
+            &settle.key,
+            "`settle` needs `cost = <estimate>`: the units taken before the body runs, which `settle` then \
+             corrects to what the call took (e.g. `cost = 100, settle = |r| …`)",
+        ));
+    }
+    if let Some(refund) = refund {
+        let mut e = Error::new_spanned(
+            &settle.key,
+            "`settle` and `refund` both say what the call costs once the body ran; a refund is settling to \
+             0: give only `settle` (e.g. `settle = |r| if r.is_ok() { 0 } else { N }`)",
+        );
+        e.combine(Error::new_spanned(&refund.key, "`refund` is given here"));
+        errors.push(e);
+    }
 }
 
 fn same_tokens<T: ToTokens>(a: &T, b: &T) -> bool {
