@@ -117,3 +117,8 @@ pub mod __private {
 #[cfg(doctest)]
 #[doc = include_str!("../docs/refunds.md")]
 pub struct RefundsDoc;
+
+/// The examples of docs/policies.md, run as doctests (not part of the API).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/policies.md")]
+pub struct PoliciesDoc;
