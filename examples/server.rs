@@ -269,7 +269,8 @@ pub struct Completion {
 /// the limit (later calls wait until they have left). A bad request generated nothing: 0.
 #[rate_limiter(type = User, rules = [(60s, 1000)], cost = 100, settle = |r| r.as_ref().map_or(0, |c| c.tokens))]
 async fn complete(_user: UserId, uri: axum::http::Uri) -> Result<axum::Json<Completion>, AppError> {
-    let tokens = query_number(uri.query(), "tokens").ok_or(AppError::BadRequest("?tokens= takes a number of tokens"))?;
+    let tokens =
+        query_number(uri.query(), "tokens").ok_or(AppError::BadRequest("?tokens= takes a number of tokens"))?;
     Ok(axum::Json(Completion { tokens }))
 }
 
