@@ -47,7 +47,10 @@ async fn run_async(server: &RedisServer, report: &mut Report) {
     let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
     let store = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(2)).expect("store"));
     let limiter = Limiter::builder("bench::settle")
-        .limit(Limit::new(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")]).algorithm(ratelimit::Algorithm::Gcra))
+        .limit(
+            Limit::new(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")])
+                .algorithm(ratelimit::Algorithm::Gcra),
+        )
         .store(store)
         .build()
         .expect("limiter");
