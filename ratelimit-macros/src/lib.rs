@@ -16,6 +16,7 @@ mod expand;
 mod item;
 mod parse;
 mod rules;
+mod settle;
 mod stack;
 mod ungroup;
 mod validate;

@@ -5,6 +5,7 @@ use crate::errors::Errors;
 use crate::item::Function;
 use crate::parse::{Attr, Given, Kind, Mode, OnError, Refund, ALGORITHMS, BURST_ALGORITHMS};
 use crate::rules::Rule;
+use crate::settle::{settle_beside_concurrency, settles};
 use quote::ToTokens;
 use syn::{Error, Expr, GenericArgument, Ident, LitStr, PathArguments, ReturnType, Type, TypeParamBound};
 
@@ -233,15 +234,7 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     let mut refund: Option<Given<(Refund, Expr)>> = None;
     let mut settle: Option<Given<Expr>> = None;
     for mut attr in attrs {
-        if let (Some(s), Some(n)) = (&attr.settle, &attr.concurrency) {
-            let mut e = Error::new_spanned(
-                &s.key,
-                "`settle` corrects the units that rules counted; a concurrency limit counts calls in flight, \
-                 not units: put `settle` (with `cost`) on a stacked #[rate_limiter] with `rules`",
-            );
-            e.combine(Error::new_spanned(&n.key, "`concurrency` is given here"));
-            errors.push(e);
-        }
+        settle_beside_concurrency(&attr, &mut errors);
         agree(&mut settle, attr.settle.take(), same_tokens, &mut errors);
         agree(&mut refund, attr.refund.take(), |a, b| a.0 == b.0, &mut errors);
         agree(&mut name, attr.name.take(), |a, b| a.value() == b.value(), &mut errors);
@@ -268,33 +261,6 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     plan.refund = refund.map(|g| g.value.0);
     plan.settle = settle.map(|g| g.value);
     Ok(plan)
-}
-
-/// `settle` corrects an estimate: it needs `cost`, and says on its own what the call costs
-/// after the body (a refund is settling to 0).
-fn settles(
-    settle: Option<&Given<Expr>>,
-    cost: Option<&Given<Expr>>,
-    refund: Option<&Given<(Refund, Expr)>>,
-    errors: &mut Errors,
-) {
-    let Some(settle) = settle else { return };
-    if cost.is_none() {
-        errors.push(Error::new_spanned(
-            &settle.key,
-            "`settle` needs `cost = <estimate>`: the units taken before the body runs, which `settle` then \
-             corrects to what the call took (e.g. `cost = 100, settle = |r| …`)",
-        ));
-    }
-    if let Some(refund) = refund {
-        let mut e = Error::new_spanned(
-            &settle.key,
-            "`settle` and `refund` both say what the call costs once the body ran; a refund is settling to \
-             0: give only `settle` (e.g. `settle = |r| if r.is_ok() { 0 } else { N }`)",
-        );
-        e.combine(Error::new_spanned(&refund.key, "`refund` is given here"));
-        errors.push(e);
-    }
 }
 
 fn same_tokens<T: ToTokens>(a: &T, b: &T) -> bool {
