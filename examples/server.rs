@@ -14,7 +14,9 @@
 //! 10 per 10s, and per IP: 15 per 10s, decided together), `POST /api/login` (per IP, only
 //! failed attempts count: 5 per 60s, then 2 minutes blocked), `GET /api/report?ms=N` (per IP,
 //! at most 2 at a time), `GET /api/search` (per user: 5 per 10s, 50 per 10s for the `pro` plan
-//! of the `X-Plan` header), `GET /api/export` (per user: 3 per calendar month, UTC),
+//! of the `X-Plan` header), `GET /api/complete?tokens=N` (per user: 1000 units per 60s, 100
+//! taken before the call and settled to the N tokens it generated),
+//! `GET /api/export` (per user: 3 per calendar month, UTC),
 //! `GET /metrics` (Prometheus text format, never limited).
 //!
 //! `RATELIMIT_ADMIN_TOKEN=<secret>` serves the admin API (`/admin/`, see `server/admin.rs`): one
@@ -55,6 +57,9 @@ Routes:
   GET  /api/search   per user (X-User-Id, required): 5 per 10s; the plan in the
                      X-Plan header chooses the tier (pro: 50 per 10s; tier names are
                      case-sensitive: Pro is not pro)
+  GET  /api/complete ?tokens=N: per user (X-User-Id, required): 1000 tokens per 60s;
+                     100 taken before the call, settled to the N it generated
+                     (missing or not a number: 400, settled to 0)
   GET  /api/export   per user (X-User-Id, required): 3 per calendar month (UTC; the
                      quota is whole again at 00:00 on the 1st)
   GET  /metrics      the limiter's metrics, Prometheus text format (no limit)
@@ -167,6 +172,7 @@ pub fn app(trust_proxy: &[Cidr]) -> Router {
         .route("/api/login", post(login))
         .route("/api/report", get(report))
         .route("/api/search", get(search))
+        .route("/api/complete", get(complete))
         .route("/api/export", get(export))
         .route("/metrics", get(metrics))
         .layer(RequestContextLayer::new().trust_proxies(trust_proxy.iter().copied()))
@@ -275,6 +281,30 @@ pub fn config() -> Result<ratelimit::Config, ratelimit::error::ConfigError> {
     // The admin API's overrides bind this server's limiters (and, with
     // RATELIMIT_RUNTIME_OVERRIDES=on, those of servers without the admin API).
     Ok(if admin::token().is_some() { config.runtime_overrides(true) } else { config })
+}
+
+/// The body of `GET /api/complete`: the tokens the call generated.
+#[derive(serde::Serialize)]
+pub struct Completion {
+    /// Tokens generated, which the call is charged.
+    pub tokens: u64,
+}
+
+/// An LLM-style endpoint priced by what it generated: 100 tokens are taken before the call (an
+/// estimate, so that concurrent calls cannot overrun the limit), and the call is settled to the
+/// tokens it really generated once it returned: fewer give the rest back, more are taken past
+/// the limit (later calls wait until they have left). A bad request generated nothing: 0.
+#[rate_limiter(type = User, rules = [(60s, 1000)], cost = 100, settle = |r| r.as_ref().map_or(0, |c| c.tokens))]
+async fn complete(_user: UserId, uri: axum::http::Uri) -> Result<axum::Json<Completion>, AppError> {
+    let tokens =
+        query_number(uri.query(), "tokens").ok_or(AppError::BadRequest("?tokens= takes a number of tokens"))?;
+    Ok(axum::Json(Completion { tokens }))
+}
+
+/// The number `name=N` of the query; `None` when it is missing or not a number.
+fn query_number(query: Option<&str>, name: &str) -> Option<u64> {
+    let value = query?.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))?;
+    value.parse().ok()
 }
 
 /// The body of `POST /api/login`.

@@ -123,3 +123,7 @@ pub struct RefundsDoc;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/overrides.md")]
 pub struct OverridesDoc;
+/// The examples of docs/policies.md, run as doctests (not part of the API).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/policies.md")]
+pub struct PoliciesDoc;

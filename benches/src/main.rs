@@ -9,6 +9,7 @@
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --hung           # section 10 alone
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --sweep          # the plot alone
 //!     cargo run --release --manifest-path benches/Cargo.toml -- --rls            # section 12 alone
+//!     cargo run --release --manifest-path benches/Cargo.toml -- --settle         # section 13 alone
 //!
 //! It starts its own `redis-server` on a free loopback port. Each figure is the median of
 //! `ROUNDS` interleaved rounds, with the spread (min–max) beside it. The in-memory and macro
@@ -28,6 +29,7 @@ mod redis_cell;
 mod redis_load;
 mod report;
 mod rls;
+mod settle;
 mod sweep;
 
 use report::Report;
@@ -46,6 +48,7 @@ ratelimit benchmarks: every figure of BENCHMARKS.md, or one section
   --hot-key          section 11 alone (one hot key from four processes, exact vs sync)
   --rls              section 12 alone (ratelimit-server vs the seed script behind the same gRPC front)
   --sweep            decisions/s against concurrent callers alone, drawn to benches/throughput.svg
+  --settle           section 12 alone (script calls per settled call)
   --profile-redis    1-rule throughput only, for a profiler";
 
 fn main() {
@@ -141,6 +144,13 @@ fn main() {
         report.print_targets();
         return;
     }
+    if std::env::args().any(|a| a == "--settle") {
+        let server = support::RedisServer::start();
+        let mut report = Report::default();
+        settle::run(&server, &mut report);
+        report.print_targets();
+        return;
+    }
     if std::env::args().any(|a| a == "--profile-redis") {
         // Only 1-rule throughput, for a profiler: `perf record -e cpu-clock -g -- <bench> --profile-redis`.
         let server = support::RedisServer::start();
@@ -165,6 +175,7 @@ fn main() {
     hung::run(&mut report);
     hot_key::run(&server, &mut report);
     rls::run(&server, &mut report);
+    settle::run(&server, &mut report);
     let series = sweep::run(&server);
     sweep::write(&series);
 

@@ -129,15 +129,32 @@ fn ended(prelude: TokenStream, body: TokenStream, plan: &Plan, shape: &Shape) ->
         Some(Refund::OnErr) => quote!(#p::RefundWhen::OnErr),
         None => quote!(#p::RefundWhen::Never),
     };
-    match shape.body {
-        Body::Blocking => quote! {
-            #prelude
-            #p::end(#permit, #p::body::<#result, _>(move || { #body }), #refund).blocking()
-        },
-        Body::Async | Body::BoxedAsync => quote! {
-            #prelude
-            #p::end(#permit, #p::body_async::<#result, _>(async move { #body }).await, #refund).await
-        },
+    // `settle = …`: applied to the body's result where the user wrote it (so that a closure's
+    // parameter needs no annotation, and a wrong type is reported there).
+    let (result_of, units) = (
+        syn::Ident::new("__ratelimit_result", Span::mixed_site()),
+        syn::Ident::new("__ratelimit_units", Span::mixed_site()),
+    );
+    let end = |body: TokenStream, run: TokenStream| match &plan.settle {
+        Some(expr) => {
+            let apply = quote_spanned!(expr.span()=> #p::settle_units::<#result, _>(#expr, &#result_of));
+            quote! {
+                let #result_of = #body;
+                let #units = #apply;
+                #p::settle(#permit, #result_of, #units) #run
+            }
+        }
+        None => quote!(#p::end(#permit, #body, #refund) #run),
+    };
+    let end = match shape.body {
+        Body::Blocking => end(quote!(#p::body::<#result, _>(move || { #body })), quote!(.blocking())),
+        Body::Async | Body::BoxedAsync => {
+            end(quote!(#p::body_async::<#result, _>(async move { #body }).await), quote!(.await))
+        }
+    };
+    quote! {
+        #prelude
+        #end
     }
 }
 

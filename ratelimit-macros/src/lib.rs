@@ -16,6 +16,7 @@ mod expand;
 mod item;
 mod parse;
 mod rules;
+mod settle;
 mod stack;
 mod ungroup;
 mod validate;
@@ -48,6 +49,8 @@ use proc_macro::TokenStream;
 ///            | mode = enforce | shadow   shadow: decide and count, never refuse (default enforce)
 ///            | tier = <expr>             the caller's tier (text, or an Option of it): its rules
 ///            | refund = on_ok | on_err   give the call's units back when the body returns Ok / Err
+///            | settle = <expr>           with cost = <estimate>: the units the call took, from the
+///                                        body's &Result<T, E> (a closure or a function giving u64)
 ///            | block = <duration>        once refused as exceeded, refuse the subject this long
 ///            | crate = "path"            where `ratelimit` is reachable, default "::ratelimit"
 ///
@@ -106,6 +109,10 @@ use proc_macro::TokenStream;
 ///   calls of a subject at a time, the slot freed on return, error, panic or a dropped future.
 ///   `refund` belongs to the whole limiter; `block`, `concurrency` and `lease` to their attribute.
 ///   See the repository's docs/refunds.md.
+/// * **Charging what a call took.** `cost = 100, settle = |r| …` takes an estimate before the
+///   body and settles the call to what `settle` reads from its result: fewer units give the rest
+///   back, more are taken past the limit (debt, refusing later calls until it has left). It
+///   belongs to the whole limiter. See the repository's docs/policies.md.
 /// * **Cost of a call.** The limiter is built once per function, in a `static`, on first use;
 ///   per call only the subjects are computed and one check is made.
 ///

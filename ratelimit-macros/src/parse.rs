@@ -127,6 +127,7 @@ const OPTIONS: &[&str] = &[
     "mode",
     "tier",
     "refund",
+    "settle",
     "block",
     "concurrency",
     "lease",
@@ -162,6 +163,8 @@ pub(crate) struct Attr {
     /// `tier = <expr>`: the caller's tier, evaluated per call.
     pub tier: Option<Given<Expr>>,
     pub refund: Option<Given<(Refund, Expr)>>,
+    /// `settle = <expr>`: the units the call took, from the body's `&Result<T, E>`.
+    pub settle: Option<Given<Expr>>,
     /// `block = <duration>`, in ms.
     pub block: Option<Given<(u64, syn::LitInt)>>,
     /// `concurrency = N`.
@@ -222,6 +225,7 @@ impl Attr {
             "mode" => store(&mut self.mode, key, mode(&value)),
             "tier" => store(&mut self.tier, key, Ok(value)),
             "refund" => store(&mut self.refund, key, refund(&value).map(|r| (r, value))),
+            "settle" => store(&mut self.settle, key, Ok(value)),
             "block" => store(&mut self.block, key, rules::duration(&value, "block")),
             "concurrency" => store(&mut self.concurrency, key, rules::count(&value, "concurrency")),
             "lease" => store(&mut self.lease, key, rules::duration(&value, "lease")),

@@ -5,6 +5,7 @@ use crate::errors::Errors;
 use crate::item::Function;
 use crate::parse::{Attr, Given, Kind, Mode, OnError, Refund, ALGORITHMS, BURST_ALGORITHMS};
 use crate::rules::{self, Rule};
+use crate::settle::{settle_beside_concurrency, settles};
 use quote::ToTokens;
 use syn::{Error, Expr, GenericArgument, Ident, LitStr, PathArguments, ReturnType, Type, TypeParamBound};
 
@@ -43,13 +44,15 @@ pub(crate) struct Plan {
     pub tier: Option<Expr>,
     /// `refund = …`: when the body's result gives the call's units back.
     pub refund: Option<Refund>,
+    /// `settle = …`: the units the call took, from the body's result (with `cost`, the estimate).
+    pub settle: Option<Expr>,
 }
 
 impl Plan {
     /// Whether the call must be ended after the body: its units may be given back, or it holds
     /// concurrency slots.
     pub(crate) fn ends_calls(&self) -> bool {
-        self.refund.is_some() || self.limits.iter().any(|l| l.concurrency.is_some())
+        self.refund.is_some() || self.settle.is_some() || self.limits.iter().any(|l| l.concurrency.is_some())
     }
 }
 
@@ -224,6 +227,7 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
         wait: None,
         tier: None,
         refund: None,
+        settle: None,
     };
     // The first attribute that gave each limiter-wide option, to compare the others with.
     let mut name: Option<Given<LitStr>> = None;
@@ -233,7 +237,10 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     let mut wait: Option<Given<(u64, syn::LitInt)>> = None;
     let mut tier: Option<Given<Expr>> = None;
     let mut refund: Option<Given<(Refund, Expr)>> = None;
+    let mut settle: Option<Given<Expr>> = None;
     for mut attr in attrs {
+        settle_beside_concurrency(&attr, &mut errors);
+        agree(&mut settle, attr.settle.take(), same_tokens, &mut errors);
         agree(&mut refund, attr.refund.take(), |a, b| a.0 == b.0, &mut errors);
         agree(&mut name, attr.name.take(), |a, b| a.value() == b.value(), &mut errors);
         agree(&mut on_error, attr.on_error.take(), |a, b| a.0 == b.0, &mut errors);
@@ -248,6 +255,7 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
             plan.limits.push(limit);
         }
     }
+    settles(settle.as_ref(), cost.as_ref(), refund.as_ref(), &mut errors);
     errors.finish()?;
     plan.name = name.map(|g| g.value);
     plan.on_error = on_error.map(|g| g.value.0);
@@ -256,6 +264,7 @@ pub(crate) fn plan(attrs: Vec<Attr>) -> syn::Result<Plan> {
     plan.wait = wait.map(|g| g.value.0);
     plan.tier = tier.map(|g| g.value);
     plan.refund = refund.map(|g| g.value.0);
+    plan.settle = settle.map(|g| g.value);
     Ok(plan)
 }
 

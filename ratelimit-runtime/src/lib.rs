@@ -57,11 +57,11 @@ pub mod status {
 }
 
 /// The requests a [`Limiter`] answers, each run awaited or [blocking](request::Check::blocking):
-/// what [`Limiter::check`], [`Limiter::peek`], [`Limiter::reset`] and [`Permit::refund`]
+/// what [`Limiter::check`], [`Limiter::peek`], [`Limiter::reset`] and [`Permit::settle`]
 /// return, and their futures.
 pub mod request {
     pub use crate::limiter::overrides::{ClearOverride, ListOverrides, OverrideFuture, SetOverride};
-    pub use crate::limiter::permit::Refund;
+    pub use crate::limiter::permit::Settle;
     pub use crate::limiter::request::{Check, CheckFuture, Peek, Reset, StoreFuture};
 }
 

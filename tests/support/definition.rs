@@ -1,6 +1,7 @@
 //! The algorithms' definitions, plainly, in exact integers: the reference the stores are held
-//! to (tests/exact.rs, tests/exact_refunds.rs), and how a call is compared with it. Refunds and
-//! blocks follow docs/design.md ("Refunds, blocks and concurrency limits").
+//! to (tests/exact.rs, tests/exact_refunds.rs, tests/exact_settle.rs), and how a call is compared
+//! with it. Refunds, settles and blocks follow docs/design.md ("Refunds, blocks and concurrency
+//! limits").
 #![allow(dead_code)]
 
 use ratelimit::store::StoreHandle;
@@ -47,8 +48,9 @@ pub enum State {
     Log(Vec<(u64, u64)>),
     /// FixedWindow and SlidingWindowCounter: the count of window `idx` and of the one before.
     Windows { idx: u64, cur: u64, prev: u64 },
-    /// TokenBucket: tokens × W at `at`; tokens refill at N per W up to the burst.
-    Tokens { tokens_w: u128, at: u64 },
+    /// TokenBucket: tokens × W at `at` (below zero: debt, from a settle); tokens refill at N per
+    /// W up to the burst.
+    Tokens { tokens_w: i128, at: u64 },
     /// LeakyBucket: level × W at `at`; the level drains at N per W.
     Level { level_w: u128, at: u64 },
     /// Gcra: the theoretical arrival time × N.
@@ -64,7 +66,7 @@ impl RuleModel {
         let cap = if alg.supports_burst() { burst.unwrap_or(n) } else { n };
         let state = match alg {
             Algorithm::SlidingWindow => State::Log(Vec::new()),
-            Algorithm::TokenBucket => State::Tokens { tokens_w: u128::from(cap) * u128::from(w), at: 0 },
+            Algorithm::TokenBucket => State::Tokens { tokens_w: i128::from(cap) * i128::from(w), at: 0 },
             Algorithm::LeakyBucket => State::Level { level_w: 0, at: 0 },
             Algorithm::Gcra => State::Tat(None),
             _ => State::Windows { idx: 0, cur: 0, prev: 0 },
@@ -98,8 +100,9 @@ impl RuleModel {
         let (w, n, b, c128) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap), u128::from(c));
         match &self.state {
             State::Log(log) => {
-                let used: u64 = log.iter().filter(|(s, _)| t - s < self.w).map(|(_, u)| u).sum();
-                used + c <= self.n
+                // Settled debt may hold up to u64::MAX units: summed in u128.
+                let used: u128 = log.iter().filter(|(s, _)| t - s < self.w).map(|(_, u)| u128::from(*u)).sum();
+                used + c128 <= n
             }
             State::Windows { .. } if self.alg == Algorithm::FixedWindow => self.windows_at(t).0 + c <= self.n,
             State::Windows { .. } => {
@@ -108,8 +111,8 @@ impl RuleModel {
                 u128::from(prev) * (w - e) + (u128::from(cur) + c128) * w <= n * w
             }
             State::Tokens { tokens_w, at } => {
-                let tokens_w = (tokens_w + u128::from(t - at) * n).min(b * w);
-                tokens_w >= c128 * w
+                let tokens_w = (tokens_w + i128::from(t - at) * n as i128).min((b * w) as i128);
+                tokens_w >= (c128 * w) as i128
             }
             State::Level { level_w, at } => {
                 let level_w = level_w.saturating_sub(u128::from(t - at) * n);
@@ -131,7 +134,7 @@ impl RuleModel {
             State::Log(log) => log.push((t, c)),
             State::Windows { idx, cur: c0, prev: p0 } => (*idx, *c0, *p0) = (i, cur + c, prev),
             State::Tokens { tokens_w, at } => {
-                *tokens_w = (*tokens_w + u128::from(t - *at) * n).min(b * w) - c128 * w;
+                *tokens_w = (*tokens_w + i128::from(t - *at) * n as i128).min((b * w) as i128) - (c128 * w) as i128;
                 *at = t;
             }
             State::Level { level_w, at } => {
@@ -180,11 +183,47 @@ impl RuleModel {
         }
     }
 
+    /// Settles a call of cost `c` admitted at `at` to `actual` units, at `t >= at`. Fewer: a
+    /// refund of the difference. More: the extra units x are debt, taken past the limit:
+    /// - sliding window: x more units admitted at `at` (they count while `at` is in the window);
+    /// - fixed window: the count of window ⌊at / W⌋ grows by x, at most to 2N (counting only
+    ///   while that window is the current one);
+    /// - sliding window counter: the same count grows by x, at most to 2N, while that window is
+    ///   the current one or the previous one;
+    /// - buckets and GCRA: poured in at t: E ← max(E, min(max(E, t) + x·T, t + B·T + W)).
+    pub fn settle(&mut self, t: u64, at: u64, c: u64, actual: u64) {
+        if actual <= c {
+            if actual < c {
+                self.refund(t, at, c - actual);
+            }
+            return;
+        }
+        let x = actual - c;
+        let (w, n, b) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap));
+        let i = at / self.w;
+        let (counter, most) = (self.alg == Algorithm::SlidingWindowCounter, self.n.saturating_mul(2));
+        match &mut self.state {
+            State::Log(log) => log.push((at, x)),
+            State::Windows { idx, cur, prev } => {
+                if *idx == i {
+                    *cur = cur.saturating_add(x).min(most);
+                } else if counter && *idx == i + 1 {
+                    *prev = prev.saturating_add(x).min(most);
+                }
+            }
+            _ => {
+                let (e, now) = (self.empty_n(), u128::from(t) * n);
+                let poured = (e.max(now) + u128::from(x) * w).min(now + b * w + w * n);
+                self.set_empty_n(poured.max(e));
+            }
+        }
+    }
+
     /// A bucket's empty instant E (GCRA's TAT), × N.
     fn empty_n(&self) -> u128 {
         let (w, n, b) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap));
         match self.state {
-            State::Tokens { tokens_w, at } => u128::from(at) * n + (b * w - tokens_w),
+            State::Tokens { tokens_w, at } => (i128::from(at) * n as i128 + ((b * w) as i128 - tokens_w)) as u128,
             State::Level { level_w, at } => u128::from(at) * n + level_w,
             State::Tat(tat) => tat.unwrap_or(0),
             _ => unreachable!("not a bucket"),
@@ -196,7 +235,9 @@ impl RuleModel {
     fn set_empty_n(&mut self, e: u128) {
         let (w, n, b) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap));
         match &mut self.state {
-            State::Tokens { tokens_w, at } => *tokens_w = b * w - e.saturating_sub(u128::from(*at) * n),
+            State::Tokens { tokens_w, at } => {
+                *tokens_w = (b * w) as i128 - e.saturating_sub(u128::from(*at) * n) as i128
+            }
             State::Level { level_w, at } => *level_w = e.saturating_sub(u128::from(*at) * n),
             State::Tat(tat) => *tat = Some(e),
             _ => unreachable!("not a bucket"),

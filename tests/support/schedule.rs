@@ -1,5 +1,5 @@
 //! What the property tests against the definitions share (tests/exact.rs,
-//! tests/exact_refunds.rs): the stores they run on, their runs (a fixed seed, and a seed of the
+//! tests/exact_refunds.rs, tests/exact_settle.rs): the stores they run on, their runs (a fixed seed, and a seed of the
 //! caller's), and random stacks of limits.
 //!
 //! Every property runs its cases from a fixed seed, the same on every run. With

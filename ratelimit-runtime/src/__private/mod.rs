@@ -18,8 +18,9 @@
 //! if let Err(e) = checked { return Err(From::from(e)); }
 //! ```
 //!
-//! With `refund = …` or a concurrency limit, the check keeps its permit and the body runs in a
-//! closure (or an async block), whose result ends the call:
+//! With `refund = …`, `settle = …` or a concurrency limit, the check keeps its permit and the
+//! body runs in a closure (or an async block), whose result ends the call (`settle(permit,
+//! result, settle_units(<expr>, &result))` with `settle = …`):
 //!
 //! ```ignore
 //! end(permit, body_async::<Result<T, E>, _>(async move { body }).await, RefundWhen::OnOk).await
@@ -30,7 +31,7 @@ mod lazy;
 mod values;
 
 use crate::context;
-use crate::limiter::permit::{Permit, Refund};
+use crate::limiter::permit::{Permit, Settle};
 use crate::model::subject::Subject;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -92,10 +93,24 @@ pub fn end<T, E>(permit: Permit<'static>, result: Result<T, E>, when: RefundWhen
     Ended { giving, result }
 }
 
+/// `settle = …` as the user wrote it, applied to the body's result `R` (typed so that a
+/// closure's parameter needs no annotation, and a wrong type is reported at the expression).
+#[inline(always)]
+pub fn settle_units<R, F: FnOnce(&R) -> u64>(f: F, result: &R) -> u64 {
+    f(result)
+}
+
+/// Ends a call once its body returned `result`, settling its units to `units`, what `settle =
+/// …` read from the result (the cost was the estimate), and freeing its concurrency slots: one
+/// round trip, as [`end`].
+pub fn settle<T, E>(permit: Permit<'static>, result: Result<T, E>, units: u64) -> Ended<T, E> {
+    Ended { giving: permit.settle(units), result }
+}
+
 /// A call being ended (see [`end`]).
 #[must_use = "a call's end gives nothing back until it is awaited or run with `.blocking()`"]
 pub struct Ended<T, E> {
-    giving: Refund<'static>,
+    giving: Settle<'static>,
     result: Result<T, E>,
 }
 

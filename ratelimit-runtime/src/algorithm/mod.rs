@@ -6,6 +6,9 @@
 //! of 1/count µs, so that `window / count` never rounds; products go through u128.
 
 pub(crate) mod calendar;
+mod settle;
+
+pub(crate) use settle::{charge, empty_at};
 
 /// How a limit counts (the attribute's `algorithm = …`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

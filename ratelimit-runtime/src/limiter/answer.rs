@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// A store's answer to a [`Peek`](crate::request::Peek), a [`Reset`](crate::request::Reset) or a
-/// [`Refund`](crate::request::Refund), being
+/// [`Settle`](crate::request::Settle) (a refund too), being
 /// awaited.
 #[must_use = "futures do nothing unless awaited"]
 pub struct StoreFuture<T>(Answering<T>);

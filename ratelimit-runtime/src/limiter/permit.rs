@@ -1,13 +1,12 @@
 //! [`Permit`]: an admitted call, and what it can give back. A refund returns its units (the
-//! call should not count: `refund = on_ok` for logins); the end of a call frees the concurrency
+//! call should not count: `refund = on_ok` for logins); a settle makes its units what the call
+//! really took, giving back or taking the difference; the end of a call frees the concurrency
 //! slots it holds, also when the call panics or its future is dropped ([`Slots`]' `Drop`).
 
-use super::answer::StoreFuture;
 use super::keys::SubjectKeys;
 use super::limit_set::LimitSet;
 use super::snapshot::Snapshot;
 use super::Limiter;
-use crate::error::StoreError;
 use crate::model::decision::Decision;
 use crate::model::policy::Headroom;
 use crate::model::refusal::RateLimited;
@@ -15,9 +14,12 @@ use crate::model::subject::Subject;
 use crate::rt::io;
 use crate::store::{Answer, Call, Release, Store};
 use std::fmt;
-use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod settle;
+
+pub use settle::Settle;
 
 /// An allowed call. Borrows its limiter, so that deciding allocates nothing.
 ///
@@ -189,7 +191,7 @@ impl<'a> Permit<'a> {
     /// counting the call. A permit decided at a pinned time ([`Check::at`](crate::request::Check::at))
     /// gives back at that time. Also forgets this process's cached refusals of the subjects,
     /// which the refund may have made wrong. `.await` it, or run it with
-    /// [`blocking`](Refund::blocking).
+    /// [`blocking`](Settle::blocking).
     ///
     /// ```
     /// use ratelimit_runtime::{Limit, LimitType, Limiter, Rule, Subject, store::MemoryStore};
@@ -215,78 +217,46 @@ impl<'a> Permit<'a> {
     /// assert_eq!(left, 5);
     /// # }
     /// ```
-    pub fn refund(self) -> Refund<'a> {
-        Refund { permit: self, units: true }
+    pub fn refund(self) -> Settle<'a> {
+        self.settle(0)
+    }
+
+    /// Settles the call to the units it really took, `actual` (tokens generated, bytes sent),
+    /// when its cost was an estimate: one store round trip, which also frees its concurrency
+    /// slots. Fewer units than the cost give the difference back where it still counts, as a
+    /// [refund](Self::refund) does (a refund settles to 0). More take the extra units even past
+    /// the limit: that is debt, and later calls are refused, with an exact retry-after, until it
+    /// has left. What a settled unit is in each algorithm is defined in docs/design.md. A permit
+    /// dropped without settling keeps its cost. Shadow limits keep the cost. `.await` it, or run
+    /// it with [`blocking`](Settle::blocking).
+    ///
+    /// ```
+    /// use ratelimit_runtime::{Limit, LimitType, Limiter, Rule, Subject, store::MemoryStore};
+    /// use std::{sync::Arc, time::Duration};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let tokens = Limiter::builder("complete")
+    ///     .limit(Limit::new(LimitType::Key, [Rule::new(Duration::from_secs(60), 1000).unwrap()]))
+    ///     .store(Arc::new(MemoryStore::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let user = [Subject::bytes(&b"alice"[..])];
+    /// // Estimated at 100 tokens, the reply took 1500: 500 past the limit.
+    /// let permit = tokens.check(&user).cost(100).await.unwrap();
+    /// permit.settle(1500).await.unwrap();
+    /// let refused = tokens.check(&user).cost(100).await.unwrap_err();
+    /// assert!(refused.retry_after() > Duration::from_secs(59));
+    /// # }
+    /// ```
+    pub fn settle(self, actual: u64) -> Settle<'a> {
+        Settle { permit: self, actual: Some(actual) }
     }
 
     /// Ends the call: frees the concurrency slots it holds (one round trip, awaited: the next
-    /// call of the subject finds the slot free), and gives nothing else back.
-    pub(crate) fn end(self) -> Refund<'a> {
-        Refund { permit: self, units: false }
-    }
-
-    /// The store call that gives back the units (`refund`) and frees the slots.
-    fn give_back(&mut self, refund: bool) -> Answer<()> {
-        if !self.decided {
-            return Answer::Ready(Ok(()));
-        }
-        let d = self.admitted.decision();
-        let slots = self.slots.take().map(|s| Slots::disarm(*s));
-        let set = self.set();
-        let indices: Vec<usize> = (0..set.limits.len())
-            .filter(|&i| if set.limits[i].is_concurrency() { slots.is_some() } else { refund })
-            .collect();
-        if indices.is_empty() || self.keys.len() != set.limits.len() {
-            return Answer::Ready(Ok(()));
-        }
-        let subjects = self.keys.slices();
-        if refund {
-            set.forget_keys(self.limiter.store(), &subjects);
-            // The response's `RateLimit` field tells what is left after the refund.
-            if let (Some(ctx), Some(mut quota)) = (crate::context::current(), set.quota(&d)) {
-                let capacity = set.limits.get(d.limit).map_or(0, |l| l.capacity(d.rule));
-                quota.remaining = quota.remaining.saturating_add(self.cost).min(capacity);
-                ctx.record_quota(quota);
-            }
-        }
-        let release = Release {
-            call: Call {
-                limits: &set.limits,
-                subjects: &subjects,
-                cost: self.cost,
-                now_us: self.pinned.then_some(d.at_us),
-                shadow: 0,
-            },
-            indices: &indices,
-            at_us: d.at_us,
-            member: d.member,
-        };
-        release_store(self.limiter, self.local).release(&release)
-    }
-}
-
-/// A permit's units given back ([`Permit::refund`]), with its concurrency slots: `.await` it, or
-/// run it with [`blocking`](Self::blocking).
-#[must_use = "a refund gives nothing back until it is awaited or run with `.blocking()`"]
-pub struct Refund<'a> {
-    permit: Permit<'a>,
-    /// The units go back (else only the slots are freed: the call ended).
-    units: bool,
-}
-
-impl Refund<'_> {
-    /// Gives back, blocking the thread.
-    pub fn blocking(mut self) -> Result<(), StoreError> {
-        self.permit.give_back(self.units).finish_blocking()
-    }
-}
-
-impl IntoFuture for Refund<'_> {
-    type Output = Result<(), StoreError>;
-    type IntoFuture = StoreFuture<()>;
-
-    fn into_future(mut self) -> StoreFuture<()> {
-        StoreFuture::of(self.permit.give_back(self.units))
+    /// call of the subject finds the slot free), and keeps its units as they are.
+    pub(crate) fn end(self) -> Settle<'a> {
+        Settle { permit: self, actual: None }
     }
 }
 
@@ -348,6 +318,7 @@ impl Drop for Slots {
             indices: &indices,
             at_us: self.at_us,
             member: self.member,
+            actual: 1,
         };
         match release_store(&self.limiter, self.local).release(&release) {
             Answer::Ready(Err(e)) => tracing::warn!(error = %e, "ratelimit: could not free a concurrency slot"),

@@ -26,8 +26,9 @@ pub trait Operations {
     /// (one round trip; per slot on a cluster). In limit order, rules in rule order.
     fn peek(&self, targets: &Targets<'_>) -> Answer<Vec<RuleStatus>>;
 
-    /// Gives back what an admitted call took from the limits `release.indices` (one round trip;
-    /// per slot on a cluster): its units, where they still count (a refund), and its
+    /// Settles what an admitted call took from the limits `release.indices` (one round trip;
+    /// per slot on a cluster): gives back its units beyond `release.actual`, where they still
+    /// count (a refund settles to 0), or takes the extra units past the limit; and frees its
     /// concurrency slots. Never below zero, never twice for one call.
     fn release(&self, release: &Release<'_>) -> Answer<()>;
 
@@ -136,6 +137,17 @@ pub struct Release<'a> {
     pub(crate) at_us: u64,
     /// The call's id in the store (its sliding-window entries and slots).
     pub(crate) member: [u8; 16],
+    /// The units the call comes to (a settle; 0: a refund): fewer than its cost give the
+    /// difference back where it still counts, more take the extra past the limit (debt).
+    pub(crate) actual: u64,
+}
+
+impl Release<'_> {
+    /// The units given back (the cost less the actual units), and the extra units taken (the
+    /// actual units less the cost): one of them is 0.
+    pub(crate) fn settled(&self) -> (u64, u64) {
+        (self.call.cost.saturating_sub(self.actual), self.actual.saturating_sub(self.call.cost))
+    }
 }
 
 /// A call's id in a store (the member of its sliding-window entries and concurrency slots): one

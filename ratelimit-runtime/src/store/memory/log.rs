@@ -138,6 +138,20 @@ impl Entries {
         }
     }
 
+    /// Inserts an entry of time `t` and cumulative units `cum` (`units` of its own) before entry
+    /// `i`, whose cumulative units, and those of every later entry, grow by `units`.
+    fn insert(&mut self, i: usize, t: u64, cum: u64, units: u64, base: u64) {
+        if let Entries::Units(v) = self {
+            *self = Entries::Weighted(v.iter().zip(1..).map(|(&t, k)| (t, base + k)).collect());
+        }
+        if let Entries::Weighted(v) = self {
+            for entry in v.range_mut(i..) {
+                entry.1 += units;
+            }
+            v.insert(i, (t, cum));
+        }
+    }
+
     /// Takes `cut` (at least 1) of entry `i`'s `units` (a refund), removing the entry when it has
     /// none left.
     fn take(&mut self, i: usize, cut: u64, units: u64) {
@@ -245,6 +259,24 @@ impl Log {
             self.oldest_t = oldest;
             self.newest = newest;
         }
+    }
+
+    /// Adds `units` (at least 1) admitted at `at` (a call settled to more than it took): after
+    /// the entries of that instant, as an admission then would have put them.
+    pub(super) fn add(&mut self, at: u64, units: u64) {
+        if units == 0 {
+            return;
+        }
+        let i = self.entries.partition_time(|t| t <= at);
+        if i == self.entries.len() {
+            return self.push(at, self.total() + units);
+        }
+        let before = if i == 0 { self.base } else { self.entries.cum(i - 1, self.base).unwrap_or(self.base) };
+        self.entries.insert(i, at, before + units, units, self.base);
+        if let Some(t) = self.entries.time(0) {
+            self.oldest_t = t;
+        }
+        self.newest.1 += units;
     }
 }
 

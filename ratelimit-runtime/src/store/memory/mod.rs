@@ -6,7 +6,7 @@
 
 use super::peek_reset::Targets;
 use super::{unique_member, Answer, Call, Internal, Operations, Pending, Release, Store};
-use crate::algorithm::{refund, Algorithm};
+use crate::algorithm::Algorithm;
 use crate::metrics::StoreMetrics;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
@@ -25,6 +25,7 @@ mod inline;
 mod log;
 mod one;
 mod overrides;
+mod release;
 mod shard;
 
 use check::{check_limit, peek_cells, peek_log, record, start_blocks};
@@ -301,38 +302,6 @@ impl MemoryStore {
             record(state, limit, now, cost, d.member);
         }
         (d, now)
-    }
-
-    /// Gives back what an admitted call took (see [`Operations::release`]).
-    fn release_now(&self, release: &Release<'_>) {
-        let now = release.call.now_us.unwrap_or_else(|| self.now_us());
-        let call = &release.call;
-        for &i in release.indices {
-            let (Some(limit), Some(subject)) = (call.limits.get(i), call.subjects.get(i)) else { continue };
-            let (key, shard) = self.key_of(limit, subject);
-            let mut shard = lock(&self.shards[shard]);
-            let Some(state) = shard.get_mut(&key).filter(|st| !st.expired(now)) else { continue };
-            match state {
-                State::Slots(slots) => slots.retain(|&(_, member)| member != release.member),
-                State::Log(log) => log.remove(release.at_us, call.cost),
-                State::Cells(cells) => {
-                    let k = limit.algorithm.cells();
-                    if cells.values.len() != k * limit.rules.len() {
-                        continue;
-                    }
-                    for (r, rule) in limit.rules.iter().enumerate() {
-                        let rate = rule.rate(limit.capacity(r));
-                        let values = &mut cells.values[r * k..(r + 1) * k];
-                        if let Some(new) = refund(limit.algorithm, rate, now, release.at_us, call.cost, values) {
-                            for (slot, v) in values.iter_mut().zip(new) {
-                                *slot = Some(v);
-                            }
-                        }
-                    }
-                }
-                State::Block { .. } => {}
-            }
-        }
     }
 
     /// The seeded hash of `limit`'s key for `subject`, which starts the key (and picks its

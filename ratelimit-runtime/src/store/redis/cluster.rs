@@ -318,7 +318,7 @@ fn slot_parts_by(
         .map(|limits| SlotPart {
             decide: decide(&limits),
             // Given back at once: the units are in the window of "now".
-            release: general_command(call, limits.iter().copied(), member, ScriptOp::Release(0)),
+            release: general_command(call, limits.iter().copied(), member, ScriptOp::Release(0, 0)),
             limits,
         })
         .collect()

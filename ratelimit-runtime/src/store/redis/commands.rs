@@ -20,8 +20,9 @@ pub(crate) enum ScriptOp {
     Decide,
     /// Decide once the runtime overrides are checked (see [`checked_command`]).
     Checked,
-    /// Gives back what a decision with the same member admitted at this time (µs; 0: now).
-    Release(u64),
+    /// Settles what a decision with the same member admitted at this time (µs; 0: now) to the
+    /// given units (0: gives it all back).
+    Release(u64, u64),
     /// Read every rule at cost 0 and write nothing (`Limiter::peek`).
     Peek,
 }
@@ -56,7 +57,10 @@ pub(crate) fn general_command(
     match mode {
         ScriptOp::Decide => cmd.arg("d").arg(shadow),
         ScriptOp::Checked => cmd.arg("o").arg(shadow),
-        ScriptOp::Release(at) => cmd.arg("r").arg(at),
+        // A refund is "r"; a settle to `actual` units is "s<actual>" (one argument: the
+        // script's fixed arguments stay five).
+        ScriptOp::Release(at, 0) => cmd.arg("r").arg(at),
+        ScriptOp::Release(at, actual) => cmd.arg(format!("s{actual}")).arg(at),
         ScriptOp::Peek => cmd.arg("p").arg(0),
     };
     for i in indices {
@@ -93,7 +97,7 @@ pub(crate) fn release_command(
     release: &Release<'_>,
     indices: impl Iterator<Item = usize> + Clone,
 ) -> (Cmd, &'static Script) {
-    general_command(&release.call, indices, &release.member, ScriptOp::Release(release.at_us))
+    general_command(&release.call, indices, &release.member, ScriptOp::Release(release.at_us, release.actual))
 }
 
 /// A limit's key for one subject as a command argument, written straight into the command's

@@ -15,9 +15,11 @@
 -- ARGV[4]  mode: "d" decides; "o" decides once the runtime overrides are checked (see
 --          override_check.lua); "r" releases what a "d" with the same member and cost admitted
 --          (a refund; the end of a call, which frees its slots; on a Redis Cluster, a later slot
---          denied, so earlier slots give the call back); "p" peeks (cost 0): reads every rule,
---          writes nothing, and returns {remaining, reset_us} per rule
--- ARGV[5]  "r": when the call was admitted (µs; "0": now): the window its units count in;
+--          denied, so earlier slots give the call back); "s<units>" releases as "r" does, the
+--          call settled to <units> (decimal): fewer than its cost give the difference back, more
+--          take the extra past the limit (debt); "p" peeks (cost 0): reads every rule, writes
+--          nothing, and returns {remaining, reset_us} per rule
+-- ARGV[5]  "r", "s": when the call was admitted (µs; "0": now): the window its units count in;
 --          "d": how many of the keys, at the end, are shadow limits ("0": none). The others
 --          decide the call; if they admit it, the shadow limits are decided as a group of their
 --          own: the call is recorded in all of them if all have room, else in none of them (their
@@ -113,8 +115,17 @@ local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
 local longest1, longest, leaving1, leaving = 0, false, 0, false
 -- The units in the log of the limit being checked (counted at its first rule).
 local card = 0
-local release = ARGV[4] == 'r'
-local peek = ARGV[4] == 'p'
+local mode = ARGV[4]
+local release = mode == 'r'
+local peek = mode == 'p'
+-- A release gives back `cost` units of the call's `est` (all of them: a refund), or takes `more`
+-- past them (a settle to more units than the cost).
+local est, more = cost, 0
+if #mode > 1 then
+  release = true
+  local actual = string.sub(mode, 2) + 0
+  if actual < cost then cost = cost - actual else cost, more = 0, actual - cost end
+end
 local at, shadow = now, 0
 if ARGV[5] ~= '0' then
   if release then at = ARGV[5] + 0 elseif not peek then shadow = ARGV[5] + 0 end
@@ -299,10 +310,10 @@ while true do
         -- and each C function call from Lua about as much as 50 VM instructions: packed states are read
         -- and written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is
         -- `%`, max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
-        -- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, release, peek,
+        -- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
         -- statuses, muldiv and the decision. Leaves pos after the limit's arguments and sets set (HSET's
-        -- arguments, key first; nil: nothing to write) and expiry (decide mode: the key's new expiry in
-        -- ms, or false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
+        -- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or
+        -- false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
         local alg = ARGV[pos]
         local n = 1
         if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
@@ -348,7 +359,8 @@ while true do
             -- D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
             -- E = now + D + cost * T. Spans are kept relative to now as (µs, numerator over count); an
             -- admitted one is at most cap * T, which the limit's bounds keep under 2^45 µs.
-            -- Reads: w, count, cap, now, at (release: when the call was admitted), cost, release, peek,
+            -- Reads: w, count, cap, now, at (release: when the call was admitted), cost, more (release:
+            -- extra units), release, peek,
             -- muldiv, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
             -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
             -- again), till (when the new state stops mattering), held (when the stored one did, or false),
@@ -373,7 +385,23 @@ while true do
                 cI, cF = muldiv(cost, rq, count)
                 cI = cI + cost * q
               end
-              if release then
+              if release and more > 0 then
+                -- Extra units (a settle) are poured in now: E' = max(E, now) + more * T, at most
+                -- now + cap * T + w (debt drains in at most a window past full), never before E. Past
+                -- cap + count units the sum is clamped anyway: clamping first keeps the products small.
+                local m = more
+                if m > cap + count then m = cap + count end
+                local mI, mF = muldiv(m, rq, count)
+                local nI, nF = dI + mI + m * q, dF + mF
+                if nF >= count then nI, nF = nI + 1, nF - count end
+                local bI, bF = muldiv(cap, rq, count)
+                bI = bI + cap * q + w
+                if nI > bI or (nI == bI and nF > bF) then nI, nF = bI, bF end
+                if nI < dI or (nI == dI and nF < dF) then nI, nF = dI, dF end
+                till = now + nI
+                if nF > 0 then till = till + 1 end
+                state = struct.pack('<dd', now + nI, nF)
+              elseif release then
                 -- Give back what this call added: E - cost * T, never before now (a bucket never holds
                 -- more than its capacity), and nothing once the bucket is empty or the call's units have
                 -- drained.
@@ -424,7 +452,7 @@ while true do
             -- prev * (w - e) + (cur + cost) * w <= count * w, i.e. iff
             -- cur + cost + ceil(prev * (w - e) / w) <= count. State: the index of the window counted, its
             -- count and the count of the window before it, struct.pack('<ddd', i, c, p). Reads: w, count,
-            -- now, at (release: when the call was admitted), cost, release, peek, muldiv, and the stored
+            -- now, at (release: when the call was admitted), cost, more (release: extra units), release, peek, muldiv, and the stored
             -- state s (a 24-byte string, or false). Sets: left (remaining after the call; < 0: refused),
             -- wait (refused: the retry-after), rst (the reset), till (when the new state stops mattering),
             -- held (when the stored one did, or false), state (the new one, packed; false: nothing to
@@ -445,13 +473,18 @@ while true do
                 -- window still finds it there; later, that count weighs nowhere and changing it is moot).
                 local ae = at % w
                 local ai = (at - ae) / w
+                -- Extra units (a settle) count there too, up to twice the count.
                 if i == ai and ai >= idx - 1 then
                   c = c - cost
                   if c < 0 then c = 0 end
+                  c = c + more
+                  if c > 2 * count then c = 2 * count end
                   state = struct.pack('<ddd', i, c, p)
                 elseif i == ai + 1 then
                   p = p - cost
                   if p < 0 then p = 0 end
+                  p = p + more
+                  if p > 2 * count then p = 2 * count end
                   state = struct.pack('<ddd', i, c, p)
                 end
               end
@@ -489,10 +522,11 @@ while true do
             -- One FixedWindow rule: windows start at multiples of w since the epoch, or, for w < 0, are -w
             -- calendar months (calendar.lua); a call passes iff the window's count + cost <= count. State:
             -- the index of the window counted and its count, struct.pack('<dd', i, c). Reads: w, count,
-            -- now, at (release: when the call was admitted), cost, release, peek, and the stored state s (a
-            -- 16-byte string, or false). Sets: left (remaining after the call; < 0: refused), wait
-            -- (refused: the retry-after), rst (the reset), till (when the new state stops mattering), held
-            -- (when the stored one did, or false), state (the new one, packed; false: nothing to write).
+            -- now, at (release: when the call was admitted), cost, more (release: extra units), release,
+            -- peek, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
+            -- call; < 0: refused), wait (refused: the retry-after), rst (the reset), till (when the new state
+            -- stops mattering), held (when the stored one did, or false), state (the new one, packed; false:
+            -- nothing to write).
             local idx, start, stop
             if w > 0 then
               start = now - now % w
@@ -513,12 +547,15 @@ while true do
               end
             end
             if release then
-              -- The call's units count only in the window it was admitted in (at), while it lasts.
+              -- The call's units count only in the window it was admitted in (at), while it lasts; extra
+              -- units (a settle) count there too, up to twice the count.
               local ai
               if w > 0 then ai = (at - at % w) / w else ai = month_window(-w, at) end
-              if same and ai == idx then
+              if same and ai == idx and (more > 0 or cost > 0) then
                 cur = cur - cost
                 if cur < 0 then cur = 0 end
+                cur = cur + more
+                if cur > 2 * count then cur = 2 * count end
                 state = struct.pack('<dd', idx, cur)
               end
             else
@@ -553,8 +590,8 @@ while true do
               elseif allowed == 1 and (remaining < 0 or left < remaining) then
                 at_g, at_r, remaining, reset = g, r, left, rst
               end
-              if till > newest then newest = till end
             end
+            if till and till > newest then newest = till end
             if state then
               if n == 1 then
                 set = {key, '1', state}
@@ -567,7 +604,8 @@ while true do
           end
         end
         local expiry = false
-        if not (peek or release) then
+        -- A release moves the expiry only when extra units filled a bucket past its stored state.
+        if not peek and (newest > now or not release) then
           -- The grid line after the instant (ms, rounded up) the new state stops mattering; unchanged
           -- when the stored state's line is no earlier (a release only lowers the stored state).
           local ms = newest + 999
@@ -581,6 +619,7 @@ while true do
         end
         if release then
           if set then redis.call('HSET', unpack(set)) end
+          if expiry then redis.call('PEXPIREAT', key, expiry) end
         elseif not peek then
           writes[g] = {set, expiry}
         end
@@ -606,18 +645,38 @@ while true do
           end
         elseif release then
           -- parts/sliding_release.lua
-          -- A refund at a sliding-window limit: the call's entries go, if they have not left the log
-          -- (ZREM of a missing member is a no-op). Reads: key, n (its rule count), pos (at its first
-          -- window, the longest), cost, member, format. Leaves pos after the limit's arguments.
+          -- A release at a sliding-window limit. Fewer units (a refund, a settle below the cost): the
+          -- call's last `cost` entries go, if they have not left the log (ZREM of a missing member is a
+          -- no-op). More (a settle above it): the extra units are recorded at the call's admission time,
+          -- with members after its own, while that time is inside the longest window (in a log that may be
+          -- empty or gone: the units count all the same); past the largest
+          -- count + 1 of them they refuse nothing more (all leave together), so no more are written.
+          -- Reads: key, n (its rule count), pos (at its first window, the longest), now, at, est (the
+          -- call's cost), cost, more, member, format. Leaves pos after the limit's arguments.
           local l = ARGV[pos] + 0
-          pos = pos + 2 * n
-          local gone
-          if cost == 1 then gone = redis.call('ZREM', key, member) else
-            gone = 0
-            for i = 1, cost do gone = gone + redis.call('ZREM', key, member .. ':' .. i) end
+          local gone = 0
+          if more > 0 then
+            if at + l > now then
+              local m = 0
+              for r = 1, n do
+                local c = ARGV[pos + 2 * r - 1] + 0
+                if c > m then m = c end
+              end
+              m = m + 1
+              if more < m then m = more end
+              local at_text = format('%d', at)
+              for i = est + 1, est + m do redis.call('ZADD', key, at_text, member .. ':' .. i) end
+              gone = m
+            end
+          elseif est == 1 then
+            if cost == 1 then gone = redis.call('ZREM', key, member) end
+          else
+            for i = est - cost + 1, est do gone = gone + redis.call('ZREM', key, member .. ':' .. i) end
           end
-          -- The units that set the key's expiry may be these: it follows the newest unit left, two
-          -- windows after it, as an admission would have set it (see sliding_commit.lua).
+          pos = pos + 2 * n
+          -- The units that set the key's expiry may be these (or, added, they may need it later): it
+          -- follows the newest unit left, two windows after it, as an admission would have set it (see
+          -- sliding_commit.lua).
           if gone > 0 then
             local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
             if newest[2] then

@@ -160,10 +160,10 @@ while pos <= last do
     -- and each C function call from Lua about as much as 50 VM instructions: packed states are read
     -- and written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is
     -- `%`, max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
-    -- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, release, peek,
+    -- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
     -- statuses, muldiv and the decision. Leaves pos after the limit's arguments and sets set (HSET's
-    -- arguments, key first; nil: nothing to write) and expiry (decide mode: the key's new expiry in
-    -- ms, or false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
+    -- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or
+    -- false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
     local alg = ARGV[pos]
     local n = 1
     if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
@@ -209,7 +209,8 @@ while pos <= last do
         -- D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
         -- E = now + D + cost * T. Spans are kept relative to now as (µs, numerator over count); an
         -- admitted one is at most cap * T, which the limit's bounds keep under 2^45 µs.
-        -- Reads: w, count, cap, now, at (release: when the call was admitted), cost, release, peek,
+        -- Reads: w, count, cap, now, at (release: when the call was admitted), cost, more (release:
+        -- extra units), release, peek,
         -- muldiv, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
         -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
         -- again), till (when the new state stops mattering), held (when the stored one did, or false),
@@ -234,7 +235,23 @@ while pos <= last do
             cI, cF = muldiv(cost, rq, count)
             cI = cI + cost * q
           end
-          if release then
+          if release and more > 0 then
+            -- Extra units (a settle) are poured in now: E' = max(E, now) + more * T, at most
+            -- now + cap * T + w (debt drains in at most a window past full), never before E. Past
+            -- cap + count units the sum is clamped anyway: clamping first keeps the products small.
+            local m = more
+            if m > cap + count then m = cap + count end
+            local mI, mF = muldiv(m, rq, count)
+            local nI, nF = dI + mI + m * q, dF + mF
+            if nF >= count then nI, nF = nI + 1, nF - count end
+            local bI, bF = muldiv(cap, rq, count)
+            bI = bI + cap * q + w
+            if nI > bI or (nI == bI and nF > bF) then nI, nF = bI, bF end
+            if nI < dI or (nI == dI and nF < dF) then nI, nF = dI, dF end
+            till = now + nI
+            if nF > 0 then till = till + 1 end
+            state = struct.pack('<dd', now + nI, nF)
+          elseif release then
             -- Give back what this call added: E - cost * T, never before now (a bucket never holds
             -- more than its capacity), and nothing once the bucket is empty or the call's units have
             -- drained.
@@ -285,7 +302,7 @@ while pos <= last do
         -- prev * (w - e) + (cur + cost) * w <= count * w, i.e. iff
         -- cur + cost + ceil(prev * (w - e) / w) <= count. State: the index of the window counted, its
         -- count and the count of the window before it, struct.pack('<ddd', i, c, p). Reads: w, count,
-        -- now, at (release: when the call was admitted), cost, release, peek, muldiv, and the stored
+        -- now, at (release: when the call was admitted), cost, more (release: extra units), release, peek, muldiv, and the stored
         -- state s (a 24-byte string, or false). Sets: left (remaining after the call; < 0: refused),
         -- wait (refused: the retry-after), rst (the reset), till (when the new state stops mattering),
         -- held (when the stored one did, or false), state (the new one, packed; false: nothing to
@@ -306,13 +323,18 @@ while pos <= last do
             -- window still finds it there; later, that count weighs nowhere and changing it is moot).
             local ae = at % w
             local ai = (at - ae) / w
+            -- Extra units (a settle) count there too, up to twice the count.
             if i == ai and ai >= idx - 1 then
               c = c - cost
               if c < 0 then c = 0 end
+              c = c + more
+              if c > 2 * count then c = 2 * count end
               state = struct.pack('<ddd', i, c, p)
             elseif i == ai + 1 then
               p = p - cost
               if p < 0 then p = 0 end
+              p = p + more
+              if p > 2 * count then p = 2 * count end
               state = struct.pack('<ddd', i, c, p)
             end
           end
@@ -350,10 +372,11 @@ while pos <= last do
         -- One FixedWindow rule: windows start at multiples of w since the epoch, or, for w < 0, are -w
         -- calendar months (calendar.lua); a call passes iff the window's count + cost <= count. State:
         -- the index of the window counted and its count, struct.pack('<dd', i, c). Reads: w, count,
-        -- now, at (release: when the call was admitted), cost, release, peek, and the stored state s (a
-        -- 16-byte string, or false). Sets: left (remaining after the call; < 0: refused), wait
-        -- (refused: the retry-after), rst (the reset), till (when the new state stops mattering), held
-        -- (when the stored one did, or false), state (the new one, packed; false: nothing to write).
+        -- now, at (release: when the call was admitted), cost, more (release: extra units), release,
+        -- peek, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
+        -- call; < 0: refused), wait (refused: the retry-after), rst (the reset), till (when the new state
+        -- stops mattering), held (when the stored one did, or false), state (the new one, packed; false:
+        -- nothing to write).
         local idx, start, stop
         if w > 0 then
           start = now - now % w
@@ -374,12 +397,15 @@ while pos <= last do
           end
         end
         if release then
-          -- The call's units count only in the window it was admitted in (at), while it lasts.
+          -- The call's units count only in the window it was admitted in (at), while it lasts; extra
+          -- units (a settle) count there too, up to twice the count.
           local ai
           if w > 0 then ai = (at - at % w) / w else ai = month_window(-w, at) end
-          if same and ai == idx then
+          if same and ai == idx and (more > 0 or cost > 0) then
             cur = cur - cost
             if cur < 0 then cur = 0 end
+            cur = cur + more
+            if cur > 2 * count then cur = 2 * count end
             state = struct.pack('<dd', idx, cur)
           end
         else
@@ -414,8 +440,8 @@ while pos <= last do
           elseif allowed == 1 and (remaining < 0 or left < remaining) then
             at_g, at_r, remaining, reset = g, r, left, rst
           end
-          if till > newest then newest = till end
         end
+        if till and till > newest then newest = till end
         if state then
           if n == 1 then
             set = {key, '1', state}
@@ -428,7 +454,8 @@ while pos <= last do
       end
     end
     local expiry = false
-    if not (peek or release) then
+    -- A release moves the expiry only when extra units filled a bucket past its stored state.
+    if not peek and (newest > now or not release) then
       -- The grid line after the instant (ms, rounded up) the new state stops mattering; unchanged
       -- when the stored state's line is no earlier (a release only lowers the stored state).
       local ms = newest + 999

@@ -6,7 +6,8 @@
 -- D + cost * T <= cap * T, i.e. iff ceil((D + cost * T) / T) <= cap, and then
 -- E = now + D + cost * T. Spans are kept relative to now as (µs, numerator over count); an
 -- admitted one is at most cap * T, which the limit's bounds keep under 2^45 µs.
--- Reads: w, count, cap, now, at (release: when the call was admitted), cost, release, peek,
+-- Reads: w, count, cap, now, at (release: when the call was admitted), cost, more (release:
+-- extra units), release, peek,
 -- muldiv, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
 -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
 -- again), till (when the new state stops mattering), held (when the stored one did, or false),
@@ -31,7 +32,23 @@ else
     cI, cF = muldiv(cost, rq, count)
     cI = cI + cost * q
   end
-  if release then
+  if release and more > 0 then
+    -- Extra units (a settle) are poured in now: E' = max(E, now) + more * T, at most
+    -- now + cap * T + w (debt drains in at most a window past full), never before E. Past
+    -- cap + count units the sum is clamped anyway: clamping first keeps the products small.
+    local m = more
+    if m > cap + count then m = cap + count end
+    local mI, mF = muldiv(m, rq, count)
+    local nI, nF = dI + mI + m * q, dF + mF
+    if nF >= count then nI, nF = nI + 1, nF - count end
+    local bI, bF = muldiv(cap, rq, count)
+    bI = bI + cap * q + w
+    if nI > bI or (nI == bI and nF > bF) then nI, nF = bI, bF end
+    if nI < dI or (nI == dI and nF < dF) then nI, nF = dI, dF end
+    till = now + nI
+    if nF > 0 then till = till + 1 end
+    state = struct.pack('<dd', now + nI, nF)
+  elseif release then
     -- Give back what this call added: E - cost * T, never before now (a bucket never holds
     -- more than its capacity), and nothing once the bucket is empty or the call's units have
     -- drained.

@@ -10,9 +10,11 @@
 -- ARGV[4]  mode: "d" decides; "o" decides once the runtime overrides are checked (see
 --          override_check.lua); "r" releases what a "d" with the same member and cost admitted
 --          (a refund; the end of a call, which frees its slots; on a Redis Cluster, a later slot
---          denied, so earlier slots give the call back); "p" peeks (cost 0): reads every rule,
---          writes nothing, and returns {remaining, reset_us} per rule
--- ARGV[5]  "r": when the call was admitted (µs; "0": now): the window its units count in;
+--          denied, so earlier slots give the call back); "s<units>" releases as "r" does, the
+--          call settled to <units> (decimal): fewer than its cost give the difference back, more
+--          take the extra past the limit (debt); "p" peeks (cost 0): reads every rule, writes
+--          nothing, and returns {remaining, reset_us} per rule
+-- ARGV[5]  "r", "s": when the call was admitted (µs; "0": now): the window its units count in;
 --          "d": how many of the keys, at the end, are shadow limits ("0": none). The others
 --          decide the call; if they admit it, the shadow limits are decided as a group of their
 --          own: the call is recorded in all of them if all have room, else in none of them (their
@@ -59,8 +61,17 @@ end
 if cost == '1' then cost = 1 else cost = cost + 0 end
 --@decision
 --@sliding_memo
-local release = ARGV[4] == 'r'
-local peek = ARGV[4] == 'p'
+local mode = ARGV[4]
+local release = mode == 'r'
+local peek = mode == 'p'
+-- A release gives back `cost` units of the call's `est` (all of them: a refund), or takes `more`
+-- past them (a settle to more units than the cost).
+local est, more = cost, 0
+if #mode > 1 then
+  release = true
+  local actual = string.sub(mode, 2) + 0
+  if actual < cost then cost = cost - actual else cost, more = 0, actual - cost end
+end
 local at, shadow = now, 0
 if ARGV[5] ~= '0' then
   if release then at = ARGV[5] + 0 elseif not peek then shadow = ARGV[5] + 0 end
@@ -101,6 +112,7 @@ while true do
         --@o1_limit
         if release then
           if set then redis.call('HSET', unpack(set)) end
+          if expiry then redis.call('PEXPIREAT', key, expiry) end
         elseif not peek then
           writes[g] = {set, expiry}
         end

@@ -1,10 +1,11 @@
 -- One FixedWindow rule: windows start at multiples of w since the epoch, or, for w < 0, are -w
 -- calendar months (calendar.lua); a call passes iff the window's count + cost <= count. State:
 -- the index of the window counted and its count, struct.pack('<dd', i, c). Reads: w, count,
--- now, at (release: when the call was admitted), cost, release, peek, and the stored state s (a
--- 16-byte string, or false). Sets: left (remaining after the call; < 0: refused), wait
--- (refused: the retry-after), rst (the reset), till (when the new state stops mattering), held
--- (when the stored one did, or false), state (the new one, packed; false: nothing to write).
+-- now, at (release: when the call was admitted), cost, more (release: extra units), release,
+-- peek, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
+-- call; < 0: refused), wait (refused: the retry-after), rst (the reset), till (when the new state
+-- stops mattering), held (when the stored one did, or false), state (the new one, packed; false:
+-- nothing to write).
 local idx, start, stop
 if w > 0 then
   start = now - now % w
@@ -25,12 +26,15 @@ if s and #s == 16 then
   end
 end
 if release then
-  -- The call's units count only in the window it was admitted in (at), while it lasts.
+  -- The call's units count only in the window it was admitted in (at), while it lasts; extra
+  -- units (a settle) count there too, up to twice the count.
   local ai
   if w > 0 then ai = (at - at % w) / w else ai = month_window(-w, at) end
-  if same and ai == idx then
+  if same and ai == idx and (more > 0 or cost > 0) then
     cur = cur - cost
     if cur < 0 then cur = 0 end
+    cur = cur + more
+    if cur > 2 * count then cur = 2 * count end
     state = struct.pack('<dd', idx, cur)
   end
 else

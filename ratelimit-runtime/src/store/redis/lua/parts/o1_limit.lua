@@ -7,10 +7,10 @@
 -- and each C function call from Lua about as much as 50 VM instructions: packed states are read
 -- and written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is
 -- `%`, max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
--- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, release, peek,
+-- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
 -- statuses, muldiv and the decision. Leaves pos after the limit's arguments and sets set (HSET's
--- arguments, key first; nil: nothing to write) and expiry (decide mode: the key's new expiry in
--- ms, or false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
+-- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or
+-- false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
 local alg = ARGV[pos]
 local n = 1
 if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
@@ -61,8 +61,8 @@ for r = 1, n do
   else
     if not release then
       --@verdict
-      if till > newest then newest = till end
     end
+    if till and till > newest then newest = till end
     if state then
       if n == 1 then
         set = {key, '1', state}
@@ -75,7 +75,8 @@ for r = 1, n do
   end
 end
 local expiry = false
-if not (peek or release) then
+-- A release moves the expiry only when extra units filled a bucket past its stored state.
+if not peek and (newest > now or not release) then
   -- The grid line after the instant (ms, rounded up) the new state stops mattering; unchanged
   -- when the stored state's line is no earlier (a release only lowers the stored state).
   local ms = newest + 999

@@ -3,7 +3,7 @@
 -- prev * (w - e) + (cur + cost) * w <= count * w, i.e. iff
 -- cur + cost + ceil(prev * (w - e) / w) <= count. State: the index of the window counted, its
 -- count and the count of the window before it, struct.pack('<ddd', i, c, p). Reads: w, count,
--- now, at (release: when the call was admitted), cost, release, peek, muldiv, and the stored
+-- now, at (release: when the call was admitted), cost, more (release: extra units), release, peek, muldiv, and the stored
 -- state s (a 24-byte string, or false). Sets: left (remaining after the call; < 0: refused),
 -- wait (refused: the retry-after), rst (the reset), till (when the new state stops mattering),
 -- held (when the stored one did, or false), state (the new one, packed; false: nothing to
@@ -24,13 +24,18 @@ if s and #s == 24 then
     -- window still finds it there; later, that count weighs nowhere and changing it is moot).
     local ae = at % w
     local ai = (at - ae) / w
+    -- Extra units (a settle) count there too, up to twice the count.
     if i == ai and ai >= idx - 1 then
       c = c - cost
       if c < 0 then c = 0 end
+      c = c + more
+      if c > 2 * count then c = 2 * count end
       state = struct.pack('<ddd', i, c, p)
     elseif i == ai + 1 then
       p = p - cost
       if p < 0 then p = 0 end
+      p = p + more
+      if p > 2 * count then p = 2 * count end
       state = struct.pack('<ddd', i, c, p)
     end
   end
