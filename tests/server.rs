@@ -353,7 +353,8 @@ fn two_store_variables_are_a_clear_error() {
 
 #[test]
 fn argument_parser() {
-    use server::{parse_args, Args, Command};
+    use server::cli::Args;
+    use server::{parse_args, Command};
     let parse = |args: &[&str]| parse_args(args.iter().map(|s| s.to_string()));
     assert_eq!(parse(&[]), Ok(Command::Serve(Args { listen: "127.0.0.1:3000".parse().unwrap(), trust_proxy: vec![] })));
     let Ok(Command::Serve(args)) = parse(&["--listen=[::1]:8080", "--trust-proxy", "10.0.0.0/8", "--trust-proxy=::1"])
