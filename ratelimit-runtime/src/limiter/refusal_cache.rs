@@ -15,6 +15,7 @@
 //! compared against the call's subjects in place).
 
 use crate::model::decision::Decision;
+use crate::rt::hash::Prehashed;
 use hashlink::LruCache;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,7 +120,7 @@ impl Entry {
 
 /// One shard: hash of (owner, subjects) → entry, least recently used first out. A collision of
 /// two live keys keeps the newer one.
-type Shard = LruCache<u64, Entry, NoHash>;
+type Shard = LruCache<u64, Entry, Prehashed>;
 
 fn get(shard: &mut Shard, hash: u64, owner: Owner, subjects: &[&[u8]], cost: u64, now: At) -> Option<Refusal> {
     let (now_us, pinned) = now;
@@ -138,30 +139,6 @@ fn get(shard: &mut Shard, hash: u64, owner: Owner, subjects: &[&[u8]], cost: u64
     Some(refusal)
 }
 
-/// The keys are already hashes.
-#[derive(Clone, Copy, Default)]
-struct NoHash;
-struct NoHasher(u64);
-impl BuildHasher for NoHash {
-    type Hasher = NoHasher;
-    fn build_hasher(&self) -> NoHasher {
-        NoHasher(0)
-    }
-}
-impl Hasher for NoHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
 /// A bounded, sharded refusal cache.
 pub(crate) struct RefusalCache {
     shards: Box<[Mutex<Shard>]>,
@@ -177,7 +154,7 @@ impl RefusalCache {
         let shards = size.min(SHARDS);
         let capacity = |i: usize| size / shards + usize::from(i < size % shards);
         RefusalCache {
-            shards: (0..shards).map(|i| Mutex::new(LruCache::with_hasher(capacity(i), NoHash))).collect(),
+            shards: (0..shards).map(|i| Mutex::new(LruCache::with_hasher(capacity(i), Prehashed))).collect(),
             // Seeded per process: callers choose subjects, and must not choose collisions.
             seed: foldhash::fast::RandomState::default(),
         }
@@ -288,7 +265,7 @@ mod tests {
         }
         assert!(cache.len() <= SHARDS * 4, "{} entries", cache.len());
         // Within one shard: the entry read last survives the next insertions.
-        let mut shard = Shard::with_hasher(2, NoHash);
+        let mut shard = Shard::with_hasher(2, Prehashed);
         let s: [&[u8]; 3] = [b"a", b"b", b"c"];
         shard.insert(1, Entry::new(A, &s[..1], refusal(9, 1)));
         shard.insert(2, Entry::new(A, &s[1..2], refusal(9, 1)));

@@ -13,13 +13,13 @@ use crate::model::decision::Decision;
 use crate::model::policy::RuleStatus;
 use crate::rt::clock::Clock;
 use crate::rt::lock::lock;
-use crate::rt::throttle::Throttle;
 use foldhash::fast::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod bound;
 mod check;
 mod inline;
 mod log;
@@ -28,6 +28,7 @@ mod overrides;
 mod release;
 mod shard;
 
+pub use bound::DEFAULT_MAX_KEYS;
 use check::{check_limit, peek_cells, peek_log, record, start_blocks};
 use log::Log;
 use shard::{block_key, shard_of, Guards, Shard, State};
@@ -35,11 +36,6 @@ use shard::{block_key, shard_of, Guards, Shard, State};
 /// Every this many decisions (per thread) the next shard in turn drops its expired states, so
 /// every shard is swept while there is any traffic, whichever subjects it concerns.
 const SWEEP_EVERY: u32 = 256;
-
-/// The keys a store holds unless told otherwise ([`MemoryStore::max_keys`]): about 60 MB of
-/// states at the most, which a small container can spare, and more subjects than most services
-/// see active within their longest window.
-pub const DEFAULT_MAX_KEYS: usize = 250_000;
 
 /// The in-memory store: the default when no Redis is configured.
 ///
@@ -110,23 +106,6 @@ impl MemoryStore {
             overrides: overrides::Overrides::default(),
         }
         .max_keys(DEFAULT_MAX_KEYS)
-    }
-
-    /// This store, holding at most `keys` keys (at least 1; [`DEFAULT_MAX_KEYS`] unless set).
-    /// Set it before the store decides: the states held so far are dropped.
-    ///
-    /// ```
-    /// use ratelimit_runtime::store::MemoryStore;
-    /// // A process that can spare about 2.5 MB for rate-limit state.
-    /// let store = MemoryStore::new().max_keys(10_000);
-    /// ```
-    #[must_use]
-    pub fn max_keys(mut self, keys: usize) -> MemoryStore {
-        let (shards, capacity) = shard::split(keys);
-        self.shards = (0..shards).map(|i| Mutex::new(Shard::new(capacity(i)))).collect();
-        self.mask = shards - 1;
-        self.max_keys = keys.max(1);
-        self
     }
 
     /// How many subjects hold state now (after dropping the expired ones).
@@ -214,35 +193,6 @@ impl MemoryStore {
             // never runs ahead of the store's own clock.
             shard.sweep(now.min(self.now_us()));
             self.report(&mut shard);
-        }
-    }
-
-    /// Reports `shard`'s keys and evictions since it was last swept: the gauge is a sum of
-    /// shards, kept current while there is traffic at no cost to the calls that find their key.
-    fn report(&self, shard: &mut Shard) {
-        let len = shard.len();
-        let delta = len as f64 - shard.reported as f64;
-        shard.reported = len;
-        let evicted = shard.take_evictions();
-        self.metrics.memory_keys(delta, evicted);
-        if evicted > 0 {
-            self.warn_evicting(evicted);
-        }
-    }
-
-    /// Warns, at most once a minute, that live subjects are being forgotten to make room.
-    #[cold]
-    fn warn_evicting(&self, evicted: u64) {
-        static WARNING: Throttle = Throttle::new(Duration::from_secs(60));
-        let unlogged = self.unlogged.fetch_add(evicted, Ordering::Relaxed) + evicted;
-        if WARNING.admit(Instant::now()).is_some() {
-            let evicted = self.unlogged.swap(0, Ordering::Relaxed).max(unlogged);
-            tracing::warn!(
-                evicted,
-                max_keys = self.max_keys,
-                "memory store full: forgetting the least recently used subjects to make room \
-                 (the bound is too small for the subjects in use, or this is a flood of new ones)"
-            );
         }
     }
 
@@ -371,14 +321,6 @@ impl MemoryStore {
         let decision = self.decide_now(call, tick);
         self.metrics.duration(started.elapsed());
         decision
-    }
-}
-
-impl Drop for MemoryStore {
-    /// Takes this store's keys out of the gauge, which sums every store's.
-    fn drop(&mut self) {
-        let reported: usize = self.shards.iter_mut().map(|s| s.get_mut().map_or(0, |s| s.reported)).sum();
-        self.metrics.memory_keys(-(reported as f64), 0);
     }
 }
 

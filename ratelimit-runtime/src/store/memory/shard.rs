@@ -8,10 +8,11 @@
 
 use super::inline::{self, Key, Values};
 use super::log::Log;
+use crate::rt::hash::Prehashed;
 use crate::rt::lock::lock;
 use hashlink::linked_hash_map::RawEntryMut;
 use hashlink::LinkedHashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
 /// The most shards a store has (fewer when its bound is small: see `split`).
@@ -157,31 +158,7 @@ impl Shard {
     }
 }
 
-/// The keys are hashed already: their first 8 bytes are their seeded hash (`Key::hash`), which
-/// the table reads back when it grows.
-#[derive(Clone, Copy, Default)]
-pub(super) struct Prehashed;
-pub(super) struct PrehashedHasher(u64);
-
-impl BuildHasher for Prehashed {
-    type Hasher = PrehashedHasher;
-    fn build_hasher(&self) -> PrehashedHasher {
-        PrehashedHasher(0)
-    }
-}
-
-impl Hasher for PrehashedHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        self.0 = hash_of(bytes);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
+/// A key hashes as the seeded hash it starts with (the table rehashes by it when it grows).
 impl Hash for Key {
     fn hash<H: Hasher>(&self, h: &mut H) {
         h.write_u64(Key::hash(self));
