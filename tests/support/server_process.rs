@@ -317,9 +317,6 @@ pub async fn request_bytes(
     path: &str,
     headers: &[(&str, &[u8])],
 ) -> Reply {
-    let socket = TcpSocket::new_v4().expect("socket");
-    socket.bind(SocketAddr::new(from, 0)).unwrap_or_else(|e| panic!("bind {from}: {e}"));
-    let mut stream = socket.connect(server).await.unwrap_or_else(|e| panic!("connect {server} from {from}: {e}"));
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\nContent-Length: 0\r\n")
         .into_bytes();
     for (name, value) in headers {
@@ -328,26 +325,25 @@ pub async fn request_bytes(
         req.extend_from_slice(b"\r\n");
     }
     req.extend_from_slice(b"\r\n");
-    stream.write_all(&req).await.expect("write request");
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
-        .await
-        .expect("response within 10s")
-        .expect("read response");
-    parse_response(&raw)
+    exchange(server, from, &req).await
 }
 
 /// A `POST` of a JSON `body` to `path` over a fresh connection from `from`.
 pub async fn post_json(server: SocketAddr, from: IpAddr, path: &str, body: &str) -> Reply {
-    let socket = TcpSocket::new_v4().expect("socket");
-    socket.bind(SocketAddr::new(from, 0)).unwrap_or_else(|e| panic!("bind {from}: {e}"));
-    let mut stream = socket.connect(server).await.unwrap_or_else(|e| panic!("connect {server} from {from}: {e}"));
     let req = format!(
         "POST {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    stream.write_all(req.as_bytes()).await.expect("write request");
+    exchange(server, from, req.as_bytes()).await
+}
+
+/// Sends `request` over a fresh connection from `from` and reads the response to its end.
+async fn exchange(server: SocketAddr, from: IpAddr, request: &[u8]) -> Reply {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket.bind(SocketAddr::new(from, 0)).unwrap_or_else(|e| panic!("bind {from}: {e}"));
+    let mut stream = socket.connect(server).await.unwrap_or_else(|e| panic!("connect {server} from {from}: {e}"));
+    stream.write_all(request).await.expect("write request");
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
         .await
