@@ -23,17 +23,14 @@ use crate::error::StoreError;
 use crate::limiter::keys::Keys;
 use crate::limiter::limit_set::LimitSet;
 use crate::limiter::logs;
-use crate::limiter::overrides::UnderOverride;
-use crate::limiter::permit::Permit;
 use crate::limiter::refusal_cache::{self, Refusal};
 use crate::limiter::snapshot::Snapshot;
+use crate::limiter::under_override::{UnderOverride, Verdict};
 use crate::limiter::Limiter;
 use crate::metrics::Outcome;
 use crate::model::decision::{Decision, Why};
-use crate::model::limit_type::LimitType;
-use crate::model::policy::Policy;
 use crate::model::refusal::Cause;
-use crate::model::refusal::{Failure, RateLimited};
+use crate::model::refusal::RateLimited;
 use crate::model::subject::Subject;
 use crate::store::{Call, Operations, Pending, RemoteDecision, INTERNAL};
 use std::sync::atomic::Ordering;
@@ -392,65 +389,25 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         set.ever_refused.store(true, Ordering::Relaxed);
     }
 
-    /// Every step passed: the permit.
-    #[inline]
-    pub(super) fn finish(&mut self) -> Step {
-        Step::Done
-    }
-
-    #[inline]
-    pub(super) fn done(&mut self, refused: Option<RateLimited>, outcome: Outcome) -> Step {
-        self.refused = refused;
-        self.outcome = outcome;
-        Step::Done
-    }
-
-    /// What metrics count the finished decision as (after [`Step::Done`]).
-    #[inline]
-    pub(crate) fn outcome(&self) -> Outcome {
-        self.outcome
-    }
-
-    /// The finished decision (after [`Step::Done`]): the permit, or the refusal. Takes its
-    /// parts out rather than moving the whole (large) decision under way.
-    #[inline(always)]
-    pub(crate) fn decided(&mut self) -> Result<Permit<'l>, RateLimited> {
-        match self.refused.take() {
-            Some(refused) => Err(refused),
-            None => Permit::new(
-                self.limiter,
-                self.allowed.as_ref(),
-                self.snapshot.take(),
-                self.cost,
-                self.subjects,
-                self.pinned.is_some(),
-                self.local,
-            ),
-        }
-    }
-
-    pub(super) fn refusal(
-        &self,
-        limit_type: LimitType,
-        policy: Option<Policy>,
-        retry_after: Duration,
-        cause: Cause,
-        source: Option<StoreError>,
-    ) -> RateLimited {
-        // Errors name the enforced rules, whichever phase refused.
-        let policies = match (&self.snapshot, self.overriding.as_ref().and_then(|o| o.set.as_ref())) {
-            (_, Some(overridden)) => overridden.policies.clone(),
-            (Some(s), None) => s.enforced.policies.clone(),
-            (None, None) => self.limiter.own().policies.clone(),
-        };
-        RateLimited {
-            limiter: self.limiter.name_arc(),
-            policy,
-            policies,
-            retry_after,
-            cause,
-            limit_type,
-            source: source.map(|e| Box::new(Failure::Store(e))),
+    /// What a checked decision `d` means before it is read as any other: overrides that changed
+    /// under the call (decided again with the ones the store taught, a few times at most),
+    /// else a decision, counted when made under an override.
+    pub(super) fn checked(&mut self, d: &Decision) -> Option<Step> {
+        match UnderOverride::verdict(self.overriding.as_deref(), d)? {
+            Verdict::Decided { under_override } => {
+                if under_override {
+                    self.limiter.metrics().override_decision();
+                }
+                None
+            }
+            Verdict::GaveUp => {
+                Some(self.enforced_answer(Err(StoreError::other("runtime overrides kept changing under the call"))))
+            }
+            Verdict::Relearn(n) => {
+                let base = self.limiter.enforced(self.snapshot.as_deref());
+                self.overriding = UnderOverride::of(self.limiter, base, self.subjects).map(|o| o.relearned(n));
+                Some(self.enforce())
+            }
         }
     }
 }

@@ -11,6 +11,7 @@
 mod answer;
 mod builder;
 pub(crate) mod decide;
+mod decided;
 mod keys;
 pub(crate) mod limit_set;
 mod logs;
@@ -22,6 +23,7 @@ pub(crate) mod request;
 mod shadow;
 pub(crate) mod snapshot;
 mod sync;
+mod under_override;
 mod wait;
 
 use crate::config::{self, FailurePolicy};

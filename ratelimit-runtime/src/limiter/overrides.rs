@@ -4,28 +4,19 @@
 //! the overrides this process knows of, and its store call checks that they are the ones in
 //! force (see docs/design.md, "Runtime overrides").
 
-use super::decide::{Deciding, Step};
-use super::limit_set::LimitSet;
 use super::Limiter;
 use crate::error::{BuildError, OverrideError, StoreError};
 use crate::model::compiled::CompiledLimit;
-use crate::model::decision::{Decision, Why};
 use crate::model::limit_type::LimitType;
-use crate::model::overriding::{
-    checked_rules, checked_ttl, decode_rules, encode_rules, index_field, read_index, Override,
-};
+use crate::model::overriding::{checked_rules, checked_ttl, encode_rules, index_field, read_index, Override};
 use crate::model::rule::Rule;
 use crate::model::subject::Subject;
 use crate::rt::io;
-use crate::store::{Answer, IndexEntries, OverrideCheck, OverrideWrite, INTERNAL};
+use crate::store::{Answer, IndexEntries, OverrideWrite, INTERNAL};
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
-
-/// How many times one call decides again after learning that overrides changed under it (each
-/// time a store call): more means they keep changing, and the call fails as a store error does.
-const MAX_RELEARNS: u8 = 2;
 
 impl Limiter {
     /// Gives `subject` these rules in place of the limit's own, in every process deciding on
@@ -275,83 +266,5 @@ impl<T> Future for OverrideFuture<T> {
             Some(answer) => answer.as_mut().poll(cx).map_err(OverrideError::Store),
             None => Poll::Ready(Err(OverrideError::Store(StoreError::other("polled again")))),
         }
-    }
-}
-
-/// A call's limits under the overrides this process knows of, and the checks its store call
-/// makes that they are the ones in force.
-pub(crate) struct UnderOverride {
-    /// The limits in force with the overrides' rules in place (`None`: no subject of the call
-    /// has one, and the limits in force decide as they are).
-    pub(crate) set: Option<LimitSet>,
-    /// One per limit of the set.
-    pub(crate) checks: Vec<OverrideCheck>,
-    /// How many times this call learnt that overrides changed.
-    relearned: u8,
-}
-
-impl UnderOverride {
-    /// The call's limits under the overrides its store knows of, from `base` (the limits in
-    /// force for the call). `None` for limits with `sync` (their reserves are not overridden).
-    pub(crate) fn of(limiter: &Limiter, base: &LimitSet, subjects: &[Subject<'_>]) -> Option<Box<UnderOverride>> {
-        if base.synced.is_some() {
-            return None;
-        }
-        let store = limiter.store();
-        let mut checks = Vec::with_capacity(base.limits.len());
-        let mut rules = Vec::with_capacity(base.limits.len());
-        for (i, limit) in base.limits.iter().enumerate() {
-            let subject = subjects.get(base.subject_of(i)).and_then(Subject::key_bytes);
-            match subject.filter(|_| !limit.is_concurrency()) {
-                Some(subject) => {
-                    let key = limit.override_key(subject);
-                    let known = store.override_of(&key, INTERNAL);
-                    // Text no override writes is checked as it is, and decided without.
-                    rules.push(known.as_deref().and_then(decode_rules));
-                    checks.push(OverrideCheck { key, expected: known });
-                }
-                None => {
-                    rules.push(None);
-                    checks.push(OverrideCheck { key: Vec::new(), expected: None });
-                }
-            }
-        }
-        let set = rules.iter().any(Option::is_some).then(|| {
-            let mut limits = Vec::with_capacity(base.limits.len());
-            let mut policies = Vec::new();
-            for (limit, rules) in base.limits.iter().zip(&rules) {
-                let limit = limit.overridden(rules.as_deref(), policies.len());
-                policies.extend(limit.policies());
-                limits.push(limit);
-            }
-            LimitSet::new(limits, base.index.clone(), policies.into())
-        });
-        Some(Box::new(UnderOverride { set, checks, relearned: 0 }))
-    }
-}
-
-impl Deciding<'_, '_, '_> {
-    /// What a checked decision `d` means before it is read as any other: overrides that changed
-    /// under the call (decided again with the ones the store taught, at most
-    /// [`MAX_RELEARNS`] times), else a decision, counted when made under an override.
-    pub(super) fn checked(&mut self, d: &Decision) -> Option<Step> {
-        let relearned = self.overriding.as_ref()?.relearned;
-        if d.allowed || d.why != Why::OverridesChanged {
-            if self.overriding.as_ref().is_some_and(|o| o.set.is_some()) {
-                self.limiter.metrics().override_decision();
-            }
-            return None;
-        }
-        if relearned >= MAX_RELEARNS {
-            return Some(
-                self.enforced_answer(Err(StoreError::other("runtime overrides kept changing under the call"))),
-            );
-        }
-        let base = self.limiter.enforced(self.snapshot.as_deref());
-        self.overriding = UnderOverride::of(self.limiter, base, self.subjects);
-        if let Some(o) = self.overriding.as_mut() {
-            o.relearned = relearned + 1;
-        }
-        Some(self.enforce())
     }
 }
