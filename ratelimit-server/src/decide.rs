@@ -8,7 +8,7 @@
 
 use crate::config::matcher::{self, Matched};
 use crate::config::{Config, LimitSpec};
-use crate::proto::{self, Code, DescriptorStatus, RateLimitRequest, RateLimitResponse};
+use crate::proto::{Code, DescriptorStatus, RateLimitRequest, RateLimitResponse};
 use crate::status;
 use ratelimit::{Cause, Limiter, Permit, RateLimited, Subject};
 use std::collections::HashMap;
@@ -176,10 +176,4 @@ fn is_shadow(slot: &Slot) -> bool {
 
 fn slots_specs(slots: &[Slot]) -> Vec<Option<&LimitSpec>> {
     slots.iter().map(|s| s.matched.as_ref().map(|m| &*m.spec)).collect()
-}
-
-/// The `current_limit` of `spec`.
-pub fn current_limit(spec: &LimitSpec) -> proto::RateLimit {
-    let (count, unit, name) = &spec.shown;
-    proto::RateLimit { name: name.clone(), requests_per_unit: *count, unit: *unit as i32 }
 }

@@ -9,7 +9,6 @@
 use crate::config::matcher::Matched;
 use crate::config::yaml;
 use crate::config::LimitSpec;
-use crate::decide::current_limit;
 use crate::proto::{self, Code, DescriptorStatus, RateLimitResponse};
 use ratelimit::status::Headroom;
 use ratelimit::{Algorithm, RateLimited, Rule};
@@ -137,4 +136,10 @@ pub fn count(matched: &[Option<&Matched>], response: &RateLimitResponse) {
             m.spec.counters[usize::from(st.code == Code::OverLimit as i32)].increment(1);
         }
     }
+}
+
+/// The `current_limit` of `spec`.
+pub fn current_limit(spec: &LimitSpec) -> proto::RateLimit {
+    let (count, unit, name) = &spec.shown;
+    proto::RateLimit { name: name.clone(), requests_per_unit: *count, unit: *unit as i32 }
 }
