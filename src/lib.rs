@@ -40,7 +40,7 @@
 pub use ratelimit_macros::rate_limiter;
 pub use ratelimit_runtime::{
     init, limiter, limiters, reload, Algorithm, Cause, Config, FailurePolicy, Limit, LimitType, Limiter,
-    LimiterBuilder, Mode, Override, Permit, RateLimited, Rule, Subject,
+    LimiterBuilder, Mode, Permit, RateLimited, Rule, Subject,
 };
 
 pub use ratelimit_runtime::{clock, context};

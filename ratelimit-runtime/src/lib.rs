@@ -58,11 +58,13 @@ pub mod status {
 
 /// The requests a [`Limiter`] answers, each run awaited or [blocking](request::Check::blocking):
 /// what [`Limiter::check`], [`Limiter::peek`], [`Limiter::reset`] and [`Permit::settle`]
-/// return, and their futures.
+/// return, and their futures; [`Limiter::set_override`], [`Limiter::clear_override`] and
+/// [`Limiter::overrides`] too, with the [`Override`](request::Override)s the last one lists.
 pub mod request {
     pub use crate::limiter::overrides::{ClearOverride, ListOverrides, OverrideFuture, SetOverride};
     pub use crate::limiter::permit::Settle;
     pub use crate::limiter::request::{Check, CheckFuture, Peek, Reset, StoreFuture};
+    pub use crate::model::overriding::Override;
 }
 
 pub use algorithm::Algorithm;
@@ -73,7 +75,6 @@ pub use limiter::{Limiter, LimiterBuilder};
 pub use model::limit::Limit;
 pub use model::limit_type::LimitType;
 pub use model::mode::Mode;
-pub use model::overriding::Override;
 pub use model::refusal::{Cause, RateLimited};
 pub use model::rule::Rule;
 pub use model::subject::Subject;
