@@ -42,10 +42,10 @@ if ! command -v cargo >/dev/null; then
   echo "scripts/test.sh: cargo is not installed: install Rust (https://rustup.rs), then run this again." >&2
   exit 1
 fi
-# The property tests (tests/exact.rs, tests/exact_refunds.rs, tests/exact_settle.rs) run their
+# The property tests (tests/exact.rs, tests/exact_settle.rs) run their
 # fixed seed, and a seed drawn here on every run, printed so that a failure can be replayed
 # (tests/support/schedule.rs):
-# RATELIMIT_PROPTEST_SEED=<the seed> scripts/test.sh --test exact --test exact_refunds --test exact_settle
+# RATELIMIT_PROPTEST_SEED=<the seed> scripts/test.sh --test exact --test exact_settle
 if [ -z "${RATELIMIT_PROPTEST_SEED:-}" ]; then
   RATELIMIT_PROPTEST_SEED=$(od -An -N8 -tx8 /dev/urandom | tr -d ' \n')
 fi

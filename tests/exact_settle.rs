@@ -197,3 +197,31 @@ fn late_settles_on_a_clock_decide_as_the_definitions() {
     let store: StoreHandle = Arc::new(MemoryStore::with_clock(clock.clone()));
     property("clock", &store, Some(clock), 1024);
 }
+
+/// Found by the refunds' property (a refund is a settle to 0): a permit of a sliding window counter, decided at a pinned time
+/// and refunded after a call in the next window, gave nothing back (its window is stored as the
+/// previous count of the next one; the stores also asked that `now`, the permit's own time, be
+/// in that next window).
+#[tokio::test]
+async fn a_pinned_refund_reaches_the_previous_window_of_a_counter() {
+    use ratelimit::{LimitType, Rule};
+    let server = RedisServer::start();
+    for store in stores(&server) {
+        let limits = [LimitSpec {
+            limit_type: LimitType::Global,
+            alg: Algorithm::SlidingWindowCounter,
+            rules: vec![Rule::from_millis(1000, 10).unwrap()],
+            burst: None,
+            block: None,
+        }];
+        let l = build(&store, "exact_settle::counter_refund", &limits);
+        let g = subjects(&limits);
+        let first = l.check(&g).at(support::at(T0 + 100_000)).await.unwrap();
+        l.check(&g).at(support::at(T0 + 1_100_000)).await.unwrap();
+        first.refund().await.unwrap();
+        // 10 − 1 counted in this window − ⌈0 · 0.9⌉ of the previous one: 9 (8 while the
+        // refunded unit still weighed).
+        let p = l.check(&g).cost(0).at(support::at(T0 + 1_100_000)).await.unwrap();
+        assert_eq!(p.quota().unwrap().remaining, 9, "{}", store.describe());
+    }
+}

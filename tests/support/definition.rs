@@ -1,5 +1,5 @@
 //! The algorithms' definitions, plainly, in exact integers: the reference the stores are held
-//! to (tests/exact.rs, tests/exact_refunds.rs, tests/exact_settle.rs), and how a call is compared
+//! to (tests/exact.rs, tests/exact_settle.rs), and how a call is compared
 //! with it. Refunds, settles and blocks follow docs/design.md ("Refunds, blocks and concurrency
 //! limits").
 #![allow(dead_code)]

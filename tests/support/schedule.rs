@@ -1,5 +1,5 @@
 //! What the property tests against the definitions share (tests/exact.rs,
-//! tests/exact_refunds.rs, tests/exact_settle.rs): the stores they run on, their runs (a fixed seed, and a seed of the
+//! tests/exact_settle.rs): the stores they run on, their runs (a fixed seed, and a seed of the
 //! caller's), and random stacks of limits.
 //!
 //! Every property runs its cases from a fixed seed, the same on every run. With
@@ -8,7 +8,7 @@
 //! seed, so that it can be replayed:
 //!
 //! ```text
-//! RATELIMIT_PROPTEST_SEED=0123456789abcdef scripts/test.sh --test exact --test exact_refunds
+//! RATELIMIT_PROPTEST_SEED=0123456789abcdef scripts/test.sh --test exact --test exact_settle
 //! ```
 //!
 //! `RATELIMIT_PROPTEST_CASES=N` sets the cases per seed (at least 1: a property of no cases
