@@ -4,7 +4,8 @@
 use crate::errors::Errors;
 use crate::item::{self, Function};
 use crate::parse::{self, Attr, Kind, Mode, OnError, Refund};
-use crate::validate::{self, Body, Limit, Plan, Shape};
+use crate::signature::{self, Body, Shape};
+use crate::validate::{self, Limit, Plan};
 use crate::{bounds, stack};
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -62,7 +63,7 @@ fn check(
     }
     let krate = attrs.iter().find_map(|a| a.krate.as_ref()).map(|k| &k.value.0);
     let bounds = bounds::checks(&private_path(krate), &attrs);
-    let shape = errors.take(validate::signature(func));
+    let shape = errors.take(signature::signature(func));
     let plan = errors.take(validate::plan(attrs));
     let checked = errors.finish().and_then(|()| match (plan, shape) {
         (Some(plan), Some(shape)) => Ok((plan, shape)),

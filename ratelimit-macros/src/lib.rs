@@ -17,6 +17,7 @@ mod item;
 mod parse;
 mod rules;
 mod settle;
+mod signature;
 mod stack;
 mod ungroup;
 mod validate;
