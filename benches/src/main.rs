@@ -68,7 +68,6 @@ fn main() {
         let server = support::RedisServer::start();
         let mut report = Report::default();
         hot_key::run(&server, &mut report);
-    rls::run(&server, &mut report);
         report.print_targets();
         return;
     }
@@ -79,8 +78,10 @@ fn main() {
     if std::env::args().any(|a| a == "--sweep") {
         // Only the sweep, and its plot.
         let server = support::RedisServer::start();
-        let series = sweep::run(&server);
+        let mut report = Report::default();
+        let series = sweep::run(&server, &mut report);
         sweep::write(&series);
+        report.print_targets();
         return;
     }
     if std::env::args().any(|a| a == "--metrics-child") {
@@ -176,7 +177,7 @@ fn main() {
     hot_key::run(&server, &mut report);
     rls::run(&server, &mut report);
     settle::run(&server, &mut report);
-    let series = sweep::run(&server);
+    let series = sweep::run(&server, &mut report);
     sweep::write(&series);
 
     report.print_targets();

@@ -283,7 +283,17 @@ async fn throughput_section(ctx: &Arc<Ctx>, report: &mut Report) {
 /// The sweep's Redis series (see sweep.rs): decisions/s of the decorated async fn and of the
 /// seed script, 1 rule, at each number of callers; each point the median of `rounds` runs of
 /// `run`, the two interleaved.
-pub fn sweep(server: &RedisServer, callers: &[u32], run: Duration, rounds: usize) -> Vec<crate::plot::Series> {
+///
+/// Then the targets of the low-concurrency points (decorated / seed: at least 1.0× at 1, 4 and
+/// 16 callers, 1.3× at 256), and the p50 latency of one caller awaiting from a worker task, as a
+/// handler does (section 1 awaits from `block_on`, where no worker has to be woken).
+pub fn sweep(
+    server: &RedisServer,
+    callers: &[u32],
+    run: Duration,
+    rounds: usize,
+    report: &mut Report,
+) -> Vec<crate::plot::Series> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     rt.block_on(async {
         let ctx = context(server).await;
@@ -304,6 +314,40 @@ pub fn sweep(server: &RedisServer, callers: &[u32], run: Duration, rounds: usize
                 }
             }
         }
+        let mut p50 = [Vec::new(), Vec::new()];
+        for _ in 0..rounds {
+            for (s, &(v, _)) in variants.iter().enumerate() {
+                p50[s].push(task_latency_p50(&ctx, v, 2000).await);
+            }
+        }
+        let [ours, seed] = p50.map(Figure::of);
+        println!("p50 µs, one caller in a worker task: decorated {}, seed {}", ours.show("µs"), seed.show("µs"));
+        report.target(Target {
+            name: "sweep: p50 µs, 1 task caller: decorated / seed",
+            measured: format!("{} µs", fmt(ours.median)),
+            reference: format!("{} µs", fmt(seed.median)),
+            ratio: ours.median / seed.median,
+            bound: 1.0,
+            at_most: true,
+        });
+        let points: [(u32, &'static str, f64); 4] = [
+            (1, "sweep 1 caller: decorated / seed", 1.0),
+            (4, "sweep 4 callers: decorated / seed", 1.0),
+            (16, "sweep 16 callers: decorated / seed", 1.0),
+            (256, "sweep 256 callers: decorated / seed", 1.3),
+        ];
+        for (c, name, bound) in points {
+            let Some(k) = callers.iter().position(|&x| x == c) else { continue };
+            let (ours, seed) = (Figure::of(figures[0][k].clone()).median, Figure::of(figures[1][k].clone()).median);
+            report.target(Target {
+                name,
+                measured: format!("{}/s", fmt(ours)),
+                reference: format!("{}/s", fmt(seed)),
+                ratio: ours / seed,
+                bound,
+                at_most: false,
+            });
+        }
         variants
             .iter()
             .zip(figures)
@@ -317,6 +361,24 @@ pub fn sweep(server: &RedisServer, callers: &[u32], run: Duration, rounds: usize
             })
             .collect()
     })
+}
+
+/// The median µs of `n` calls one after another, from one task spawned on the runtime.
+async fn task_latency_p50(ctx: &Arc<Ctx>, v: Variant, n: usize) -> f64 {
+    let ctx = ctx.clone();
+    let mut us = tokio::spawn(async move {
+        let mut us = Vec::with_capacity(n);
+        for i in 0..n {
+            let start = Instant::now();
+            call(&ctx, v, i).await;
+            us.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+        us
+    })
+    .await
+    .expect("task");
+    us.sort_by(f64::total_cmp);
+    us[us.len() / 2]
 }
 
 async fn throughput(ctx: &Arc<Ctx>, v: Variant, callers: usize, run: Duration) -> f64 {

@@ -152,7 +152,8 @@ pub fn run(server: &RedisServer, report: &mut Report) {
         let dir = std::env::temp_dir().join(format!("ratelimit-bench-rls-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         std::fs::write(dir.join("bench.yaml"), CONFIG).expect("config");
-        let config = ratelimit_server::config::load(&dir, &ratelimit_server::config::Options::default()).expect("the bench configuration");
+        let config = ratelimit_server::config::load(&dir, &ratelimit_server::config::Options::default())
+            .expect("the bench configuration");
         let state = Arc::new(ratelimit_server::service::State {
             loaded: arc_swap::ArcSwap::from_pointee(ratelimit_server::decide::Loaded::new(config)),
             headers: false,
@@ -177,7 +178,8 @@ pub fn run(server: &RedisServer, report: &mut Report) {
         }
         let rate = rate.map(Figure::of);
         let p99 = p99.map(Figure::of);
-        for (k, label) in ["ratelimit-server (sliding window)", "seed-style script, same gRPC front"].iter().enumerate() {
+        for (k, label) in ["ratelimit-server (sliding window)", "seed-style script, same gRPC front"].iter().enumerate()
+        {
             println!("{label:<40} {:<28} p99 {}", rate[k].show("/s"), p99[k].show("µs"));
         }
         report.target(Target {

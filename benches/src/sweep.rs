@@ -11,7 +11,7 @@
 //! [`write`] draws it (e.g. a hot key in sync mode, measured at [`CALLERS`]).
 
 use crate::plot::Series;
-use crate::report::{fmt, Figure};
+use crate::report::{fmt, Figure, Report};
 use crate::support::RedisServer;
 use governor::{Quota, RateLimiter};
 use ratelimit::{rate_limiter, RateLimited};
@@ -35,9 +35,9 @@ pub fn svg_path() -> PathBuf {
 }
 
 /// Every series: Redis (here) and in memory (in a child process).
-pub fn run(server: &RedisServer) -> Vec<Series> {
+pub fn run(server: &RedisServer, report: &mut Report) -> Vec<Series> {
     println!("\n== Sweep: decisions per second against concurrent callers ==");
-    let mut series = crate::redis_load::sweep(server, &CALLERS, RUN, ROUNDS);
+    let mut series = crate::redis_load::sweep(server, &CALLERS, RUN, ROUNDS, report);
     series.push(hot_key(server));
     series.extend(run_memory_child());
     for s in &series {

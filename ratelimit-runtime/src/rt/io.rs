@@ -1,10 +1,12 @@
-//! The library's own I/O runtime: every Redis connection lives and every Redis call runs here.
+//! The library's own I/O runtime: the shared Redis connections live here, and every blocking
+//! call runs here.
 //!
-//! Connections are bound to the runtime that drives them. Driving them on the caller's runtime
-//! would break when that runtime is dropped (each `#[tokio::test]` has its own) and would not
-//! work at all for plain `fn`s. Async callers on a Tokio runtime still await their requests in
-//! place (a multiplexed request is a message to the driver task, wherever it runs); others, and
-//! blocking callers, hand the request to this runtime.
+//! A connection is bound to the runtime that drives it, and dies with it (each `#[tokio::test]`
+//! has its own); a plain `fn` has no runtime at all. So every store has a connection here that
+//! works for any caller. Async callers on a Tokio runtime await their requests in place (a
+//! multiplexed request is a message to the driver task, wherever it runs), and a task's calls
+//! go on a connection of its own runtime once one is made (store/redis/lanes.rs, with
+//! [`caller_runtime`]); others, and blocking callers, hand the request to this runtime.
 
 use crate::error::StoreError;
 use std::future::Future;
@@ -60,6 +62,16 @@ fn keep_timer_near(rt: &Runtime) {
 /// The handle of the I/O runtime.
 pub(crate) fn handle() -> Result<&'static Handle, StoreError> {
     runtime().map(Runtime::handle)
+}
+
+/// The runtime whose task is being polled here, unless it is the I/O runtime: `None` outside a
+/// task (in a `block_on`, on a plain thread). Only a task's runtime is surely running while the
+/// task waits, so only it can drive a connection the task waits on (store/redis/lanes.rs).
+pub(crate) fn caller_runtime() -> Option<Handle> {
+    tokio::task::try_id()?;
+    let current = Handle::try_current().ok()?;
+    let io = handle().ok()?;
+    (current.id() != io.id()).then_some(current)
 }
 
 /// Runs `fut` on the I/O runtime and awaits it from any executor.

@@ -3,11 +3,12 @@
 //! refunds are runs of the general script, a reset is one `DEL`. Every call goes through the
 //! store's circuit breaker, within its timeout.
 
-use super::batch::{Batcher, Route};
+use super::batch::{prepare, Route};
 use super::commands::{
     checked_command, del_command, general_command, peek_command, release_command, Decide, Del, LoadScripts, Peek, Run,
     ScriptOp,
 };
+use super::lanes::{Lanes, MakeLink};
 use super::link::Link;
 use super::overrides::{self, DecideChecked};
 use super::probe;
@@ -26,32 +27,36 @@ use std::time::Duration;
 
 /// A store on the Redis node that `link` reaches.
 pub(crate) struct RedisBacked<L: Link> {
+    /// The connections (the shared one, and one per calling runtime) and, on each, concurrent
+    /// sliding-window or O(1) decisions coalesced into one script run.
+    lanes: Arc<Lanes<L>>,
+    /// The shared connection: what calls that need not be fast go on.
     link: L,
     timeout: Duration,
     /// For logs, without passwords.
     description: String,
     breaker: Arc<Breaker>,
-    /// Concurrent sliding-window or O(1) decisions, coalesced into one script run.
-    batcher: Arc<Batcher>,
     /// The runtime overrides this process met.
     known: Arc<Known>,
 }
 
 impl<L: Link> RedisBacked<L> {
     /// The store over `link`, described as `description` (no password), each call given up
-    /// after `timeout`, all of them through `breaker`. Starts its batching task, and the probe
-    /// that connects and loads the scripts in the background, so that the first call does not
-    /// pay for it, and says how it went.
+    /// after `timeout`, all of them through `breaker`; `make`, if any, makes a link on the
+    /// calling runtime (see lanes.rs). Starts its batching task, and the probe that connects
+    /// and loads the scripts in the background, so that the first call does not pay for it,
+    /// and says how it went.
     pub(crate) fn start(
         link: L,
+        make: Option<MakeLink<L>>,
         description: String,
         timeout: Duration,
         breaker: Arc<Breaker>,
     ) -> Result<RedisBacked<L>, StoreError> {
-        let batcher = Batcher::start(link.clone(), timeout)?;
+        let lanes = Arc::new(Lanes::new(link.clone(), make, timeout)?);
         let probe = link.clone();
         probe::spawn(description.clone(), probe::probe_timeout(timeout), async move { probe.send(&LoadScripts).await });
-        Ok(RedisBacked { link, timeout, description, breaker, batcher, known: Arc::new(Known::new()) })
+        Ok(RedisBacked { lanes, link, timeout, description, breaker, known: Arc::new(Known::new()) })
     }
 
     /// The per-call timeout.
@@ -65,13 +70,6 @@ impl<L: Link> RedisBacked<L> {
     }
 }
 
-impl<L: Link> Drop for RedisBacked<L> {
-    fn drop(&mut self) {
-        // The batching task sends what is queued, then ends.
-        self.batcher.close();
-    }
-}
-
 impl<L: Link> Operations for RedisBacked<L> {
     fn decide(&self, call: &Call<'_>) -> Pending {
         self.breaker.decide(|| {
@@ -79,15 +77,15 @@ impl<L: Link> Operations for RedisBacked<L> {
             // A call a batch script can decide is coalesced with the calls concurrent with it,
             // but for one that finds nothing to join: that one goes as a batch of its own, from
             // its caller's task. The others go to the general script.
-            let route = self
-                .batcher
-                .route(call, &member, || general_command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
-            let link = self.link.clone();
+            let call =
+                prepare(call, &member, || general_command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
+            let lanes = self.lanes.clone();
             io::timeout(self.timeout, async move {
-                match route {
+                let lane = lanes.here();
+                match lane.batcher.route(call) {
                     Route::Queued(batcher, call) => batcher.decide(call, member).await,
                     // The slot, if any, is given back when this future ends.
-                    Route::Direct(cmd, _slot) => link.send(&Decide(cmd, member)).await,
+                    Route::Direct(cmd, _slot) => lane.link.send(&Decide(cmd, member)).await,
                 }
             })
         })
@@ -96,8 +94,8 @@ impl<L: Link> Operations for RedisBacked<L> {
     fn release(&self, release: &Release<'_>) -> Answer<()> {
         self.breaker.call(|| {
             let refund = Run(release_command(release, release.indices.iter().copied()));
-            let link = self.link.clone();
-            io::timeout(self.timeout, async move { link.send(&refund).await.map(drop) })
+            let lanes = self.lanes.clone();
+            io::timeout(self.timeout, async move { lanes.here().link.send(&refund).await.map(drop) })
         })
     }
 
@@ -141,8 +139,8 @@ impl<L: Link> Operations for RedisBacked<L> {
             let member = unique_member();
             let command = checked_command(call, checks, 0..call.limits.len(), &member);
             let request = DecideChecked { command, member, known: self.known.clone() };
-            let link = self.link.clone();
-            io::timeout(self.timeout, async move { link.send(&request).await })
+            let lanes = self.lanes.clone();
+            io::timeout(self.timeout, async move { lanes.here().link.send(&request).await })
         })
     }
 

@@ -9,6 +9,7 @@ pub(crate) mod batch;
 pub(crate) mod cluster;
 pub(crate) mod commands;
 pub(crate) mod error;
+pub(crate) mod lanes;
 pub(crate) mod link;
 pub(crate) mod overrides;
 pub(crate) mod probe;
@@ -23,7 +24,9 @@ use crate::store::breaker::{Breaker, MAX_PAUSE};
 use crate::store::Store;
 use backed::{OverRedis, RedisBacked};
 use error::redis_error;
+use lanes::MakeLink;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::sync::Arc;
 use std::time::Duration;
 use tls::TlsConfig;
 
@@ -56,12 +59,18 @@ impl RedisStore {
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(10))
             .set_max_delay(Duration::from_millis(100));
-        // Created inside the I/O runtime so that the connection and its reconnections live there.
-        let _guard = io::handle()?.enter();
-        let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(redis_error)?;
+        // The shared connection is created inside the I/O runtime, so that it and its
+        // reconnections live there; each calling runtime's, on that runtime (lanes.rs).
+        let conn = {
+            let _guard = io::handle()?.enter();
+            ConnectionManager::new_lazy_with_config(client.clone(), config.clone()).map_err(redis_error)?
+        };
+        let make: MakeLink<ConnectionManager> = Arc::new(move || {
+            ConnectionManager::new_lazy_with_config(client.clone(), config.clone()).map_err(redis_error)
+        });
         let description = format!("redis ({redacted})");
         let breaker = Breaker::new(description.clone(), StoreMetrics::new("redis"), MAX_PAUSE);
-        Ok(RedisStore { backed: RedisBacked::start(conn, description, timeout, breaker)? })
+        Ok(RedisStore { backed: RedisBacked::start(conn, Some(make), description, timeout, breaker)? })
     }
 
     /// The per-call timeout.

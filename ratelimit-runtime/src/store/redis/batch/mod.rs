@@ -30,6 +30,7 @@ use encode::{command, split};
 use redis::Cmd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::runtime::Handle;
 use tokio::sync::{oneshot, Notify};
 
 /// Batches under way at once on one connection. One would leave Redis idle while a batch's reply
@@ -51,6 +52,27 @@ type Reply = Result<[i64; 8], StoreError>;
 pub(crate) enum Route {
     Queued(Arc<Batcher>, Encoded),
     Direct((Cmd, &'static Script), Option<Slot>),
+}
+
+/// A call made ready to send, before its connection is chosen: what a batch script takes, or
+/// the general script's command.
+pub(crate) enum Prepared {
+    Batchable(Encoded),
+    General((Cmd, &'static Script)),
+}
+
+/// `call` (all its limits) with its member, for a batch script if one can decide it, else as
+/// `general` builds its command.
+pub(crate) fn prepare(
+    call: &Call<'_>,
+    member: &[u8; 16],
+    general: impl FnOnce() -> (Cmd, &'static Script),
+) -> Prepared {
+    let all = 0..call.limits.len();
+    match batchable(call, all.clone()) {
+        Some(kind) => Prepared::Batchable(encode(call, all, member, kind)),
+        None => Prepared::General(general()),
+    }
 }
 
 struct Entry {
@@ -95,32 +117,27 @@ impl Drop for Slot {
 
 impl Batcher {
     /// A batcher whose batches go through `link`, as the store sends its commands (and as it
-    /// does when the node is gone), its sending task started on the I/O runtime. `timeout`
-    /// bounds a batch: by then each of its callers has given up.
-    pub(crate) fn start<L: Link>(link: L, timeout: Duration) -> Result<Arc<Batcher>, StoreError> {
+    /// does when the node is gone), its sending task started on `runtime` (the one driving the
+    /// link's connection). `timeout` bounds a batch: by then each of its callers has given up.
+    pub(crate) fn start<L: Link>(link: L, timeout: Duration, runtime: &Handle) -> Result<Arc<Batcher>, StoreError> {
         let batcher = Arc::new(Batcher {
             state: Mutex::new(State { entries: Vec::new(), in_flight: 0, closed: false }),
             ready: Notify::new(),
             in_flight_max: IN_FLIGHT,
         });
-        io::handle()?.spawn(send_batches(batcher.clone(), link, timeout));
+        runtime.spawn(send_batches(batcher.clone(), link, timeout));
         Ok(batcher)
     }
 
-    /// How `call` (all its limits) goes, with its member: through a batch script if one can
-    /// decide it, else as `general` builds its command.
-    pub(crate) fn route(
-        self: &Arc<Self>,
-        call: &Call<'_>,
-        member: &[u8; 16],
-        general: impl FnOnce() -> (Cmd, &'static Script),
-    ) -> Route {
-        let all = 0..call.limits.len();
-        let Some(kind) = batchable(call, all.clone()) else { return Route::Direct(general(), None) };
-        let encoded = encode(call, all, member, kind);
-        match self.alone() {
-            Some(slot) => Route::Direct(one_command(&encoded), Some(slot)),
-            None => Route::Queued(self.clone(), encoded),
+    /// How a call prepared by [`prepare`] goes on this batcher's connection: queued, or alone
+    /// when nothing is queued or under way.
+    pub(crate) fn route(self: &Arc<Self>, call: Prepared) -> Route {
+        match call {
+            Prepared::General(command) => Route::Direct(command, None),
+            Prepared::Batchable(encoded) => match self.alone() {
+                Some(slot) => Route::Direct(one_command(&encoded), Some(slot)),
+                None => Route::Queued(self.clone(), encoded),
+            },
         }
     }
 
