@@ -315,13 +315,22 @@ pub fn sweep(
             }
         }
         let mut p50 = [Vec::new(), Vec::new()];
+        let mut switches = [0.0; 2];
         for _ in 0..rounds {
             for (s, &(v, _)) in variants.iter().enumerate() {
+                let before = thread_switches();
                 p50[s].push(task_latency_p50(&ctx, v, 2000).await);
+                switches[s] += (thread_switches() - before) as f64 / (2000 * rounds) as f64;
             }
         }
         let [ours, seed] = p50.map(Figure::of);
         println!("p50 µs, one caller in a worker task: decorated {}, seed {}", ours.show("µs"), seed.show("µs"));
+        // Each time a thread of this process sleeps and is woken counts once: the hops a call
+        // takes between threads, which no load on the machine changes.
+        println!(
+            "threads put to sleep per call, one caller in a worker task: decorated {:.2}, seed {:.2}",
+            switches[0], switches[1]
+        );
         report.target(Target {
             name: "sweep: p50 µs, 1 task caller: decorated / seed",
             measured: format!("{} µs", fmt(ours.median)),
@@ -361,6 +370,17 @@ pub fn sweep(
             })
             .collect()
     })
+}
+
+/// The voluntary context switches of every thread of this process so far (Linux; 0 elsewhere).
+fn thread_switches() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
+        .filter_map(|status| {
+            status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).and_then(|n| n.trim().parse::<u64>().ok())
+        })
+        .sum()
 }
 
 /// The median µs of `n` calls one after another, from one task spawned on the runtime.
