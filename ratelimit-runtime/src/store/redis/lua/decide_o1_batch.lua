@@ -17,7 +17,10 @@
 --          decide.lua takes them, without the member and the mode, which this script would not
 --          read (each argument costs the server about 1 000 instructions to receive).
 -- Returns per call, concatenated in call order, 48 bytes (decide.lua's answer without `why`):
--- struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now).
+-- struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now), or for an admission
+-- reported by the first limit's first rule the 24 bytes struct.pack('<ddd', -1 - remaining,
+-- reset_us, now), as decide_sw_batch.lua answers (each byte of a reply costs the server twice,
+-- in struct.pack and in the batch's table.concat, about 40 instructions).
 
 -- Globals are table lookups: locals are cheaper.
 local KEYS, ARGV, redis, unpack, struct = KEYS, ARGV, redis, unpack, struct
@@ -145,9 +148,10 @@ while pos <= last do
   local at = now
   -- The call's limits, over KEYS[base + 1] to KEYS[base + m]: each decided by o1_limit, then,
   -- if every one admits, each one's new state written and its expiry moved.
-  -- Per limit: its HSET arguments (key first) and its new expiry in ms (false: unchanged). The
-  -- first limit's in locals, the others' in tables.
-  local set1, exp1, sets, exps
+  -- Per limit: what HSET writes (o1_limit's set) and its new expiry in ms (false: unchanged).
+  -- The first limit's in locals (set1 the state of a one-rule limit when one1), the others' in
+  -- tables, as HSET's arguments.
+  local set1, one1, exp1, sets, exps
   for g = 1, m do
     local key = KEYS[base + g]
     -- parts/o1_limit.lua
@@ -159,11 +163,13 @@ while pos <= last do
     -- printf (about 4 000 instructions for a time in µs), a field more in HMGET/HSET about 2 500,
     -- and each C function call from Lua about as much as 50 VM instructions: packed states are read
     -- and written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is
-    -- `%`, max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
+    -- `%`, max and min are comparisons, and a one-rule limit takes no table at all (a table costs
+    -- about 1 400 instructions).
     -- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
-    -- statuses, muldiv and the decision. Leaves pos after the limit's arguments and sets set (HSET's
-    -- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or
-    -- false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
+    -- statuses, muldiv and the decision. Leaves pos after the limit's arguments, n (its rule count),
+    -- set (what HSET writes: for one rule (n = 1) its packed state, field '1'; for several, HSET's
+    -- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or false:
+    -- unchanged). A peek appends remaining and reset (µs) per rule to statuses.
     local alg = ARGV[pos]
     local n = 1
     if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
@@ -444,7 +450,7 @@ while pos <= last do
         if till and till > newest then newest = till end
         if state then
           if n == 1 then
-            set = {key, '1', state}
+            set = state
           else
             if not set then set = {key} end
             local m = #set
@@ -468,15 +474,16 @@ while pos <= last do
       end
     end
     if g == 1 then
-      set1, exp1 = set, expiry
+      set1, one1, exp1 = set, n == 1, expiry
     else
+      if n == 1 and set then set = {key, '1', set} end
       if not sets then sets, exps = {}, {} end
       sets[g], exps[g] = set, expiry
     end
   end
 
   if allowed == 1 then
-    redis.call('HSET', unpack(set1))
+    if one1 then redis.call('HSET', KEYS[base + 1], '1', set1) else redis.call('HSET', unpack(set1)) end
     if exp1 then redis.call('PEXPIREAT', KEYS[base + 1], exp1) end
     for g = 2, m do
       redis.call('HSET', unpack(sets[g]))
@@ -485,7 +492,12 @@ while pos <= last do
   end
   base = base + m
 
-  local reply = struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
+  local reply
+  if allowed == 1 and at_g == 1 and at_r == 1 then
+    reply = struct.pack('<ddd', -1 - remaining, reset, now)
+  else
+    reply = struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
+  end
   if calls == 0 and pos > last then return reply end
   if not replies then replies = {} end
   calls = calls + 1

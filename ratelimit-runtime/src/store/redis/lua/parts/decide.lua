@@ -110,6 +110,7 @@ while true do
       end
       if ARGV[pos] ~= 'sw' then
         --@o1_limit
+        if n == 1 and set then set = {key, '1', set} end
         if release then
           if set then redis.call('HSET', unpack(set)) end
           if expiry then redis.call('PEXPIREAT', key, expiry) end
