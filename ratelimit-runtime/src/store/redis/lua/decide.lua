@@ -69,6 +69,8 @@ if ARGV[4] == 'o' then
   if stale then return stale end
 end
 local now, cost, member = ARGV[1], ARGV[2], ARGV[3]
+-- o1_limit.lua reads its arguments from A.
+local A = ARGV
 -- Strings are compared before they are converted, and converted by the VM's own coercion where
 -- arithmetic needs them (each C call such as tonumber costs far more than a comparison). Numbers
 -- given to redis.call go as text made by '%d' (exact below 2^53): the server formats a number
@@ -311,19 +313,22 @@ while true do
         -- and written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is
         -- `%`, max and min are comparisons, and a one-rule limit takes no table at all (a table costs
         -- about 1 400 instructions).
-        -- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
+        -- Its arguments are A[pos], A[pos + 1], ...: decide.lua's ARGV (text, converted by the VM), or
+        -- the numbers decide_o1_batch.lua unpacked (its algorithm a number: 1 fw, 2 swc, 3 the buckets).
+        -- Reads: A, key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
         -- statuses, muldiv and the decision. Leaves pos after the limit's arguments, n (its rule count),
         -- set (what HSET writes: for one rule (n = 1) its packed state, field '1'; for several, HSET's
         -- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or false:
         -- unchanged). A peek appends remaining and reset (µs) per rule to statuses.
-        local alg = ARGV[pos]
+        local alg = A[pos]
         local n = 1
-        if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
-        local burst = ARGV[pos + 2]
-        if burst == '0' then burst = false else burst = burst + 0 end
+        if A[pos + 1] ~= '1' then n = A[pos + 1] + 0 end
+        local burst = A[pos + 2]
+        if burst == '0' or burst == 0 then burst = false else burst = burst + 0 end
         pos = pos + 3
-        local bucket, swc = alg == 'gcra' or alg == 'tb' or alg == 'lb', alg == 'swc'
-        if not (bucket or swc or alg == 'fw') then
+        local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
+        local swc = alg == 2 or alg == 'swc'
+        if not (bucket or swc or alg == 1 or alg == 'fw') then
           return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg))
         end
         local v
@@ -338,14 +343,14 @@ while true do
         -- 64 times per window, not on every call (a window of calendar months, -months: 31 days a
         -- month). `was`: when the stored state stops mattering (false if a rule has none); `newest`:
         -- when the new state does.
-        local grid = ARGV[pos] + 0
+        local grid = A[pos] + 0
         if grid < 0 then grid = -grid * 2678400000000 end
         grid = grid / 64000
         grid = grid - grid % 1
         if grid < 1 then grid = 1 end
         local set, was, newest = nil, 0, now
         for r = 1, n do
-          local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
+          local w, count = A[pos] + 0, A[pos + 1] + 0
           pos = pos + 2
           local cap = burst or count
           local s = v

@@ -44,6 +44,8 @@
 
 --@override_check
 local now, cost, member = ARGV[1], ARGV[2], ARGV[3]
+-- o1_limit.lua reads its arguments from A.
+local A = ARGV
 -- Strings are compared before they are converted, and converted by the VM's own coercion where
 -- arithmetic needs them (each C call such as tonumber costs far more than a comparison). Numbers
 -- given to redis.call go as text made by '%d' (exact below 2^53): the server formats a number
