@@ -80,8 +80,11 @@ measure "seed script (reference), 1 rule" "$dir/seed.lua" 1 'seed:{__rand_int__}
 measure "sw: sliding script (decide_sw_batch.lua)" "$lua/decide_sw_batch.lua" 1 'k:{__rand_int__}:sw' 'pack:<ddddddddd:1,1.5,2.5,0,1,1,1,60000000,1000000000'
 measure "sw: general script (decide.lua)" "$lua/decide.lua" 1 'k:{__rand_int__}:sw' 0 1 0123456789abcdef d 0 0 0 0 sw 1 0 60000000 1000000000
 measure "reference GCRA script" benches/src/gcra_reference.lua 1 'ref:{__rand_int__}' 1000000000 1000000000 60 1
+# decide_o1_batch.lua's algorithm numbers: 1 fw, 2 swc, 3 the buckets (they decide alike).
+code() { case $1 in fw) echo 1 ;; swc) echo 2 ;; *) echo 3 ;; esac; }
 for alg in fw swc tb lb gcra; do
   measure "$alg: general script (decide.lua)" "$lua/decide.lua" 1 "k:{__rand_int__}:$alg" 0 1 0123456789abcdef d 0 0 0 0 "$alg" 1 0 60000000 1000000000
-  # decide_o1_batch.lua, one call: now, cost and the key count, no member nor mode.
-  measure "$alg: lean script (decide_o1_batch.lua)" "$lua/decide_o1_batch.lua" 1 "k:{__rand_int__}:$alg" 0 1 1 "$alg" 1 0 60000000 1000000000
+  # decide_o1_batch.lua, one call, packed: the call count, now (0: TIME), cost, the key count,
+  # then the limit's algorithm, rule count, burst (0), window and count.
+  measure "$alg: lean script (decide_o1_batch.lua)" "$lua/decide_o1_batch.lua" 1 "k:{__rand_int__}:$alg" "pack:<ddddddddd:1,0,1,1,$(code "$alg"),1,0,60000000,1000000000"
 done

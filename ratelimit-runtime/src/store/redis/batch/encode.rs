@@ -1,6 +1,5 @@
-//! A call encoded for a batch script, and the batch's command and reply: decide_sw_batch.lua
-//! takes every number of a batch packed in one argument, decide_o1_batch.lua its arguments as
-//! text; both answer one packed reply per call.
+//! A call encoded for a batch script, and the batch's command and reply: both batch scripts take
+//! every number of a batch packed in one argument, and answer one packed reply per call.
 
 use super::super::script::{double, unpack, Script, BATCH, O1_BATCH, REPLY_ADMITTED_LEN, REPLY_LEN};
 use crate::algorithm::Algorithm;
@@ -29,15 +28,13 @@ impl Kind {
 /// A call, encoded for its batch script (it no longer borrows the caller's limits).
 pub(crate) struct Encoded {
     pub(super) kind: Kind,
-    /// The call's arguments, then its keys, each key after its length (8 bytes, native order).
-    /// [`Kind::Sliding`]: the numbers as decide_sw_batch.lua reads them, packed (member, now,
-    /// cost, key count, then per key its rule count and rules). [`Kind::O1`]: `args` arguments
-    /// of decide_o1_batch.lua, each after its length as the keys are.
+    /// The call's numbers as its script reads them, packed, then its keys, each after its length
+    /// (8 bytes, native order). [`Kind::Sliding`]: member, now, cost, key count, then per key its
+    /// rule count and rules. [`Kind::O1`]: now, cost, key count, then per key its algorithm, rule
+    /// count, burst and rules.
     buf: Vec<u8>,
-    /// Where the arguments end and the keys start.
+    /// Where the numbers end and the keys start.
     nums: usize,
-    /// [`Kind::O1`]: how many arguments.
-    args: usize,
     keys: usize,
 }
 
@@ -99,38 +96,50 @@ fn encode_sliding(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone,
     }
     let nums = buf.len();
     put_keys(call, indices, &mut buf);
-    Encoded { kind: Kind::Sliding, buf, nums, args: 0, keys }
+    Encoded { kind: Kind::Sliding, buf, nums, keys }
 }
 
-/// An O(1) call: decide_o1_batch.lua's arguments as text (now, cost, key count, then its
-/// limits'; the member is not the script's: nothing is logged by member).
+/// An O(1) call: little-endian doubles, as decide_o1_batch.lua reads them (now, cost, key
+/// count, then per limit its algorithm, rule count, burst and rules, a window in calendar months
+/// as minus its months; no member: nothing is logged by member). The values are those of the
+/// limit's text arguments to decide.lua (`CompiledLimit::script_args`), each the double its text
+/// would have become in the script.
 fn encode_o1(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone) -> Encoded {
-    let (mut bytes, mut args, mut keys) = (3 * 28, 3, 0);
+    let (mut nums, mut bytes, mut keys) = (3 * 8, 0, 0);
     for i in indices.clone() {
         let limit = &call.limits[i];
-        args += limit.script_args.len();
-        bytes += limit.script_args.iter().map(|a| 8 + a.len()).sum::<usize>();
+        nums += 3 * 8 + 16 * limit.rules.len();
         bytes += 8 + limit.redis_key_len() + call.subjects[i].len() * 3 + 24;
         keys += 1;
     }
-    let mut buf = Vec::with_capacity(bytes);
-    let put = |buf: &mut Vec<u8>, arg: &[u8]| {
-        buf.extend_from_slice(&arg.len().to_ne_bytes());
-        buf.extend_from_slice(arg);
-    };
-    // In decimal, as redis-rs writes an integer argument (with the same crate).
-    let mut text = itoa::Buffer::new();
-    put(&mut buf, text.format(call.now_us.unwrap_or(0)).as_bytes());
-    put(&mut buf, text.format(call.cost).as_bytes());
-    put(&mut buf, text.format(keys).as_bytes());
+    let mut buf = Vec::with_capacity(nums + bytes);
+    let put = |buf: &mut Vec<u8>, x: f64| buf.extend_from_slice(&x.to_le_bytes());
+    put(&mut buf, call.now_us.unwrap_or(0) as f64);
+    put(&mut buf, call.cost as f64);
+    put(&mut buf, keys as f64);
     for i in indices.clone() {
-        for a in &call.limits[i].script_args {
-            put(&mut buf, a);
+        let limit = &call.limits[i];
+        // The script decides the three buckets alike (one admission rule).
+        let algorithm = match limit.algorithm {
+            Algorithm::FixedWindow => 1.0,
+            Algorithm::SlidingWindowCounter => 2.0,
+            _ => 3.0,
+        };
+        put(&mut buf, algorithm);
+        put(&mut buf, limit.rules.len() as f64);
+        put(&mut buf, limit.burst.unwrap_or(0) as f64);
+        for rule in &limit.rules {
+            let window = match rule.months() {
+                Some(months) => -f64::from(months),
+                None => rule.window_us() as f64,
+            };
+            put(&mut buf, window);
+            put(&mut buf, rule.count() as f64);
         }
     }
     let nums = buf.len();
     put_keys(call, indices, &mut buf);
-    Encoded { kind: Kind::O1, buf, nums, args, keys }
+    Encoded { kind: Kind::O1, buf, nums, keys }
 }
 
 /// The keys of the limits `indices` of `call`, each after its length.
@@ -164,11 +173,6 @@ impl Encoded {
     fn keys(&self) -> impl Iterator<Item = &[u8]> {
         items(&self.buf[self.nums..], self.keys)
     }
-
-    /// [`Kind::O1`]: the arguments.
-    fn args(&self) -> impl Iterator<Item = &[u8]> {
-        items(&self.buf[..self.nums], self.args)
-    }
 }
 
 /// The `EVALSHA` that decides `call` alone: a batch of one.
@@ -176,35 +180,22 @@ pub(crate) fn one_command(call: &Encoded) -> (Cmd, &'static Script) {
     (command(std::iter::once(call), call.kind), call.kind.script())
 }
 
-/// The batch script's `EVALSHA` for `calls` (of one kind): every call's keys, then
-/// decide_sw_batch.lua's one argument of every number, or decide_o1_batch.lua's arguments of
-/// every call (see the scripts).
+/// The batch script's `EVALSHA` for `calls` (of one kind): every call's keys, then one argument
+/// of every number (see the scripts).
 pub(super) fn command<'a>(calls: impl Iterator<Item = &'a Encoded> + Clone, kind: Kind) -> Cmd {
-    let (mut keys, mut args, mut bytes) = (0, 0, 0);
+    let (mut keys, mut bytes) = (0, 0);
     for call in calls.clone() {
         keys += call.keys;
-        args += call.args;
         bytes += call.buf.len() + 16;
     }
-    let mut cmd = Cmd::with_capacity(4 + keys + args.max(1), 80 + bytes);
+    let mut cmd = Cmd::with_capacity(5 + keys, 80 + bytes);
     cmd.arg("EVALSHA").arg(kind.script().sha()).arg(keys);
     for call in calls.clone() {
         for key in call.keys() {
             cmd.arg(key);
         }
     }
-    match kind {
-        Kind::Sliding => {
-            cmd.arg(Numbers(calls));
-        }
-        Kind::O1 => {
-            for call in calls {
-                for arg in call.args() {
-                    cmd.arg(arg);
-                }
-            }
-        }
-    }
+    cmd.arg(Numbers(calls));
     cmd
 }
 
@@ -223,10 +214,9 @@ impl<'a, I: Iterator<Item = &'a Encoded> + Clone> redis::ToRedisArgs for Numbers
     }
 }
 
-/// The batch's reply, one packed reply per call in call order: 48 bytes, or (decide_sw_batch.lua
-/// only) 24 for an admission by one limit of one rule, whose first value is `-1 - remaining`
-/// (negative, where the long form's is `allowed`, 0 or 1: decide_o1_batch.lua's replies are all
-/// of the long form).
+/// The batch's reply, one packed reply per call in call order: 48 bytes, or 24 for an admission
+/// reported by the first limit's first rule, whose first value is `-1 - remaining` (negative,
+/// where the long form's is `allowed`, 0 or 1).
 pub(super) fn split(answer: &redis::Value, calls: usize) -> Result<Vec<[i64; 8]>, StoreError> {
     let unexpected = || StoreError::Protocol(format!("unexpected batch reply for {calls} calls: {answer:?}"));
     let redis::Value::BulkString(bytes) = answer else { return Err(unexpected()) };

@@ -69,6 +69,8 @@ if ARGV[4] == 'o' then
   if stale then return stale end
 end
 local now, cost, member = ARGV[1], ARGV[2], ARGV[3]
+-- o1_limit.lua reads its arguments from A.
+local A = ARGV
 -- Strings are compared before they are converted, and converted by the VM's own coercion where
 -- arithmetic needs them (each C call such as tonumber costs far more than a comparison). Numbers
 -- given to redis.call go as text made by '%d' (exact below 2^53): the server formats a number
@@ -309,19 +311,24 @@ while true do
         -- printf (about 4 000 instructions for a time in µs), a field more in HMGET/HSET about 2 500,
         -- and each C function call from Lua about as much as 50 VM instructions: packed states are read
         -- and written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is
-        -- `%`, max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
-        -- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
-        -- statuses, muldiv and the decision. Leaves pos after the limit's arguments and sets set (HSET's
-        -- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or
-        -- false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
-        local alg = ARGV[pos]
+        -- `%`, max and min are comparisons, and a one-rule limit takes no table at all (a table costs
+        -- about 1 400 instructions).
+        -- Its arguments are A[pos], A[pos + 1], ...: decide.lua's ARGV (text, converted by the VM), or
+        -- the numbers decide_o1_batch.lua unpacked (its algorithm a number: 1 fw, 2 swc, 3 the buckets).
+        -- Reads: A, key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
+        -- statuses, muldiv and the decision. Leaves pos after the limit's arguments, n (its rule count),
+        -- set (what HSET writes: for one rule (n = 1) its packed state, field '1'; for several, HSET's
+        -- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or false:
+        -- unchanged). A peek appends remaining and reset (µs) per rule to statuses.
+        local alg = A[pos]
         local n = 1
-        if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
-        local burst = ARGV[pos + 2]
-        if burst == '0' then burst = false else burst = burst + 0 end
+        if A[pos + 1] ~= '1' then n = A[pos + 1] + 0 end
+        local burst = A[pos + 2]
+        if burst == '0' or burst == 0 then burst = false else burst = burst + 0 end
         pos = pos + 3
-        local bucket, swc = alg == 'gcra' or alg == 'tb' or alg == 'lb', alg == 'swc'
-        if not (bucket or swc or alg == 'fw') then
+        local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
+        local swc = alg == 2 or alg == 'swc'
+        if not (bucket or swc or alg == 1 or alg == 'fw') then
           return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg))
         end
         local v
@@ -336,14 +343,14 @@ while true do
         -- 64 times per window, not on every call (a window of calendar months, -months: 31 days a
         -- month). `was`: when the stored state stops mattering (false if a rule has none); `newest`:
         -- when the new state does.
-        local grid = ARGV[pos] + 0
+        local grid = A[pos] + 0
         if grid < 0 then grid = -grid * 2678400000000 end
         grid = grid / 64000
         grid = grid - grid % 1
         if grid < 1 then grid = 1 end
         local set, was, newest = nil, 0, now
         for r = 1, n do
-          local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
+          local w, count = A[pos] + 0, A[pos + 1] + 0
           pos = pos + 2
           local cap = burst or count
           local s = v
@@ -594,7 +601,7 @@ while true do
             if till and till > newest then newest = till end
             if state then
               if n == 1 then
-                set = {key, '1', state}
+                set = state
               else
                 if not set then set = {key} end
                 local m = #set
@@ -607,16 +614,21 @@ while true do
         -- A release moves the expiry only when extra units filled a bucket past its stored state.
         if not peek and (newest > now or not release) then
           -- The grid line after the instant (ms, rounded up) the new state stops mattering; unchanged
-          -- when the stored state's line is no earlier (a release only lowers the stored state).
-          local ms = newest + 999
-          ms = (ms - ms % 1000) / 1000
-          expiry = ms - ms % grid + grid
+          -- when the stored state's line is no earlier (a release only lowers the stored state). For
+          -- integers, floor(ceil(t / 1000) / grid) = floor((t + 999) / (1000 * grid)): the lines are
+          -- found in µs with one `%` each (each `%` calls floor; the expiry cost 2 200 instructions a
+          -- decision in ms).
+          local step = grid * 1000
+          local line = newest + 999
+          line = line - line % step
+          local stored = false
           if was then
-            ms = was + 999
-            ms = (ms - ms % 1000) / 1000
-            if expiry <= ms - ms % grid + grid then expiry = false end
+            stored = was + 999
+            stored = stored - stored % step
           end
+          if not stored or line > stored then expiry = line / 1000 + grid end
         end
+        if n == 1 and set then set = {key, '1', set} end
         if release then
           if set then redis.call('HSET', unpack(set)) end
           if expiry then redis.call('PEXPIREAT', key, expiry) end

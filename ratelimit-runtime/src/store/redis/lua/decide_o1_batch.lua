@@ -11,16 +11,22 @@
 -- it decides: the EVALSHA's dispatch, the reply, and TIME.
 --
 -- KEYS     every call's keys (one HASH per limit), call after call.
--- ARGV     per call: now (0 = the server's TIME, read once for the batch), cost, its key count m
---          (its m keys follow the previous call's in KEYS), then per limit: algorithm, rule
---          count n, burst (0 = count), n x (window µs, count), longest window first. Text, as
---          decide.lua takes them, without the member and the mode, which this script would not
---          read (each argument costs the server about 1 000 instructions to receive).
+-- ARGV[1] every number of the batch, little-endian doubles, as decide_sw_batch.lua takes them:
+--          the call count (not read here), then per call: now (0 = the server's TIME, read once
+--          for the batch), cost, its key count m (its m keys follow the previous call's in
+--          KEYS), then per limit: algorithm (1 fw, 2 swc, 3 tb, lb or gcra, which decide alike),
+--          rule count n, burst (0 = count), n x (window µs, or minus its months, count), longest
+--          window first. One argument, not one per number: each argument costs the server about
+--          1 000 instructions to receive and each text number a strtod to convert (under
+--          callgrind, 5 300 instructions per one-rule decision in all).
 -- Returns per call, concatenated in call order, 48 bytes (decide.lua's answer without `why`):
--- struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now).
+-- struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now), or for an admission
+-- reported by the first limit's first rule the 24 bytes struct.pack('<ddd', -1 - remaining,
+-- reset_us, now), as decide_sw_batch.lua answers (each byte of a reply costs the server twice,
+-- in struct.pack and in the batch's table.concat, about 40 instructions).
 
 -- Globals are table lookups: locals are cheaper.
-local KEYS, ARGV, redis, unpack, struct = KEYS, ARGV, redis, unpack, struct
+local KEYS, ARGV, redis, unpack, string, struct = KEYS, ARGV, redis, unpack, string, struct
 local release, peek, statuses = false, false, nil
 -- parts/exact.lua
 -- Exact integer arithmetic on Lua's doubles. Every value the scripts compute is an integer
@@ -106,10 +112,21 @@ local server_now, server_text, time_text = false, false, false
 -- The replies of a batch of several calls (a table costs about 1 400 instructions: a batch of
 -- one answers without it).
 local replies, calls = false, 0
-local pos, base, last = 1, 0, #ARGV
+-- The numbers, unpacked at once: one C call for the batch, not one per call (Lua's C stack takes
+-- about 8 000 results; a batch past 4 000 numbers is unpacked one at a time).
+local nums = ARGV[1]
+local last = (#nums - 8) / 8
+local A
+if last <= 4000 then
+  A = {struct.unpack('<' .. string.rep('d', last), nums, 9)}
+else
+  A = {}
+  for i = 1, last do A[i] = struct.unpack('<d', nums, 1 + 8 * i) end
+end
+local pos, base = 1, 0
 while pos <= last do
-  local now = ARGV[pos]
-  if now == '0' then
+  local now = A[pos]
+  if now == 0 then
     -- parts/server_time.lua
     -- The server's clock, read once per run into server_now (µs): the calls of a batch that ask for
     -- it share one reading (false until read). A script that stores now as a score (the sliding
@@ -130,12 +147,8 @@ while pos <= last do
       end
     end
     now = server_now
-  else
-    now = now + 0
   end
-  local cost = 1
-  if ARGV[pos + 1] ~= '1' then cost = ARGV[pos + 1] + 0 end
-  local m = ARGV[pos + 2] + 0
+  local cost, m = A[pos + 1], A[pos + 2]
   pos = pos + 3
   -- parts/decision.lua
   -- The call's decision, built rule by rule (verdict.lua merges each rule's verdict into it):
@@ -145,9 +158,10 @@ while pos <= last do
   local at = now
   -- The call's limits, over KEYS[base + 1] to KEYS[base + m]: each decided by o1_limit, then,
   -- if every one admits, each one's new state written and its expiry moved.
-  -- Per limit: its HSET arguments (key first) and its new expiry in ms (false: unchanged). The
-  -- first limit's in locals, the others' in tables.
-  local set1, exp1, sets, exps
+  -- Per limit: what HSET writes (o1_limit's set) and its new expiry in ms (false: unchanged).
+  -- The first limit's in locals (set1 the state of a one-rule limit when one1), the others' in
+  -- tables, as HSET's arguments.
+  local set1, one1, exp1, sets, exps
   for g = 1, m do
     local key = KEYS[base + g]
     -- parts/o1_limit.lua
@@ -159,19 +173,24 @@ while pos <= last do
     -- printf (about 4 000 instructions for a time in µs), a field more in HMGET/HSET about 2 500,
     -- and each C function call from Lua about as much as 50 VM instructions: packed states are read
     -- and written as they are; strings become numbers by the VM's coercion (`s + 0`), rounding is
-    -- `%`, max and min are comparisons, and a one-rule limit takes no table but its HSET arguments.
-    -- Reads: key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
-    -- statuses, muldiv and the decision. Leaves pos after the limit's arguments and sets set (HSET's
-    -- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or
-    -- false: unchanged). A peek appends remaining and reset (µs) per rule to statuses.
-    local alg = ARGV[pos]
+    -- `%`, max and min are comparisons, and a one-rule limit takes no table at all (a table costs
+    -- about 1 400 instructions).
+    -- Its arguments are A[pos], A[pos + 1], ...: decide.lua's ARGV (text, converted by the VM), or
+    -- the numbers decide_o1_batch.lua unpacked (its algorithm a number: 1 fw, 2 swc, 3 the buckets).
+    -- Reads: A, key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
+    -- statuses, muldiv and the decision. Leaves pos after the limit's arguments, n (its rule count),
+    -- set (what HSET writes: for one rule (n = 1) its packed state, field '1'; for several, HSET's
+    -- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or false:
+    -- unchanged). A peek appends remaining and reset (µs) per rule to statuses.
+    local alg = A[pos]
     local n = 1
-    if ARGV[pos + 1] ~= '1' then n = ARGV[pos + 1] + 0 end
-    local burst = ARGV[pos + 2]
-    if burst == '0' then burst = false else burst = burst + 0 end
+    if A[pos + 1] ~= '1' then n = A[pos + 1] + 0 end
+    local burst = A[pos + 2]
+    if burst == '0' or burst == 0 then burst = false else burst = burst + 0 end
     pos = pos + 3
-    local bucket, swc = alg == 'gcra' or alg == 'tb' or alg == 'lb', alg == 'swc'
-    if not (bucket or swc or alg == 'fw') then
+    local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
+    local swc = alg == 2 or alg == 'swc'
+    if not (bucket or swc or alg == 1 or alg == 'fw') then
       return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg))
     end
     local v
@@ -186,14 +205,14 @@ while pos <= last do
     -- 64 times per window, not on every call (a window of calendar months, -months: 31 days a
     -- month). `was`: when the stored state stops mattering (false if a rule has none); `newest`:
     -- when the new state does.
-    local grid = ARGV[pos] + 0
+    local grid = A[pos] + 0
     if grid < 0 then grid = -grid * 2678400000000 end
     grid = grid / 64000
     grid = grid - grid % 1
     if grid < 1 then grid = 1 end
     local set, was, newest = nil, 0, now
     for r = 1, n do
-      local w, count = ARGV[pos] + 0, ARGV[pos + 1] + 0
+      local w, count = A[pos] + 0, A[pos + 1] + 0
       pos = pos + 2
       local cap = burst or count
       local s = v
@@ -444,7 +463,7 @@ while pos <= last do
         if till and till > newest then newest = till end
         if state then
           if n == 1 then
-            set = {key, '1', state}
+            set = state
           else
             if not set then set = {key} end
             local m = #set
@@ -457,26 +476,31 @@ while pos <= last do
     -- A release moves the expiry only when extra units filled a bucket past its stored state.
     if not peek and (newest > now or not release) then
       -- The grid line after the instant (ms, rounded up) the new state stops mattering; unchanged
-      -- when the stored state's line is no earlier (a release only lowers the stored state).
-      local ms = newest + 999
-      ms = (ms - ms % 1000) / 1000
-      expiry = ms - ms % grid + grid
+      -- when the stored state's line is no earlier (a release only lowers the stored state). For
+      -- integers, floor(ceil(t / 1000) / grid) = floor((t + 999) / (1000 * grid)): the lines are
+      -- found in µs with one `%` each (each `%` calls floor; the expiry cost 2 200 instructions a
+      -- decision in ms).
+      local step = grid * 1000
+      local line = newest + 999
+      line = line - line % step
+      local stored = false
       if was then
-        ms = was + 999
-        ms = (ms - ms % 1000) / 1000
-        if expiry <= ms - ms % grid + grid then expiry = false end
+        stored = was + 999
+        stored = stored - stored % step
       end
+      if not stored or line > stored then expiry = line / 1000 + grid end
     end
     if g == 1 then
-      set1, exp1 = set, expiry
+      set1, one1, exp1 = set, n == 1, expiry
     else
+      if n == 1 and set then set = {key, '1', set} end
       if not sets then sets, exps = {}, {} end
       sets[g], exps[g] = set, expiry
     end
   end
 
   if allowed == 1 then
-    redis.call('HSET', unpack(set1))
+    if one1 then redis.call('HSET', KEYS[base + 1], '1', set1) else redis.call('HSET', unpack(set1)) end
     if exp1 then redis.call('PEXPIREAT', KEYS[base + 1], exp1) end
     for g = 2, m do
       redis.call('HSET', unpack(sets[g]))
@@ -485,7 +509,12 @@ while pos <= last do
   end
   base = base + m
 
-  local reply = struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
+  local reply
+  if allowed == 1 and at_g == 1 and at_r == 1 then
+    reply = struct.pack('<ddd', -1 - remaining, reset, now)
+  else
+    reply = struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
+  end
   if calls == 0 and pos > last then return reply end
   if not replies then replies = {} end
   calls = calls + 1

@@ -44,6 +44,8 @@
 
 --@override_check
 local now, cost, member = ARGV[1], ARGV[2], ARGV[3]
+-- o1_limit.lua reads its arguments from A.
+local A = ARGV
 -- Strings are compared before they are converted, and converted by the VM's own coercion where
 -- arithmetic needs them (each C call such as tonumber costs far more than a comparison). Numbers
 -- given to redis.call go as text made by '%d' (exact below 2^53): the server formats a number
@@ -110,6 +112,7 @@ while true do
       end
       if ARGV[pos] ~= 'sw' then
         --@o1_limit
+        if n == 1 and set then set = {key, '1', set} end
         if release then
           if set then redis.call('HSET', unpack(set)) end
           if expiry then redis.call('PEXPIREAT', key, expiry) end

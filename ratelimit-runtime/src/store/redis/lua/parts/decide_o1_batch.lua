@@ -6,16 +6,22 @@
 -- it decides: the EVALSHA's dispatch, the reply, and TIME.
 --
 -- KEYS     every call's keys (one HASH per limit), call after call.
--- ARGV     per call: now (0 = the server's TIME, read once for the batch), cost, its key count m
---          (its m keys follow the previous call's in KEYS), then per limit: algorithm, rule
---          count n, burst (0 = count), n x (window µs, count), longest window first. Text, as
---          decide.lua takes them, without the member and the mode, which this script would not
---          read (each argument costs the server about 1 000 instructions to receive).
+-- ARGV[1] every number of the batch, little-endian doubles, as decide_sw_batch.lua takes them:
+--          the call count (not read here), then per call: now (0 = the server's TIME, read once
+--          for the batch), cost, its key count m (its m keys follow the previous call's in
+--          KEYS), then per limit: algorithm (1 fw, 2 swc, 3 tb, lb or gcra, which decide alike),
+--          rule count n, burst (0 = count), n x (window µs, or minus its months, count), longest
+--          window first. One argument, not one per number: each argument costs the server about
+--          1 000 instructions to receive and each text number a strtod to convert (under
+--          callgrind, 5 300 instructions per one-rule decision in all).
 -- Returns per call, concatenated in call order, 48 bytes (decide.lua's answer without `why`):
--- struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now).
+-- struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now), or for an admission
+-- reported by the first limit's first rule the 24 bytes struct.pack('<ddd', -1 - remaining,
+-- reset_us, now), as decide_sw_batch.lua answers (each byte of a reply costs the server twice,
+-- in struct.pack and in the batch's table.concat, about 40 instructions).
 
 -- Globals are table lookups: locals are cheaper.
-local KEYS, ARGV, redis, unpack, struct = KEYS, ARGV, redis, unpack, struct
+local KEYS, ARGV, redis, unpack, string, struct = KEYS, ARGV, redis, unpack, string, struct
 local release, peek, statuses = false, false, nil
 --@exact
 --@calendar
@@ -25,39 +31,48 @@ local server_now, server_text, time_text = false, false, false
 -- The replies of a batch of several calls (a table costs about 1 400 instructions: a batch of
 -- one answers without it).
 local replies, calls = false, 0
-local pos, base, last = 1, 0, #ARGV
+-- The numbers, unpacked at once: one C call for the batch, not one per call (Lua's C stack takes
+-- about 8 000 results; a batch past 4 000 numbers is unpacked one at a time).
+local nums = ARGV[1]
+local last = (#nums - 8) / 8
+local A
+if last <= 4000 then
+  A = {struct.unpack('<' .. string.rep('d', last), nums, 9)}
+else
+  A = {}
+  for i = 1, last do A[i] = struct.unpack('<d', nums, 1 + 8 * i) end
+end
+local pos, base = 1, 0
 while pos <= last do
-  local now = ARGV[pos]
-  if now == '0' then
+  local now = A[pos]
+  if now == 0 then
     --@server_time
     now = server_now
-  else
-    now = now + 0
   end
-  local cost = 1
-  if ARGV[pos + 1] ~= '1' then cost = ARGV[pos + 1] + 0 end
-  local m = ARGV[pos + 2] + 0
+  local cost, m = A[pos + 1], A[pos + 2]
   pos = pos + 3
   --@decision
   local at = now
   -- The call's limits, over KEYS[base + 1] to KEYS[base + m]: each decided by o1_limit, then,
   -- if every one admits, each one's new state written and its expiry moved.
-  -- Per limit: its HSET arguments (key first) and its new expiry in ms (false: unchanged). The
-  -- first limit's in locals, the others' in tables.
-  local set1, exp1, sets, exps
+  -- Per limit: what HSET writes (o1_limit's set) and its new expiry in ms (false: unchanged).
+  -- The first limit's in locals (set1 the state of a one-rule limit when one1), the others' in
+  -- tables, as HSET's arguments.
+  local set1, one1, exp1, sets, exps
   for g = 1, m do
     local key = KEYS[base + g]
     --@o1_limit
     if g == 1 then
-      set1, exp1 = set, expiry
+      set1, one1, exp1 = set, n == 1, expiry
     else
+      if n == 1 and set then set = {key, '1', set} end
       if not sets then sets, exps = {}, {} end
       sets[g], exps[g] = set, expiry
     end
   end
 
   if allowed == 1 then
-    redis.call('HSET', unpack(set1))
+    if one1 then redis.call('HSET', KEYS[base + 1], '1', set1) else redis.call('HSET', unpack(set1)) end
     if exp1 then redis.call('PEXPIREAT', KEYS[base + 1], exp1) end
     for g = 2, m do
       redis.call('HSET', unpack(sets[g]))
@@ -66,7 +81,12 @@ while pos <= last do
   end
   base = base + m
 
-  local reply = struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
+  local reply
+  if allowed == 1 and at_g == 1 and at_r == 1 then
+    reply = struct.pack('<ddd', -1 - remaining, reset, now)
+  else
+    reply = struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
+  end
   if calls == 0 and pos > last then return reply end
   if not replies then replies = {} end
   calls = calls + 1
