@@ -262,12 +262,14 @@ async fn unnamed() -> Result<(), RateLimited> {
 
 #[tokio::test]
 async fn attribute_limiters_are_found_by_name() {
-    assert!(ratelimit::limiter("admin::login_failures").is_none(), "registered when first built");
+    // Declared: known before its first call, with nothing counted.
+    let before = ratelimit::limiter("admin::login_failures").expect("known before its first call");
+    assert_eq!(before.peek(&[key("grace")]).await.unwrap()[0].remaining, 3);
     for _ in 0..3 {
         record_failed_login("grace").unwrap();
     }
     assert!(record_failed_login("grace").is_err());
-    let failures = ratelimit::limiter("admin::login_failures").expect("registered by its first call");
+    let failures = ratelimit::limiter("admin::login_failures").expect("the same limiter");
     assert_eq!(failures.name(), "admin::login_failures");
     assert_eq!(failures.peek(&[key("grace")]).await.unwrap()[0].remaining, 0);
     failures.reset(&[key("grace")]).await.unwrap();
@@ -306,7 +308,7 @@ mod readme_login {
 
     pub async fn login(account: &str, password: &str) -> Result<(), LoginError> {
         let subject = [Subject::bytes(account.as_bytes())];
-        let failures = ratelimit::limiter("login::failures"); // None until the first failure
+        let failures = ratelimit::limiter("login::failures"); // declared: known from the start
         if let Some(f) = &failures {
             // No attempt left: locked out, whatever the password (peek consumes nothing).
             if f.peek(&subject).await.is_ok_and(|s| s[0].remaining == 0) {

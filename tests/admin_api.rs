@@ -52,6 +52,10 @@ async fn search(server: &Server, user: &str) -> Reply {
     request(server.addr, loopback(3), "GET", "/api/search", &[("X-User-Id", user)]).await
 }
 
+async fn export(server: &Server, user: &str) -> Reply {
+    request(server.addr, loopback(3), "GET", "/api/export", &[("X-User-Id", user)]).await
+}
+
 /// How many of `n` searches of `user` pass.
 async fn searches(server: &Server, user: &str, n: usize) -> usize {
     let mut ok = 0;
@@ -77,7 +81,7 @@ async fn an_override_set_on_one_server_binds_the_other_and_ends_on_time() {
         "{}",
         b.startup_line
     );
-    // The admin API knows the limiters this server built: one search builds /api/search's.
+    // The admin API knows every declared limiter; a search binds /api/search's to this process.
     assert_eq!(search(&a, "warm-up").await.status, 200);
     let listed = admin(&a, "GET", "/admin/limiters", "").await;
     assert_eq!(listed.status, 200, "{listed:?}");
@@ -139,6 +143,39 @@ async fn an_override_set_on_one_server_binds_the_other_and_ends_on_time() {
     let metrics = request(b.addr, loopback(4), "GET", "/metrics", &[]).await.body;
     let line = format!(r#"ratelimit_override_decisions_total{{limiter="{name}"}} 10"#);
     assert!(metrics.lines().any(|l| l == line), "{line:?} not in\n{metrics}");
+}
+
+#[tokio::test]
+async fn a_fresh_server_knows_its_declared_limiters_and_overrides_one_never_called() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let a = Server::start(&[], &[("REDIS_URL", url.as_str()), ("RATELIMIT_ADMIN_TOKEN", TOKEN)]);
+    // No route was called: every declared limiter is listed all the same, sorted by name.
+    let listed = admin(&a, "GET", "/admin/limiters", "").await;
+    assert_eq!(listed.status, 200, "{listed:?}");
+    let functions = ["complete", "export", "global", "hello", "login", "orders", "report", "search"];
+    let mut at = 0;
+    for f in functions {
+        let entry = format!(r#"{{"name":"admin_api::server::{f}","#);
+        let found = listed.body[at..].find(&entry).map(|i| at + i);
+        at = found.unwrap_or_else(|| panic!("{entry} missing or out of order in {}", listed.body));
+    }
+    assert!(
+        listed.body.contains(r#"{"name":"admin_api::server::search","limits":[{"type":"user","rules":[["10s",5]]}]}"#),
+        "{}",
+        listed.body
+    );
+    // An override of /api/export, never called yet, is accepted and binds on its first call.
+    let name = "admin_api::server::export";
+    let body = format!(r#"{{"limiter":"{name}","subject":"erin","rules":[["10s",1]]}}"#);
+    let set = admin(&a, "PUT", "/admin/overrides", &body).await;
+    assert_eq!(set.status, 200, "{set:?}");
+    assert_eq!(export(&a, "erin").await.status, 200);
+    let refused = export(&a, "erin").await;
+    assert_eq!(refused.status, 429, "the override's 1 per 10 s, not the code's 3 a month: {refused:?}");
+    assert_eq!(refused.header("ratelimit-policy"), Some(r#""user-10s";q=1;w=10"#), "{refused:?}");
+    assert_eq!(export(&a, "frank").await.status, 200);
+    assert_eq!(export(&a, "frank").await.status, 200, "other users keep the code's 3 a month");
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 //!
 //! Every request needs `Authorization: Bearer <token>` (compared in constant time), else 401:
 //!
-//! * `GET /admin/limiters`: the limiters this server has built (on their first call), with the
+//! * `GET /admin/limiters`: every limiter this server declares (called yet or not), with the
 //!   rules in force, as JSON;
 //! * `PUT /admin/overrides` with `{"limiter": NAME, "subject": TEXT, "rules": [["10s", 2]],
 //!   "ttl": "30s"}` (`ttl` optional; `type` optional, the limit's type, by default the

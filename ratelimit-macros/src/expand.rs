@@ -204,6 +204,8 @@ fn prelude(func: &Function, plan: &Plan, shape: &Shape, bounds: TokenStream, kee
         #bounds
         let #limiter: &'static #p::LazyLimiter = {
             static LIMITER: #p::LazyLimiter = #build;
+            // Known from the start of the process, before the first call (the registry).
+            #p::inventory::submit! { #p::Declared(&LIMITER) }
             &LIMITER
         };
         #(#bindings)*

@@ -1,5 +1,6 @@
 //! [`LazyLimiter`]: the `static` an annotated function's limiter lives in, built on its first
-//! call and registered by name.
+//! call (or when the registry is asked for it) and registered by name; and [`Declared`], how
+//! every such static is known from the start of the process.
 
 use crate::error::BuildError;
 use crate::limiter::{registry, Limiter};
@@ -39,6 +40,11 @@ impl LazyLimiter {
         }
     }
 
+    /// The limiter's name, without building it.
+    pub(crate) fn name(&self) -> String {
+        (self.name)()
+    }
+
     #[cold]
     fn init(&self) -> Built {
         let name = (self.name)();
@@ -58,4 +64,17 @@ impl LazyLimiter {
             }),
         }
     }
+}
+
+/// One annotated function's limiter, submitted by the expansion to a collection the linker
+/// gathers (`inventory`), so that the registry knows every declared limiter from the start of
+/// the process, before its function is first called: an admin API can list them and override
+/// one never called yet.
+pub struct Declared(pub &'static LazyLimiter);
+
+inventory::collect!(Declared);
+
+/// Every limiter the attribute declared in the program (its functions called or not).
+pub(crate) fn declared() -> impl Iterator<Item = &'static LazyLimiter> {
+    inventory::iter::<Declared>.into_iter().map(|d| d.0)
 }

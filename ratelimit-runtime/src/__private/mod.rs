@@ -38,7 +38,11 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 pub use bounds::{concurrency_problem, count_problem, months_problem, window_problem, Problem};
-pub use lazy::LazyLimiter;
+pub use lazy::{Declared, LazyLimiter};
+// The expansion submits each limiter's static with `inventory::submit!`: through this path, users
+// need no dependency of their own.
+pub use inventory;
+pub(crate) use lazy::declared;
 pub use values::{cost, ip, tier, Cost, SubjectOf, Tier, ViaDisplay, ViaSubjectValue};
 
 /// The limiter's name: the attribute's `name = "…"`, else `module::path::function`.

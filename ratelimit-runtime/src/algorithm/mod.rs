@@ -6,8 +6,11 @@
 //! of 1/count µs, so that `window / count` never rounds; products go through u128.
 
 pub(crate) mod calendar;
+mod convert;
 mod settle;
 
+#[allow(unused_imports)]
+pub(crate) use convert::carry_level;
 pub(crate) use settle::{charge, empty_at};
 
 /// How a limit counts (the attribute's `algorithm = …`).

@@ -16,27 +16,35 @@ pub(crate) fn register(limiter: &Limiter) {
 
 /// The limiter of a `#[rate_limiter]` function, by its name (`name = "…"`, else
 /// `module::path::function`): to [`peek`](Limiter::peek) at or [`reset`](Limiter::reset) its
-/// counts from other code.
+/// counts, or override a subject's rules, from other code.
 ///
-/// A limiter is registered when it is built, on the first call of its function in this
-/// process: before that, `None` (nothing was counted by this process yet, though other
-/// processes on the same Redis may have counted; build a [`Limiter`] with the same name,
-/// limits and prefix to reach their counts). Stacked attributes make one limiter; two
-/// functions that share a `name` find the first one built.
+/// Every annotated function of the program is known from the start of the process, called or
+/// not: its limiter is built on the first call of its function or of this lookup, whichever
+/// comes first, and the two share it. A name no annotated function has is `None` (build a
+/// [`Limiter`] with the same name, limits and prefix to reach counts made elsewhere). Stacked
+/// attributes make one limiter; two functions that share a `name` share the first one built.
 ///
 /// ```
 /// use ratelimit_runtime::limiter;
 ///
-/// assert!(limiter("nobody::called::this").is_none());
+/// assert!(limiter("nobody::declared::this").is_none());
 /// ```
 pub fn limiter(name: &str) -> Option<Limiter> {
-    let registry = lock(&REGISTRY);
-    registry.as_ref()?.get(name).cloned()
+    if let Some(built) = lock(&REGISTRY).as_ref().and_then(|r| r.get(name).cloned()) {
+        return Some(built);
+    }
+    // Not built yet: the declared static of that name builds (and registers) it. One that
+    // could not be built stays unknown here (its calls get its refusal).
+    crate::__private::declared().filter(|lazy| lazy.name() == name).find_map(|lazy| lazy.get().ok().cloned())
 }
 
-/// Every limiter the attribute built in this process so far (see [`limiter`]: one is built on
-/// the first call of its function), sorted by name: what an admin page lists.
+/// Every limiter the attribute declared in this program, built now where its function was not
+/// called yet (see [`limiter`]), sorted by name: what an admin page lists.
 pub fn limiters() -> Vec<Limiter> {
+    for lazy in crate::__private::declared() {
+        // Building registers it; one that cannot be built is left out.
+        let _ = lazy.get();
+    }
     let registry = lock(&REGISTRY);
     let mut all: Vec<Limiter> = registry.as_ref().map_or_else(Vec::new, |r| r.values().cloned().collect());
     all.sort_by(|a, b| a.name().cmp(b.name()));
