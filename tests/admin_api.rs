@@ -165,6 +165,11 @@ async fn a_fresh_server_knows_its_declared_limiters_and_overrides_one_never_call
         "{}",
         listed.body
     );
+    assert!(
+        listed.body.contains(r#"{"name":"admin_api::server::export","limits":[{"type":"user","rules":[["1mo",3]]}]}"#),
+        "a calendar month is listed as one: {}",
+        listed.body
+    );
     // An override of /api/export, never called yet, is accepted and binds on its first call.
     let name = "admin_api::server::export";
     let body = format!(r#"{{"limiter":"{name}","subject":"erin","rules":[["10s",1]]}}"#);

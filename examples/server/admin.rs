@@ -117,9 +117,18 @@ fn window_text(window: Duration) -> String {
     format!("{ms}ms")
 }
 
-/// Rules as the admin API writes them: `[["10s", 2], ...]`.
+/// Rules as the admin API writes them: `[["10s", 2], ["1mo", 3], ...]`.
 fn rules_json(rules: &[Rule]) -> Vec<(String, u64)> {
-    rules.iter().map(|r| (window_text(r.window()), r.count())).collect()
+    rules.iter().map(|r| (rule_window_text(r), r.count())).collect()
+}
+
+/// A rule's window as the admin API writes it: calendar months as `1mo` (their `window()` is
+/// only the longest month, 31 days), others as [`window_text`].
+fn rule_window_text(rule: &Rule) -> String {
+    match rule.months() {
+        Some(months) => format!("{months}mo"),
+        None => window_text(rule.window()),
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -143,7 +152,7 @@ async fn limiters(State(token): Token, headers: HeaderMap) -> Result<Response, R
         .map(|l| {
             let mut limits: Vec<LimitJson> = Vec::new();
             for p in l.policies().iter() {
-                let rule = (window_text(p.rule.window()), p.rule.count());
+                let rule = (rule_window_text(&p.rule), p.rule.count());
                 match limits.last_mut() {
                     Some(last) if last.limit_type == p.limit_type.as_str() => last.rules.push(rule),
                     _ => limits.push(LimitJson { limit_type: p.limit_type.as_str(), rules: vec![rule] }),
