@@ -4,8 +4,8 @@
 use super::shard::{self, Shard};
 use super::MemoryStore;
 use crate::rt::throttle::Throttle;
-use std::sync::atomic::Ordering;
 use parking_lot::Mutex;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// The keys a store holds unless told otherwise ([`MemoryStore::max_keys`]): about 60 MB of

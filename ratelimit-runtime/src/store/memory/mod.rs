@@ -13,9 +13,9 @@ use crate::model::decision::Decision;
 use crate::model::policy::RuleStatus;
 use crate::rt::clock::Clock;
 use foldhash::fast::RandomState;
+use parking_lot::Mutex;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::AtomicU64;
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -11,8 +11,8 @@ use super::log::Log;
 use crate::rt::hash::Prehashed;
 use hashlink::linked_hash_map::RawEntryMut;
 use hashlink::LinkedHashMap;
-use std::hash::{Hash, Hasher};
 use parking_lot::{Mutex, MutexGuard};
+use std::hash::{Hash, Hasher};
 
 /// The most shards a store has (fewer when its bound is small: see `split`).
 pub(super) const MAX_SHARDS: usize = 64;
