@@ -4,8 +4,8 @@
 use super::shard::{self, Shard};
 use super::MemoryStore;
 use crate::rt::throttle::Throttle;
+use parking_lot::Mutex;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The keys a store holds unless told otherwise ([`MemoryStore::max_keys`]): about 60 MB of
@@ -64,7 +64,7 @@ impl MemoryStore {
 impl Drop for MemoryStore {
     /// Takes this store's keys out of the gauge, which sums every store's.
     fn drop(&mut self) {
-        let reported: usize = self.shards.iter_mut().map(|s| s.get_mut().map_or(0, |s| s.reported)).sum();
+        let reported: usize = self.shards.iter_mut().map(|s| s.get_mut().reported).sum();
         self.metrics.memory_keys(-(reported as f64), 0);
     }
 }

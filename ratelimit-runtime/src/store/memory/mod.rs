@@ -12,11 +12,11 @@ use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
 use crate::model::policy::RuleStatus;
 use crate::rt::clock::Clock;
-use crate::rt::lock::lock;
 use foldhash::fast::RandomState;
+use parking_lot::Mutex;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod bound;
@@ -114,7 +114,7 @@ impl MemoryStore {
         self.shards
             .iter()
             .map(|s| {
-                let mut shard = lock(s);
+                let mut shard = s.lock();
                 shard.sweep(now);
                 shard.len()
             })
@@ -187,7 +187,7 @@ impl MemoryStore {
     #[cold]
     #[inline(never)]
     fn sweep_one(&self, index: usize, now: u64) {
-        if let Ok(mut shard) = self.shards[index].try_lock() {
+        if let Some(mut shard) = self.shards[index].try_lock() {
             // A call's pinned time may run ahead of the clock (a replay, a test): sweeping by
             // it would drop states that calls at other pinned times still read. Sweeping
             // never runs ahead of the store's own clock.
@@ -280,7 +280,7 @@ impl MemoryStore {
         let mut out = Vec::new();
         for (index, limit, subject) in targets.present() {
             let (key, shard) = self.key_of(limit, subject);
-            let shard = lock(&self.shards[shard]);
+            let shard = self.shards[shard].lock();
             let state = shard.read(&key).filter(|st| !st.expired(now));
             for (r, policy) in limit.policies().enumerate() {
                 let (remaining, reset_us) = match state {
@@ -304,7 +304,7 @@ impl MemoryStore {
     fn reset_now(&self, targets: &Targets<'_>) {
         for (_, limit, subject) in targets.present() {
             let (key, shard) = self.key_of(limit, subject);
-            let mut shard = lock(&self.shards[shard]);
+            let mut shard = self.shards[shard].lock();
             shard.remove(&key);
             if limit.block_us > 0 {
                 shard.remove(&block_key(&key));

@@ -14,7 +14,6 @@ use crate::algorithm::step;
 use crate::algorithm::Algorithm;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
-use crate::rt::lock::lock;
 use crate::store::Call;
 use std::time::Duration;
 
@@ -58,7 +57,7 @@ impl MemoryStore {
 
         let now = call.now_us.unwrap_or_else(|| self.now_us());
         let (decision, now) = {
-            let mut shard = lock(&self.shards[shard_of(hash, self.mask)]);
+            let mut shard = self.shards[shard_of(hash, self.mask)].lock();
             let found = match buf.first_chunk::<{ KEY_BYTES }>() {
                 Some(padded) if len <= KEY_BYTES => shard.get_mut_padded(padded, len),
                 _ => shard.get_mut(key),

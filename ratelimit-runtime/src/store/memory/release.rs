@@ -6,7 +6,6 @@ use super::log::Log;
 use super::shard::{Cells, State};
 use super::MemoryStore;
 use crate::algorithm::{charge, empty_at, refund, Algorithm};
-use crate::rt::lock::lock;
 use crate::store::Release;
 
 impl MemoryStore {
@@ -18,7 +17,7 @@ impl MemoryStore {
         for &i in release.indices {
             let (Some(limit), Some(subject)) = (call.limits.get(i), call.subjects.get(i)) else { continue };
             let (key, shard) = self.key_of(limit, subject);
-            let mut shard = lock(&self.shards[shard]);
+            let mut shard = self.shards[shard].lock();
             // Extra units count even where the state is empty or gone: poured into a bucket,
             // or recorded in a log whose longest window still holds the call's time.
             let sliding = limit.algorithm == Algorithm::SlidingWindow;

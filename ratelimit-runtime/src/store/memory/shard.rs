@@ -9,11 +9,10 @@
 use super::inline::{self, Key, Values};
 use super::log::Log;
 use crate::rt::hash::Prehashed;
-use crate::rt::lock::lock;
 use hashlink::linked_hash_map::RawEntryMut;
 use hashlink::LinkedHashMap;
+use parking_lot::{Mutex, MutexGuard};
 use std::hash::{Hash, Hasher};
-use std::sync::{Mutex, MutexGuard};
 
 /// The most shards a store has (fewer when its bound is small: see `split`).
 pub(super) const MAX_SHARDS: usize = 64;
@@ -227,12 +226,12 @@ impl<'a> Guards<'a> {
         let mut it = wanted.clone();
         let first = it.next().unwrap_or(0);
         if it.all(|s| s == first) {
-            return Guards::One(lock(&shards[first]));
+            return Guards::One(shards[first].lock());
         }
         let mut order: Vec<usize> = wanted.collect();
         order.sort_unstable();
         order.dedup();
-        Guards::Many(order.into_iter().map(|i| (i, lock(&shards[i]))).collect())
+        Guards::Many(order.into_iter().map(|i| (i, shards[i].lock())).collect())
     }
 
     pub(super) fn get(&mut self, index: usize) -> &mut Shard {
