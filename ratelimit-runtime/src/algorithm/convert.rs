@@ -1,7 +1,7 @@
 //! A bucket's level carried from the rule it was kept under to another one (a runtime override
 //! set, changed or ended): the units in the bucket now stay the units in the bucket, so that a
 //! raised limit admits at once and a lowered one refuses at once a subject already over it.
-//! (The Lua part is to hold the same definition; see docs/design.md, "Runtime overrides".)
+//! (The Lua part, bucket.lua, holds the same definition; see docs/design.md, "Runtime overrides".)
 
 use super::Rate;
 
@@ -14,8 +14,6 @@ use super::Rate;
 /// conversion never frees a fraction of a unit), and at most `to`'s capacity plus its count,
 /// the debt bound every bucket keeps (a subject far over a lowered limit is refused for at most
 /// a window past full, and the stores' arithmetic stays within its bounds).
-// Not called by the stores yet: the memory store and the Lua part are to convert with it.
-#[allow(dead_code)]
 pub(crate) fn carry_level(from: Rate, to: Rate, now: u64, e: u64, f: u64) -> Option<[u64; 3]> {
     let (w0, n0) = (u128::from(from.w), u128::from(from.count));
     let (w1, n1) = (u128::from(to.w), u128::from(to.count));

@@ -9,7 +9,6 @@ pub(crate) mod calendar;
 mod convert;
 mod settle;
 
-#[allow(unused_imports)]
 pub(crate) use convert::carry_level;
 pub(crate) use settle::{charge, empty_at};
 

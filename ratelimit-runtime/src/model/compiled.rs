@@ -24,6 +24,9 @@ pub(crate) struct CompiledLimit {
     pub(crate) burst: Option<u64>,
     /// Sorted by window, longest first (the script trims by the first).
     pub(crate) rules: Vec<Rule>,
+    /// Under a runtime override: the rules of the limit it overrides, whose keys it keeps (a
+    /// bucket's state stored without a rule of its own was kept under them). `None` otherwise.
+    pub(crate) overrides: Option<Arc<[Rule]>>,
     template: KeyTemplate,
     /// Where this limit's policies start in the limiter's policy list.
     policy_offset: usize,
@@ -257,6 +260,7 @@ impl CompiledLimit {
             algorithm: spec.algorithm,
             burst: spec.burst,
             rules,
+            overrides: None,
             policy_offset,
             block_us,
             concurrency: 0,
@@ -294,6 +298,7 @@ impl CompiledLimit {
             algorithm: spec.algorithm,
             burst: None,
             rules: Vec::new(),
+            overrides: None,
             policy_offset,
             block_us: 0,
             concurrency: n,
@@ -326,6 +331,7 @@ impl CompiledLimit {
         let mut limit = CompiledLimit {
             burst: None,
             rules: rules.to_vec(),
+            overrides: Some(self.overrides.clone().unwrap_or_else(|| self.rules.clone().into())),
             policy_offset,
             script_args: script_args(self.algorithm, None, rules),
             ..self.clone()

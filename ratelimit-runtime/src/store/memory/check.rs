@@ -3,6 +3,7 @@
 //! into one decision as the script's `deny` and `room` fold them. Peeks read the same steps at
 //! cost 0.
 
+use super::carry::{carry, kept_of};
 use super::inline::Values;
 use super::log::Log;
 use super::shard::{block_key, Cells, Guards, Shard, State};
@@ -78,7 +79,10 @@ fn check_rules(
     let state = state.filter(|st| !st.expired(now));
     if limit.algorithm != Algorithm::SlidingWindow {
         let stored = match state {
-            Some(State::Cells(c)) => Some(&c.values[..]),
+            Some(State::Cells(c)) => {
+                carry(c, limit, now);
+                Some(&c.values[..])
+            }
             _ => None,
         };
         each_step(limit, stored, now, cost, |r, s| {
@@ -156,9 +160,10 @@ pub(super) fn record(state: &mut State, limit: &CompiledLimit, now: u64, cost: u
                     c.values.fill(None);
                 }
             }
-            _ => *state = State::Cells(Cells { values: Values::new(n), expires_at: 0 }),
+            _ => *state = State::Cells(Cells { values: Values::new(n), expires_at: 0, kept: kept_of(limit) }),
         }
         if let State::Cells(cells) = state {
+            carry(cells, limit, now);
             // The same pure steps as the check, now written in place.
             let mut new = [0u64; 3];
             let mut ttl: u64 = 0;

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod bound;
+mod carry;
 mod check;
 mod inline;
 mod log;

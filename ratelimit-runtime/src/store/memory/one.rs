@@ -5,6 +5,7 @@
 //! steps (`sliding`, `step_rule`, `room`, `deny`) on the same state, only fused. The unit tests
 //! below hold the two paths to the same decisions and the same stored state.
 
+use super::carry::{carry, kept_of};
 use super::check::{check_log, deny, room, step_rule};
 use super::inline::{Values, KEY_BYTES};
 use super::log::Log;
@@ -97,6 +98,9 @@ fn decide_new(shard: &mut Shard, key: &[u8], limit: &CompiledLimit, now: u64, co
 /// nothing stored) and records the call in it if allowed.
 #[inline]
 fn decide_in(limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> Decision {
+    if let State::Cells(c) = state {
+        carry(c, limit, now);
+    }
     if let (false, [rule]) = (limit.algorithm == Algorithm::SlidingWindow, &limit.rules[..]) {
         // One rule (most O(1) limits): each algorithm's step specialised, nothing in loops. First,
         // before any decision is written: the paths below start from `Decision::admitted`,
@@ -164,7 +168,7 @@ fn decide_in(limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> D
                     values[r * k + j] = Some(*v);
                 }
             }
-            *state = State::Cells(Cells { values, expires_at });
+            *state = State::Cells(Cells { values, expires_at, kept: kept_of(limit) });
         }
     }
     d
@@ -206,7 +210,7 @@ fn one_rule(
             for (slot, v) in values.iter_mut().zip(&s.state[..k]) {
                 *slot = Some(*v);
             }
-            *state = State::Cells(Cells { values, expires_at });
+            *state = State::Cells(Cells { values, expires_at, kept: kept_of(limit) });
         }
     }
     d

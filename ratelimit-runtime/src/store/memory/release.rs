@@ -1,6 +1,7 @@
 //! What an admitted call gives back or settles in memory: its units (a refund or a settle,
 //! by the algorithms' definitions in `algorithm/`) and its concurrency slots.
 
+use super::carry::{carry, kept_of};
 use super::inline::Values;
 use super::log::Log;
 use super::shard::{Cells, State};
@@ -33,7 +34,7 @@ impl MemoryStore {
                         log.longest_us = limit.longest_us();
                         State::Log(log)
                     } else {
-                        State::Cells(Cells { values: Values::new(n), expires_at: 0 })
+                        State::Cells(Cells { values: Values::new(n), expires_at: 0, kept: kept_of(limit) })
                     }
                 };
                 let state = shard.get_or_insert(&key, now, fresh);
@@ -59,6 +60,8 @@ impl MemoryStore {
                 }
                 State::Log(_) => {}
                 State::Cells(cells) => {
+                    // Given back (or taken) in the units of the rules the call was decided by.
+                    carry(cells, limit, now);
                     let k = limit.algorithm.cells();
                     if cells.values.len() != k * limit.rules.len() {
                         continue;

@@ -212,7 +212,14 @@ pub(super) fn block_key(key: &[u8]) -> Vec<u8> {
 pub(super) struct Cells {
     pub(super) values: Values,
     pub(super) expires_at: u64,
+    /// The rules a bucket's values were kept under when a runtime override wrote them (`None`:
+    /// the key's own rules, the usual case; see `carry`).
+    pub(super) kept: Option<Box<Kept>>,
 }
+
+/// The rules of a runtime override (one pointer in `Cells`: overrides are rare).
+#[derive(PartialEq)]
+pub(super) struct Kept(pub(super) Vec<crate::model::rule::Rule>);
 
 /// The shards a call holds, locked in index order so two calls cannot deadlock. One shard (the
 /// usual case) needs no allocation.

@@ -74,7 +74,8 @@ pub(crate) fn general_command(
 
 /// The general script's `EVALSHA` deciding the limits `indices` of `call` once their runtime
 /// overrides are checked (see override_check.lua): after the limits' arguments, each one's
-/// override key ('' for none to check) and the text it is decided with ('' for none).
+/// override key ('' for none to check), the text it is decided with ('' for none) and the rules
+/// of the limit it overrides ('' for none).
 pub(crate) fn checked_command(
     call: &Call<'_>,
     checks: &[crate::store::OverrideCheck],
@@ -86,6 +87,14 @@ pub(crate) fn checked_command(
         match checks.get(i) {
             Some(check) => cmd.arg(&check.key[..]).arg(check.expected.as_deref().unwrap_or(&[])),
             None => cmd.arg("").arg(""),
+        };
+        // A bucket's state kept under the limit an override overrides is carried from its rules.
+        match &call.limits[i].overrides {
+            Some(rules) => {
+                let text: Vec<String> = rules.iter().map(|r| format!("{}:{}", r.window_us(), r.count())).collect();
+                cmd.arg(text.join(","))
+            }
+            None => cmd.arg(""),
         };
     }
     (cmd, script)

@@ -49,17 +49,18 @@
 
 -- parts/override_check.lua
 -- Mode "o" decides as "d" does once every runtime override the caller decides with is the one
--- in force. After the limits' arguments, two per key: its override's key ('' when there is
--- nothing to check) and the override's text the caller decides with ('' for none). When one
+-- in force. After the limits' arguments, three per key: its override's key ('' when there is
+-- nothing to check), the override's text the caller decides with ('' for none), and the rules
+-- of the limit it overrides, as the override's text ('' for none; bucket.lua reads them). When one
 -- differs, nothing is decided: the reply is each such key and the text in force ('' for none),
 -- for the caller to decide again with them.
 if ARGV[4] == 'o' then
-  local stale, base = false, #ARGV - 2 * #KEYS
+  local stale, base = false, #ARGV - 3 * #KEYS
   for g = 1, #KEYS do
-    local key = ARGV[base + 2 * g - 1]
+    local key = ARGV[base + 3 * g - 2]
     if key ~= '' then
       local in_force = redis.call('GET', key) or ''
-      if in_force ~= ARGV[base + 2 * g] then
+      if in_force ~= ARGV[base + 3 * g - 1] then
         stale = stale or {}
         stale[#stale + 1] = key
         stale[#stale + 1] = in_force
@@ -302,6 +303,17 @@ while true do
         end
       end
       if ARGV[pos] ~= 'sw' then
+        -- Under a runtime override: the rules of the limit it overrides, w and count flat.
+        local under = false
+        if mode == 'o' then
+          local text = ARGV[#ARGV - 3 * #KEYS + 3 * g]
+          if text ~= '' then
+            under = {}
+            for bw, bn in string.gmatch(text, '(%d+):(%d+)') do
+              under[#under + 1], under[#under + 2] = bw + 0, bn + 0
+            end
+          end
+        end
         -- parts/o1_limit.lua
         -- One limit of an O(1) algorithm (fw, swc, tb, lb, gcra) over its HASH: reads its rules'
         -- states, runs each rule's algorithm, and leaves what the call would write. Rule r's state is
@@ -368,16 +380,49 @@ while true do
             -- admitted one is at most cap * T, which the limit's bounds keep under 2^45 µs.
             -- Reads: w, count, cap, now, at (release: when the call was admitted), cost, more (release:
             -- extra units), release, peek,
-            -- muldiv, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
+            -- muldiv, under (the rules of the limit a runtime override overrides, w and count flat, or
+            -- false), and the stored state s (a 16-byte string, or false; 32 bytes when written under an
+            -- override: e, f and the rule's w and count). Sets: left (remaining after the
             -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
             -- again), till (when the new state stops mattering), held (when the stored one did, or false),
             -- state (the new one, packed; false: nothing to write).
             local rq = w % count
             local q = (w - rq) / count
             local e, f, dI, dF = 0, 0, 0, 0
+            -- The new state (e, f), when there is one to write.
+            local sE, sF = false, 0
             held, state = false, false
-            if s and #s == 16 then
-              e, f = struct.unpack('<dd', s)
+            if s and (#s == 16 or #s == 32) then
+              -- The rule the state was kept under: its own (32 bytes), else the limit's, which an
+              -- override keeps the keys of.
+              local w0, n0 = w, count
+              if #s == 32 then
+                e, f, w0, n0 = struct.unpack('<dddd', s)
+              else
+                e, f = struct.unpack('<dd', s)
+                if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
+              end
+              if w0 ~= w or n0 ~= count then
+                -- Carried to this rule (algorithm::carry_level): the units in the bucket, u = (D * n0 + f) /
+                -- w0 with D = e - now, at most cap + count, stay u units: a span of ceil(u * w) / count µs.
+                if e > now or (e == now and f > 0) then
+                  local qu, ru = muldiv(n0, e - now, w0)
+                  ru = ru + f
+                  if ru >= w0 then
+                    local x = ru % w0
+                    qu, ru = qu + (ru - x) / w0, x
+                  end
+                  if qu >= cap + count then qu, ru = cap + count, 0 end
+                  local sI, sF = muldiv(qu, w, count)
+                  local c, cr = muldiv(ru, w, w0)
+                  if cr > 0 then c = c + 1 end
+                  sF = sF + c
+                  local x = sF % count
+                  e, f = now + sI + (sF - x) / count, x
+                else
+                  e, f = now, 0
+                end
+              end
               held = e
               if f > 0 then held = e + 1 end
               if e >= now then dI, dF = e - now, f end
@@ -407,7 +452,7 @@ while true do
                 if nI < dI or (nI == dI and nF < dF) then nI, nF = dI, dF end
                 till = now + nI
                 if nF > 0 then till = till + 1 end
-                state = struct.pack('<dd', now + nI, nF)
+                sE, sF = now + nI, nF
               elseif release then
                 -- Give back what this call added: E - cost * T, never before now (a bucket never holds
                 -- more than its capacity), and nothing once the bucket is empty or the call's units have
@@ -421,7 +466,7 @@ while true do
                   e, f = e - cI, f - cF
                   if f < 0 then e, f = e - 1, f + count end
                   if e < now then e, f = now, 0 end
-                  state = struct.pack('<dd', e, f)
+                  sE, sF = e, f
                 end
               else
                 -- D' = D + cost * T = nI + nF / count
@@ -448,8 +493,16 @@ while true do
                   wait = nI - bI - cap * q
                   if nF > bF then wait = wait + 1 end
                 elseif not peek then
-                  state = struct.pack('<dd', now + nI, nF)
+                  sE, sF = now + nI, nF
                 end
+              end
+            end
+            if sE then
+              -- Under an override, the state says the rule it was kept under.
+              if under then
+                state = struct.pack('<dddd', sE, sF, w, count)
+              else
+                state = struct.pack('<dd', sE, sF)
               end
             end
           elseif swc then

@@ -111,6 +111,17 @@ while true do
         --@block_check
       end
       if ARGV[pos] ~= 'sw' then
+        -- Under a runtime override: the rules of the limit it overrides, w and count flat.
+        local under = false
+        if mode == 'o' then
+          local text = ARGV[#ARGV - 3 * #KEYS + 3 * g]
+          if text ~= '' then
+            under = {}
+            for bw, bn in string.gmatch(text, '(%d+):(%d+)') do
+              under[#under + 1], under[#under + 2] = bw + 0, bn + 0
+            end
+          end
+        end
         --@o1_limit
         if n == 1 and set then set = {key, '1', set} end
         if release then

@@ -61,6 +61,8 @@ while pos <= last do
   local set1, one1, exp1, sets, exps
   for g = 1, m do
     local key = KEYS[base + g]
+    -- No runtime override (see bucket.lua).
+    local under = false
     --@o1_limit
     if g == 1 then
       set1, one1, exp1 = set, n == 1, expiry
