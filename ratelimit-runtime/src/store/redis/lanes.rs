@@ -77,7 +77,7 @@ impl<L: Link> Lanes<L> {
     /// The lanes of a store whose shared connection is `link`; `make` makes a connection on the
     /// runtime it is called on. Starts the shared lane's batcher on the I/O runtime.
     pub(crate) fn new(link: L, make: Option<MakeLink<L>>, timeout: Duration) -> Result<Lanes<L>, StoreError> {
-        let batcher = Batcher::start(link.clone(), timeout, io::handle()?)?;
+        let batcher = Batcher::start(link.clone(), timeout, io::handle()?);
         Ok(Lanes { shared: Lane { link, batcher }, make, timeout, local: Mutex::new(Vec::new()) })
     }
 
@@ -146,9 +146,8 @@ async fn keep<L: Link>(dead: Dead<L>, make: MakeLink<L>, timeout: Duration, mut 
             }
         }
     };
-    let Ok(batcher) = Batcher::start(link.clone(), timeout, &Handle::current()) else { return };
-    if dead.0.lane.set(Lane { link, batcher }).is_err() {
-        return;
-    }
+    let batcher = Batcher::start(link.clone(), timeout, &Handle::current());
+    // Only this keeper sets its lane.
+    let _ = dead.0.lane.set(Lane { link, batcher });
     let _ = stopped.await;
 }

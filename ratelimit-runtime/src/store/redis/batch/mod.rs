@@ -119,14 +119,14 @@ impl Batcher {
     /// A batcher whose batches go through `link`, as the store sends its commands (and as it
     /// does when the node is gone), its sending task started on `runtime` (the one driving the
     /// link's connection). `timeout` bounds a batch: by then each of its callers has given up.
-    pub(crate) fn start<L: Link>(link: L, timeout: Duration, runtime: &Handle) -> Result<Arc<Batcher>, StoreError> {
+    pub(crate) fn start<L: Link>(link: L, timeout: Duration, runtime: &Handle) -> Arc<Batcher> {
         let batcher = Arc::new(Batcher {
             state: Mutex::new(State { entries: Vec::new(), in_flight: 0, closed: false }),
             ready: Notify::new(),
             in_flight_max: IN_FLIGHT,
         });
         runtime.spawn(send_batches(batcher.clone(), link, timeout));
-        Ok(batcher)
+        batcher
     }
 
     /// How a call prepared by [`prepare`] goes on this batcher's connection: queued, or alone
