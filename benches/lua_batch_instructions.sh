@@ -18,16 +18,8 @@ cd "$(dirname "$0")/.."
 B=${1:-32}
 N=${2:-300}
 script=${SCRIPT:-ratelimit-runtime/src/store/redis/lua/decide_o1_batch.lua}
-for bin in redis-server redis-cli python3 valgrind callgrind_control callgrind_annotate; do
-  command -v "$bin" >/dev/null || { echo "missing: $bin" >&2; exit 1; }
-done
-dir=$(mktemp -d)
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-valgrind --tool=callgrind --callgrind-out-file="$dir/cg.%p" \
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" >"$dir/log" 2>&1 &
-vg=$!
-trap 'kill $vg 2>/dev/null; wait $vg 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+# A redis-server under callgrind: $dir, $port, $vg.
+source benches/redis_under_callgrind.sh
 
 # Sends `n` batches of `b` calls, one EVALSHA at a time: keys drawn from 1000 subjects, every
 # number of the batch packed as the library packs it (store/redis/batch/encode.rs).
