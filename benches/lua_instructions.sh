@@ -21,7 +21,9 @@ source benches/redis_under_callgrind.sh
 # The scripts as the library sends them: checked in assembled from their parts.
 lua=ratelimit-runtime/src/store/redis/lua
 # The seed script, as benches/src/redis_load.rs holds it.
-sed -n '/^const SEED_SCRIPT: &str = r"$/,/^";$/p' benches/src/redis_load.rs | sed '1d;$d' >"$dir/seed.lua"
+sed -n '/^\(pub(crate) \)\?const SEED_SCRIPT: &str = r"$/,/^";$/p' benches/src/redis_load.rs | sed '1d;$d' >"$dir/seed.lua"
+# An empty extract would measure an empty script (about 10 000 instructions) without a word.
+[ -s "$dir/seed.lua" ] || { echo "SEED_SCRIPT not found in benches/src/redis_load.rs" >&2; exit 1; }
 
 # Sends `n` EVALSHA of `sha` with `args`, one at a time as redis-benchmark -c 1 -r 10 would:
 # `__rand_int__` becomes one of ten 12-digit numbers; an argument `pack:FMT:V1,V2,...` becomes
