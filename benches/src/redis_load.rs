@@ -122,9 +122,39 @@ pub fn profile(server: &RedisServer) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     rt.block_on(async {
         let ctx = context(server).await;
-        let variant = if std::env::var_os("PROFILE_SEED").is_some() { Variant::Seed1 } else { Variant::Decorated1 };
-        let n = throughput(&ctx, variant, 64, Duration::from_secs(6)).await;
-        println!("{variant:?}: {n:.0}/s");
+        // PROFILE_CALLERS: the points (64 unless set, e.g. "1,4,16"); each point runs the two
+        // variants in turn, PROFILE_ROUNDS times (1 unless set), and prints the median ratio.
+        let callers: Vec<usize> = std::env::var("PROFILE_CALLERS")
+            .ok()
+            .map(|c| c.split(',').filter_map(|x| x.parse().ok()).collect())
+            .unwrap_or_else(|| vec![64]);
+        let rounds: usize = std::env::var("PROFILE_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(1);
+        let only_seed = std::env::var_os("PROFILE_SEED").is_some();
+        let variants: &[Variant] =
+            if rounds > 1 { &[Variant::Decorated1, Variant::Seed1] } else if only_seed { &[Variant::Seed1] } else { &[Variant::Decorated1] };
+        for &v in variants {
+            for i in 0..2000 {
+                call(&ctx, v, i).await;
+            }
+        }
+        let run = if rounds > 1 { Duration::from_millis(1000) } else { Duration::from_secs(6) };
+        for &c in &callers {
+            let mut ratios = Vec::new();
+            for _ in 0..rounds {
+                let mut rates = Vec::new();
+                for &v in variants {
+                    rates.push(throughput(&ctx, v, c, run).await);
+                }
+                if let [ours, seed] = rates[..] {
+                    ratios.push(ours / seed);
+                }
+                println!("{c} callers: {:?}", rates.iter().map(|r| r.round()).collect::<Vec<_>>());
+            }
+            ratios.sort_by(f64::total_cmp);
+            if !ratios.is_empty() {
+                println!("{c} callers: median ratio ours/seed {:.2} of {:?}", ratios[ratios.len() / 2], ratios.iter().map(|r| (r * 100.0).round() / 100.0).collect::<Vec<_>>());
+            }
+        }
     });
 }
 

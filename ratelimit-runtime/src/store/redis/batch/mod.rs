@@ -10,10 +10,9 @@
 //! and `TIME` (the time must be the server's): a batch pays them once for all its calls. The
 //! batching is natural: nothing waits for a batch to fill. While fewer than [`IN_FLIGHT`]
 //! batches are under way, everything queued (up to [`MAX_CALLS`]) goes at once. A call that
-//! finds nothing queued and nothing under way goes alone, as a batch of one sent from the
-//! caller's own task (no hop through the sending task, so a lone caller's latency is that of a
-//! call without batching); the others queue, and the busier the connection, the larger its
-//! batches. Calls of the other kind queued between two runs of one kind split a batch: it
+//! finds nothing queued and a slot free goes alone, as a batch of one sent from the caller's own
+//! task (no hop through the sending task, so a few callers' latency is that of calls without
+//! batching); the others queue, and the busier the connection, the larger its batches. Calls of the other kind queued between two runs of one kind split a batch: it
 //! takes the longest run of one kind at the head of the queue, which keeps the calls' order.
 
 mod encode;
@@ -33,11 +32,15 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::{oneshot, Notify};
 
-/// Batches under way at once on one connection. One would leave Redis idle while a batch's reply
-/// travels back and the next is sent; two keep it busy; more only make each batch smaller (2
-/// and 4 cost the server the same per decision under callgrind, 42 400 and 42 900 instructions
-/// at 64 callers: BENCHMARKS.md, "Coalesced decisions").
-const IN_FLIGHT: usize = 2;
+/// Batches (or lone calls) under way at once on one connection. One would leave Redis idle while
+/// a batch's reply travels back and the next is sent. Four let up to four callers go alone,
+/// pipelined as plain commands would be: with two, a third and fourth caller waited a round trip
+/// in the queue and then went through the sending task, and 4 callers made 0.79–0.89× the
+/// decisions of a plain script (BENCHMARKS.md, "Batches in flight"). Under load the slots are
+/// busy and calls queue as before; 2 and 4 cost the server the same per decision under
+/// callgrind at 64 callers (42 400 and 42 900 instructions, "Coalesced decisions"), and 8 made
+/// 4 and 16 callers slower again.
+const IN_FLIGHT: usize = 4;
 
 /// The most calls one batch decides: Redis runs nothing else while a script runs, so a batch
 /// must stay short (64 one-rule decisions take the server about 1 ms).
@@ -141,14 +144,14 @@ impl Batcher {
         }
     }
 
-    /// A slot for a call to go alone, as it is, when nothing is queued or under way: then
-    /// nothing would join it, and it saves the hop through the sending task (a lone caller's
-    /// calls all go this way, as fast as without batching). Only then: under load, the first
-    /// caller answered would otherwise take a free slot for itself alone each time a batch comes
-    /// back, and half the batches would be of one call.
+    /// A slot for a call to go alone, as it is, when nothing is queued and a slot is free: then
+    /// it saves the hop through the sending task and the wait for a batch (a few callers' calls
+    /// all go this way, as fast as without batching). Never past a queue: calls queued first
+    /// keep their order, and under load, when a batch comes back, its first caller to call again
+    /// finds the queue of the others and joins it.
     fn alone(self: &Arc<Self>) -> Option<Slot> {
         let mut state = crate::rt::lock::lock(&self.state);
-        if state.in_flight == 0 && state.entries.is_empty() && !state.closed {
+        if state.in_flight < self.in_flight_max && state.entries.is_empty() && !state.closed {
             state.in_flight += 1;
             return Some(Slot(self.clone()));
         }
