@@ -12,6 +12,7 @@ mod answer;
 mod builder;
 pub(crate) mod decide;
 mod decided;
+mod enforced_answer;
 mod keys;
 pub(crate) mod limit_set;
 mod logs;
