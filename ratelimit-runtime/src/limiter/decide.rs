@@ -22,6 +22,7 @@ use crate::limiter::keys::Keys;
 use crate::limiter::limit_set::LimitSet;
 use crate::limiter::refusal_cache;
 use crate::limiter::snapshot::Snapshot;
+use crate::limiter::switches::Switches;
 use crate::limiter::under_override::UnderOverride;
 use crate::limiter::Limiter;
 use crate::metrics::Outcome;
@@ -29,7 +30,7 @@ use crate::model::decision::Decision;
 use crate::model::refusal::Cause;
 use crate::model::refusal::RateLimited;
 use crate::model::subject::Subject;
-use crate::store::{Call, Pending, RemoteDecision, INTERNAL};
+use crate::store::{Call, Pending, RemoteDecision, StoreHandle, INTERNAL};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,13 +167,9 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             return self.shadow();
         }
         let store = self.limiter.store();
-        if self.phase == Phase::Enforced && self.overriding.is_none() && self.limiter.honours_overrides() {
-            self.overriding = UnderOverride::of(self.limiter, self.enforced_set(), self.subjects);
-        }
-        // A refusal cached here would hide an override set in another process: limiters that
-        // honour overrides ask the store every time.
-        if self.overriding.is_none() && self.limiter.refusal_cache_on(store) {
-            self.cache_at = Some(self.pinned.unwrap_or_else(|| store.now_us(INTERNAL)));
+        let switches = self.limiter.switches(store);
+        if !switches.plain() {
+            self.switch_on(switches, store);
         }
         let set = self.set();
         let keys = match Keys::of(set, self.subjects) {
@@ -232,6 +229,19 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             Pending::Ready(Ok(ref d)) if d.allowed && self.overriding.is_none() => self.admit(d),
             Pending::Ready(answer) => self.answer(answer),
             Pending::Remote(fut) => Step::Store(fut),
+        }
+    }
+
+    /// The subjects' runtime overrides and the refusal cache, for a limiter that has either.
+    #[inline(never)]
+    fn switch_on(&mut self, switches: Switches, store: &StoreHandle) {
+        if self.phase == Phase::Enforced && self.overriding.is_none() && switches.overrides() {
+            self.overriding = UnderOverride::of(self.limiter, self.enforced_set(), self.subjects);
+        }
+        // A refusal cached here would hide an override set in another process: limiters that
+        // honour overrides ask the store every time.
+        if self.overriding.is_none() && switches.refusal_cache() {
+            self.cache_at = Some(self.pinned.unwrap_or_else(|| store.now_us(INTERNAL)));
         }
     }
 
