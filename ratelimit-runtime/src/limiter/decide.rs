@@ -20,6 +20,7 @@ use crate::context;
 use crate::error::StoreError;
 use crate::limiter::keys::Keys;
 use crate::limiter::limit_set::LimitSet;
+use crate::limiter::rare::Rare;
 use crate::limiter::refusal_cache;
 use crate::limiter::snapshot::Snapshot;
 use crate::limiter::switches::Switches;
@@ -96,7 +97,7 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     pub(super) shadow_asked: bool,
     pub(super) sync: SyncStep,
     /// The call's limits under runtime overrides, when the limiter honours them.
-    pub(super) overriding: Option<Box<UnderOverride>>,
+    pub(super) overriding: Rare<UnderOverride>,
 }
 
 impl Limiter {
@@ -126,7 +127,7 @@ impl Limiter {
             local: false,
             shadow_asked: false,
             sync: SyncStep::default(),
-            overriding: None,
+            overriding: Rare::new(None),
         }
     }
 }
@@ -218,7 +219,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned, shadow: 0 }
             }
         };
-        let pending = match &self.overriding {
+        let pending = match self.overriding.as_deref() {
             Some(o) => store.decide_checked(&call, &o.checks),
             None => store.decide(&call),
         };
@@ -236,7 +237,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     #[inline(never)]
     fn switch_on(&mut self, switches: Switches, store: &StoreHandle) {
         if self.phase == Phase::Enforced && self.overriding.is_none() && switches.overrides() {
-            self.overriding = UnderOverride::of(self.limiter, self.enforced_set(), self.subjects);
+            *self.overriding = UnderOverride::of(self.limiter, self.enforced_set(), self.subjects);
         }
         // A refusal cached here would hide an override set in another process: limiters that
         // honour overrides ask the store every time.

@@ -141,7 +141,7 @@ impl Deciding<'_, '_, '_> {
             }
             Verdict::Relearn(n) => {
                 let base = self.limiter.enforced(self.snapshot.as_deref());
-                self.overriding = UnderOverride::of(self.limiter, base, self.subjects).map(|o| o.relearned(n));
+                *self.overriding = UnderOverride::of(self.limiter, base, self.subjects).map(|o| o.relearned(n));
                 Some(self.enforce())
             }
         }

@@ -18,6 +18,7 @@ pub(crate) mod limit_set;
 mod logs;
 pub(crate) mod overrides;
 pub(crate) mod permit;
+mod rare;
 pub(crate) mod refusal_cache;
 pub(crate) mod registry;
 pub(crate) mod request;
