@@ -30,7 +30,7 @@ impl Deciding<'_, '_, '_> {
             Ok(d) if d.allowed => {
                 // The quota names the limit among the decided set's; the permit, among the
                 // enforced set's.
-                record_quota(set, &d);
+                record_quota(|| set, &d);
                 self.allowed = Some(self.in_enforced_set(d));
                 self.shadow_after(&d)
             }
