@@ -164,15 +164,16 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     /// The enforced limits: the refusal cache, then the store.
     #[inline(always)]
     pub(super) fn enforce(&mut self) -> Step {
-        if self.set().limits.is_empty() {
-            return self.shadow();
-        }
         let store = self.limiter.store();
         let switches = self.limiter.switches(store);
-        if !switches.plain() {
+        // A plain limiter finds its set once (it was found twice, a dozen instructions each).
+        if !switches.plain() && !self.set().limits.is_empty() {
             self.switch_on(switches, store);
         }
         let set = self.set();
+        if set.limits.is_empty() {
+            return self.shadow();
+        }
         let keys = match Keys::of(set, self.subjects) {
             Ok(keys) => keys,
             Err(i) => {
