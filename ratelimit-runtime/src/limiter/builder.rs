@@ -11,7 +11,6 @@ use crate::metrics::LimiterMetrics;
 use crate::model::compiled::CompiledLimit;
 use crate::model::limit::Limit;
 use crate::store::StoreHandle;
-use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, OnceLock};
 
 /// Builds a [`Limiter`]: [`Limiter::builder`], then [`limit`](Self::limit) for each limit, then
@@ -135,7 +134,7 @@ impl LimiterBuilder {
                 plan,
                 refusal_cache: self.refusal_cache,
                 runtime_overrides: self.runtime_overrides,
-                refusal_cache_resolved: AtomicU8::new(0),
+                switches: super::switches::Resolved::new(),
                 _tier_limits: tier_limits,
                 local: OnceLock::new(),
             }),

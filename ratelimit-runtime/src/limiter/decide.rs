@@ -16,23 +16,22 @@
 //! first), a call whose shadow subject is missing (logged, no store call), and the shadow
 //! limits of a call without enforced ones (then the only step).
 
-use crate::algorithm::Algorithm;
-use crate::config::FailurePolicy;
 use crate::context;
 use crate::error::StoreError;
 use crate::limiter::keys::Keys;
 use crate::limiter::limit_set::LimitSet;
-use crate::limiter::logs;
-use crate::limiter::refusal_cache::{self, Refusal};
+use crate::limiter::rare::Rare;
+use crate::limiter::refusal_cache;
 use crate::limiter::snapshot::Snapshot;
-use crate::limiter::under_override::{UnderOverride, Verdict};
+use crate::limiter::switches::Switches;
+use crate::limiter::under_override::UnderOverride;
 use crate::limiter::Limiter;
 use crate::metrics::Outcome;
-use crate::model::decision::{Decision, Why};
+use crate::model::decision::Decision;
 use crate::model::refusal::Cause;
 use crate::model::refusal::RateLimited;
 use crate::model::subject::Subject;
-use crate::store::{Call, Operations, Pending, RemoteDecision, INTERNAL};
+use crate::store::{Call, Pending, RemoteDecision, StoreHandle, INTERNAL};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,7 +97,7 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     pub(super) shadow_asked: bool,
     pub(super) sync: SyncStep,
     /// The call's limits under runtime overrides, when the limiter honours them.
-    pub(super) overriding: Option<Box<UnderOverride>>,
+    pub(super) overriding: Rare<UnderOverride>,
 }
 
 impl Limiter {
@@ -128,7 +127,7 @@ impl Limiter {
             local: false,
             shadow_asked: false,
             sync: SyncStep::default(),
-            overriding: None,
+            overriding: Rare::new(None),
         }
     }
 }
@@ -165,19 +164,16 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     /// The enforced limits: the refusal cache, then the store.
     #[inline(always)]
     pub(super) fn enforce(&mut self) -> Step {
-        if self.set().limits.is_empty() {
-            return self.shadow();
-        }
         let store = self.limiter.store();
-        if self.phase == Phase::Enforced && self.overriding.is_none() && self.limiter.honours_overrides() {
-            self.overriding = UnderOverride::of(self.limiter, self.enforced_set(), self.subjects);
-        }
-        // A refusal cached here would hide an override set in another process: limiters that
-        // honour overrides ask the store every time.
-        if self.overriding.is_none() && self.limiter.refusal_cache_on(store) {
-            self.cache_at = Some(self.pinned.unwrap_or_else(|| store.now_us(INTERNAL)));
+        let switches = self.limiter.switches(store);
+        // A plain limiter finds its set once (it was found twice, a dozen instructions each).
+        if !switches.plain() && !self.set().limits.is_empty() {
+            self.switch_on(switches, store);
         }
         let set = self.set();
+        if set.limits.is_empty() {
+            return self.shadow();
+        }
         let keys = match Keys::of(set, self.subjects) {
             Ok(keys) => keys,
             Err(i) => {
@@ -224,7 +220,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
                 Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned, shadow: 0 }
             }
         };
-        let pending = match &self.overriding {
+        let pending = match self.overriding.as_deref() {
             Some(o) => store.decide_checked(&call, &o.checks),
             None => store.decide(&call),
         };
@@ -238,10 +234,23 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
         }
     }
 
+    /// The subjects' runtime overrides and the refusal cache, for a limiter that has either.
+    #[inline(never)]
+    fn switch_on(&mut self, switches: Switches, store: &StoreHandle) {
+        if self.phase == Phase::Enforced && self.overriding.is_none() && switches.overrides() {
+            *self.overriding = UnderOverride::of(self.limiter, self.enforced_set(), self.subjects);
+        }
+        // A refusal cached here would hide an override set in another process: limiters that
+        // honour overrides ask the store every time.
+        if self.overriding.is_none() && switches.refusal_cache() {
+            self.cache_at = Some(self.pinned.unwrap_or_else(|| store.now_us(INTERNAL)));
+        }
+    }
+
     /// The enforced limits allowed the call with `d` (its limit an index of the enforced set).
     #[inline(always)]
     pub(super) fn admit(&mut self, d: &Decision) -> Step {
-        record_quota(self.set(), d);
+        record_quota(|| self.set(), d);
         self.allowed = Some(*d);
         self.shadow_after(d)
     }
@@ -281,143 +290,15 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
             }
         }
     }
-
-    #[inline(always)]
-    pub(super) fn enforced_answer(&mut self, answer: Result<Decision, StoreError>) -> Step {
-        if let (Ok(d), true) = (&answer, self.overriding.is_some()) {
-            if let Some(step) = self.checked(&{ *d }) {
-                return step;
-            }
-        }
-        let set = self.set();
-        match answer {
-            Ok(d) if d.allowed => {
-                // The quota names the limit among the decided set's; the permit, among the
-                // enforced set's.
-                record_quota(set, &d);
-                self.allowed = Some(self.in_enforced_set(d));
-                self.shadow_after(&d)
-            }
-            Ok(d) => {
-                // A full concurrency limit can free a slot any moment: such a refusal is never
-                // cached. A block stands until its end, as a refusal by a rule does.
-                let (cause, policy) = match d.why {
-                    Why::Concurrency => (Cause::Concurrency, None),
-                    // Only a checked decision says so, and `checked` takes it.
-                    Why::OverridesChanged => (Cause::Exceeded, None),
-                    Why::Exceeded | Why::Blocked => {
-                        self.remember(&d);
-                        (Cause::Exceeded, set.policy_of(d.limit, d.rule))
-                    }
-                };
-                let refused = self.refusal(set.limit_type(d.limit), policy, d.retry_after, cause, None);
-                self.give_back_synced();
-                self.done(Some(refused), Outcome::Denied)
-            }
-            Err(e) if self.phase == Phase::Exact => {
-                // The `sync` limits' units go back; the failure policy decides the whole call.
-                self.give_back_synced();
-                self.phase = Phase::Enforced;
-                self.enforced_answer(Err(e))
-            }
-            Err(e) => match self.limiter.failure_policy() {
-                FailurePolicy::Local if !self.local => self.decide_locally(&e),
-                // (`Local` here: process memory failed too, which it cannot.)
-                FailurePolicy::Allow | FailurePolicy::Local => {
-                    logs::store_failure(self.limiter.name(), &e);
-                    self.outcome = Outcome::FailedOpen;
-                    self.shadow()
-                }
-                FailurePolicy::Deny => {
-                    logs::refusing_calls(self.limiter.name(), &e);
-                    // A configuration no retry can fix is the server's error, not an outage.
-                    let cause = match e {
-                        StoreError::Misconfigured { .. } => Cause::Misconfigured,
-                        _ => Cause::StoreUnavailable,
-                    };
-                    let refused = self.refusal(set.limit_type(0), None, Duration::from_secs(1), cause, Some(e));
-                    self.done(Some(refused), Outcome::FailedClosed)
-                }
-            },
-        }
-    }
-
-    /// `d` with its limit's index in the enforced set (a decision of the limits without
-    /// `sync` names its limit among those).
-    pub(super) fn in_enforced_set(&self, d: Decision) -> Decision {
-        if self.phase != Phase::Exact {
-            return d;
-        }
-        let at = self.enforced_set().synced.as_deref().and_then(|s| s.exact_at.get(d.limit).copied());
-        Decision { limit: at.unwrap_or(d.limit), ..d }
-    }
-
-    /// The store failed under `on_error = local`: the same limits, decided in process memory.
-    /// Calls come back to the store as soon as it answers (the circuit breaker holds them off
-    /// only for its pause).
-    #[cold]
-    #[inline(never)]
-    pub(super) fn decide_locally(&mut self, error: &StoreError) -> Step {
-        logs::local_decisions(self.limiter.name(), error);
-        self.local = true;
-        let set = self.set();
-        // The keys were found before the store was called.
-        let Ok(keys) = Keys::of(set, self.subjects) else { return self.shadow() };
-        let call =
-            Call { limits: &set.limits, subjects: keys.as_slice(), cost: self.cost, now_us: self.pinned, shadow: 0 };
-        let pending = self.limiter.local_store().decide(&call);
-        match pending {
-            Pending::Ready(answer) => self.enforced_answer(answer),
-            Pending::Remote(fut) => Step::Store(fut),
-        }
-    }
-
-    /// Remembers a refusal in the refusal cache, when it is on and the refusal stands.
-    pub(super) fn remember(&self, d: &Decision) {
-        // A refusal from process memory is not the store's: it must not outlive the outage.
-        if self.local {
-            return;
-        }
-        let Some(at) = self.cache_at else { return };
-        let set = self.set();
-        // A block's wait and the sliding window's are exact; the O(1) algorithms' may be a µs long.
-        let sliding =
-            d.why == Why::Blocked || set.limits.get(d.limit).is_some_and(|l| l.algorithm == Algorithm::SlidingWindow);
-        let Some(refusal) = Refusal::of(d, sliding, at, self.cost, self.pinned.is_some()) else { return };
-        let Ok(keys) = Keys::of(set, self.subjects) else { return };
-        refusal_cache::global().insert(set.owner(self.limiter.store()), keys.as_slice(), refusal);
-        set.ever_refused.store(true, Ordering::Relaxed);
-    }
-
-    /// What a checked decision `d` means before it is read as any other: overrides that changed
-    /// under the call (decided again with the ones the store taught, a few times at most),
-    /// else a decision, counted when made under an override.
-    pub(super) fn checked(&mut self, d: &Decision) -> Option<Step> {
-        match UnderOverride::verdict(self.overriding.as_deref(), d)? {
-            Verdict::Decided { under_override } => {
-                if under_override {
-                    self.limiter.metrics().override_decision();
-                }
-                None
-            }
-            Verdict::GaveUp => {
-                Some(self.enforced_answer(Err(StoreError::other("runtime overrides kept changing under the call"))))
-            }
-            Verdict::Relearn(n) => {
-                let base = self.limiter.enforced(self.snapshot.as_deref());
-                self.overriding = UnderOverride::of(self.limiter, base, self.subjects).map(|o| o.relearned(n));
-                Some(self.enforce())
-            }
-        }
-    }
 }
 
-/// Gives an HTTP request (a context) the quota `d` leaves in `set`, for its headers; nothing
-/// else wants it. Inlined: a decision outside a request pays one look, not a call.
+/// Gives an HTTP request (a context) the quota `d` leaves in the set `set` finds, for its
+/// headers; nothing else wants it. Inlined: a decision outside a request pays one look, not a
+/// call, and does not look for the set (found first, it was a dozen instructions for nothing).
 #[inline(always)]
-pub(super) fn record_quota(set: &LimitSet, d: &Decision) {
+pub(super) fn record_quota<'s>(set: impl FnOnce() -> &'s LimitSet, d: &Decision) {
     if let Some(ctx) = context::current() {
-        record_quota_in(&ctx, set, d);
+        record_quota_in(&ctx, set(), d);
     }
 }
 

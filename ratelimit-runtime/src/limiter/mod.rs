@@ -12,16 +12,19 @@ mod answer;
 mod builder;
 pub(crate) mod decide;
 mod decided;
+mod enforced_answer;
 mod keys;
 pub(crate) mod limit_set;
 mod logs;
 pub(crate) mod overrides;
 pub(crate) mod permit;
+mod rare;
 pub(crate) mod refusal_cache;
 pub(crate) mod registry;
 pub(crate) mod request;
 mod shadow;
 pub(crate) mod snapshot;
+mod switches;
 mod sync;
 mod under_override;
 mod wait;
@@ -37,7 +40,7 @@ use limit_set::LimitSet;
 use request::{Check, Peek, Reset};
 use snapshot::{Plan, Snapshot};
 use std::fmt;
-use std::sync::atomic::{AtomicU8, Ordering};
+
 use std::sync::{Arc, OnceLock};
 
 /// A rate limiter over one or more limits, decided together in one atomic step.
@@ -77,10 +80,8 @@ struct Inner {
     /// Whether calls decide with the subjects' runtime overrides (`None`: as the global
     /// configuration says).
     runtime_overrides: Option<bool>,
-    /// `refusal_cache` as resolved from the configuration when not set (see
-    /// [`Limiter::refusal_cache_on`]): 0 not yet, 1/2 off/on while there is no global
-    /// configuration yet (it may still say otherwise), 3/4 off/on for good.
-    refusal_cache_resolved: AtomicU8,
+    /// `runtime_overrides` and `refusal_cache` as resolved (see [`Limiter::switches`]).
+    switches: switches::Resolved,
     /// The tiers given in code, compiled: held, as `own` is, so that the memory store finds a
     /// tier's counts again when a reload puts its rules back in force (as Redis does, by key).
     _tier_limits: Vec<CompiledLimit>,
@@ -211,39 +212,6 @@ impl Limiter {
             Some(s) => s,
             None => global_store(),
         }
-    }
-
-    /// Whether calls decide with the subjects' runtime overrides (see
-    /// [`LimiterBuilder::runtime_overrides`]).
-    #[inline]
-    pub(crate) fn honours_overrides(&self) -> bool {
-        self.inner.runtime_overrides.unwrap_or_else(config::global::runtime_overrides)
-    }
-
-    /// Whether the local refusal cache answers for this limiter on `store`.
-    #[inline]
-    pub(crate) fn refusal_cache_on(&self, store: &StoreHandle) -> bool {
-        if let Some(on) = self.inner.refusal_cache {
-            return on;
-        }
-        // Resolved once: the answer changes only when the global configuration is first set
-        // (until then the environment's switch stands in for it), and a limiter's store never.
-        match self.inner.refusal_cache_resolved.load(Ordering::Relaxed) {
-            4 => true,
-            3 => false,
-            n @ (1 | 2) if !config::global::is_set() => n == 2,
-            _ => self.resolve_refusal_cache(store),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn resolve_refusal_cache(&self, store: &StoreHandle) -> bool {
-        // Read first: a configuration set after this look is seen on a later call.
-        let for_good = config::global::is_set();
-        let on = config::global::refusal_cache_settings().0.unwrap_or_else(|| store.is_remote(crate::store::INTERNAL));
-        self.inner.refusal_cache_resolved.store(u8::from(on) + 1 + if for_good { 2 } else { 0 }, Ordering::Relaxed);
-        on
     }
 
     /// Forgets the cached refusals of these subjects (one per limit, as in

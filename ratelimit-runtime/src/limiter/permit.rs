@@ -5,6 +5,7 @@
 
 use super::keys::SubjectKeys;
 use super::limit_set::LimitSet;
+use super::rare::Rare;
 use super::snapshot::Snapshot;
 use super::Limiter;
 use crate::model::decision::Decision;
@@ -39,7 +40,7 @@ pub struct Permit<'a> {
     keys: SubjectKeys,
     /// The concurrency slots it holds, freed when the permit goes (boxed: most limiters have
     /// none, and they should not make every permit larger).
-    slots: Option<Box<Slots>>,
+    slots: Rare<Slots>,
     /// `false` when the store failed and the policy let the call through (or the call was
     /// exempt): there is nothing to give back.
     decided: bool,
@@ -127,7 +128,7 @@ impl<'a> Permit<'a> {
         // Taken from the decision here, and written straight into the permit (an `Admitted`
         // built earlier in pieces was read back whole for the copy, stalling).
         let admitted = Admitted::of(d);
-        Ok(Permit { limiter, snapshot, cost, admitted, keys, slots: None, decided: true, pinned, local })
+        Ok(Permit { limiter, snapshot, cost, admitted, keys, slots: Rare::new(None), decided: true, pinned, local })
     }
 
     /// The permit of a call that holds concurrency slots. Out of line (most limiters have
@@ -145,7 +146,7 @@ impl<'a> Permit<'a> {
     ) -> Result<Permit<'a>, RateLimited> {
         let set = limiter.enforced(snapshot.as_deref());
         let keys = SubjectKeys::of(set, subjects);
-        let slots = Some(Box::new(Slots {
+        let slots = Rare::new(Some(Box::new(Slots {
             limiter: limiter.clone(),
             snapshot: snapshot.clone(),
             keys: keys.clone(),
@@ -154,7 +155,7 @@ impl<'a> Permit<'a> {
             pinned,
             local,
             held: true,
-        }));
+        })));
         Ok(Permit { limiter, snapshot, cost, admitted: Admitted::of(d), keys, slots, decided: true, pinned, local })
     }
 
@@ -171,7 +172,7 @@ impl<'a> Permit<'a> {
         local: bool,
     ) -> Result<Permit<'a>, RateLimited> {
         let (admitted, keys) = (Admitted::NONE, SubjectKeys::EMPTY);
-        Ok(Permit { limiter, snapshot, cost, admitted, keys, slots: None, decided: false, pinned, local })
+        Ok(Permit { limiter, snapshot, cost, admitted, keys, slots: Rare::new(None), decided: false, pinned, local })
     }
 
     fn set(&self) -> &LimitSet {

@@ -30,7 +30,7 @@ impl Deciding<'_, '_, '_> {
             let key = keys.get(at).copied().unwrap_or_default();
             let (batch, fill) = match reserves.take(key, self.cost, now_us) {
                 Take::Taken { remaining, rule } => {
-                    record_quota(set, &Decision { limit: at, rule, remaining, ..Decision::admitted(now_us) });
+                    record_quota(|| set, &Decision { limit: at, rule, remaining, ..Decision::admitted(now_us) });
                     continue;
                 }
                 Take::Refused { until_us, rule } => {
@@ -98,7 +98,7 @@ impl Deciding<'_, '_, '_> {
                 if fill {
                     reserves.filled(key, batch, self.cost, d.remaining, d.rule, now_us);
                 }
-                record_quota(set, &Decision { limit: at, ..d });
+                record_quota(|| set, &Decision { limit: at, ..d });
                 self.sync_from(pos + 1, keys)
             }
             Ok(_) if fill && batch > self.cost => {
