@@ -5,7 +5,7 @@
 //! Exact: a refusal of the sliding window, the buckets and GCRA stays one until its retry-after
 //! whatever other callers do (they can only use more), and a cached refusal records nothing, as
 //! the store's refusal would not. The one exception is a Redis Cluster: a call refused in one slot
-//! gives back the units it took in the others (see `store/cluster.rs`), and that give-back can
+//! gives back the units it took in the others (see `store/redis/cluster/slots.rs`), and that give-back can
 //! make room, before a cached refusal's retry-after, for a subject the cache keeps refusing (at
 //! most until that retry-after).
 //!

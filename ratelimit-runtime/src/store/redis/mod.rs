@@ -1,6 +1,6 @@
 //! The Redis-backed stores. One store (`backed.rs`) decides, peeks, gives back and resets over
 //! a [`Link`](link::Link) to its server: one Redis server (here), or the primary that Redis
-//! Sentinel names (`sentinel/`). A Redis Cluster (`cluster.rs`) decides slot by slot. All of
+//! Sentinel names (`sentinel/`). A Redis Cluster (`cluster/`) decides slot by slot. All of
 //! them send the same scripts (`script.rs`, `lua/`) and commands (`commands.rs`).
 
 pub(crate) mod backed;
