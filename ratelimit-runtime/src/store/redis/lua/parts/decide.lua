@@ -85,6 +85,8 @@ local unpack = unpack
 --@calendar
 
 local pos = 6
+-- The expiry's grid of the last limit's longest window (o1_limit.lua).
+local grid_w, grid, grid_us = false, 0, 0
 -- Per limit: true (a sliding window's log), its HSET arguments and new expiry, or its lease
 -- (a concurrency limit's slot).
 local writes = {}

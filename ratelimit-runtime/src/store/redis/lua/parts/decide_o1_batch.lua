@@ -53,6 +53,8 @@ else
   for i = 1, last do A[i] = struct.unpack('<d', nums, 1 + 8 * i) end
 end
 local pos, base = 1, 0
+-- The expiry's grid of the last limit's longest window (o1_limit.lua).
+local grid_w, grid, grid_us = false, 0, 0
 while pos <= last do
   local now = A[pos]
   if now == 0 then
