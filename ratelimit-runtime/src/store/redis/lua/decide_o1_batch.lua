@@ -27,6 +27,9 @@
 
 -- Globals are table lookups: locals are cheaper.
 local KEYS, ARGV, redis, unpack, string, struct = KEYS, ARGV, redis, unpack, string, struct
+-- The C functions every decision calls, looked up once: each lookup of a table's field costs the
+-- server about 100 instructions (o1_limit.lua and the algorithms' parts call them by these names).
+local rcall, spack, sunpack = redis.call, struct.pack, struct.unpack
 local release, peek, statuses = false, false, nil
 -- parts/exact.lua
 -- Exact integer arithmetic on Lua's doubles. Every value the scripts compute is an integer
@@ -197,11 +200,12 @@ while pos <= last do
     -- one rule (n = 1) its packed state, field '1'; for several, HSET's arguments, key first; nil:
     -- nothing to write) and expiry (the key's new expiry in ms, or false: unchanged). A peek appends
     -- remaining and reset (µs) per rule to statuses.
-    local alg = A[pos]
-    local n = 1
-    if A[pos + 1] ~= '1' then n = A[pos + 1] + 0 end
-    local burst = A[pos + 2]
-    if burst == '0' or burst == 0 then burst = false else burst = burst + 0 end
+    -- Each is compared as a number first (the batch's case, one comparison), then as text.
+    local alg, n, burst = A[pos], A[pos + 1], A[pos + 2]
+    if n ~= 1 then
+      if n == '1' then n = 1 else n = n + 0 end
+    end
+    if burst == 0 or burst == '0' then burst = false else burst = burst + 0 end
     pos = pos + 3
     local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
     local swc = alg == 2 or alg == 'swc'
@@ -210,11 +214,11 @@ while pos <= last do
     end
     local v
     if n == 1 then
-      v = redis.call('HGET', key, '1')
+      v = rcall('HGET', key, '1')
     else
       local fields = {}
       for r = 1, n do fields[r] = r .. '' end
-      v = redis.call('HMGET', key, unpack(fields))
+      v = rcall('HMGET', key, unpack(fields))
     end
     -- The expiry lies on a grid of 1/64 of the longest window (ms): a busy key refreshes it about
     -- 64 times per window, not on every call (a window of calendar months, -months: 31 days a
@@ -268,9 +272,9 @@ while pos <= last do
           -- override keeps the keys of.
           local w0, n0 = w, count
           if #s == 32 then
-            e, f, w0, n0 = struct.unpack('<dddd', s)
+            e, f, w0, n0 = sunpack('<dddd', s)
           else
-            e, f = struct.unpack('<dd', s)
+            e, f = sunpack('<dd', s)
             if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
           end
           if w0 ~= w or n0 ~= count then
@@ -371,9 +375,9 @@ while pos <= last do
         if sE then
           -- Under an override, the state says the rule it was kept under.
           if under then
-            state = struct.pack('<dddd', sE, sF, w, count)
+            state = spack('<dddd', sE, sF, w, count)
           else
-            state = struct.pack('<dd', sE, sF)
+            state = spack('<dd', sE, sF)
           end
         end
       elseif swc then
@@ -393,7 +397,7 @@ while pos <= last do
         local cur, prev = 0, 0
         held, state = false, false
         if s and #s == 24 then
-          local i, c, p = struct.unpack('<ddd', s)
+          local i, c, p = sunpack('<ddd', s)
           held = (i + 2) * w
           if i == idx then cur, prev = c, p
           elseif i == idx - 1 then prev = c end
@@ -410,13 +414,13 @@ while pos <= last do
               if c < 0 then c = 0 end
               c = c + more
               if c > 2 * count then c = 2 * count end
-              state = struct.pack('<ddd', i, c, p)
+              state = spack('<ddd', i, c, p)
             elseif i == ai + 1 then
               p = p - cost
               if p < 0 then p = 0 end
               p = p + more
               if p > 2 * count then p = 2 * count end
-              state = struct.pack('<ddd', i, c, p)
+              state = spack('<ddd', i, c, p)
             end
           end
         end
@@ -445,7 +449,7 @@ while pos <= last do
               wait = w - e - muldiv(count - cur - cost, w, prev)
             end
           elseif not peek then
-            state = struct.pack('<ddd', idx, cur + cost, prev)
+            state = spack('<ddd', idx, cur + cost, prev)
           end
         end
       else
@@ -468,7 +472,7 @@ while pos <= last do
         local cur, same = 0, false
         held, state = false, false
         if s and #s == 16 then
-          local i, c = struct.unpack('<dd', s)
+          local i, c = sunpack('<dd', s)
           if i == idx then
             cur, same, held = c, true, stop
           elseif w > 0 then
@@ -487,7 +491,7 @@ while pos <= last do
             if cur < 0 then cur = 0 end
             cur = cur + more
             if cur > 2 * count then cur = 2 * count end
-            state = struct.pack('<dd', idx, cur)
+            state = spack('<dd', idx, cur)
           end
         else
           left = count - cur - cost
@@ -498,7 +502,7 @@ while pos <= last do
           rst = stop - now
           if peek and cur == 0 then rst = 0 end
           till = stop
-          if left >= 0 and not peek then state = struct.pack('<dd', idx, cur + cost) end
+          if left >= 0 and not peek then state = spack('<dd', idx, cur + cost) end
         end
       end
       if not held then was = false elseif was and held > was then was = held end
@@ -561,11 +565,11 @@ while pos <= last do
   end
 
   if allowed == 1 then
-    if one1 then redis.call('HSET', KEYS[base + 1], '1', set1) else redis.call('HSET', unpack(set1)) end
-    if exp1 then redis.call('PEXPIREAT', KEYS[base + 1], exp1) end
+    if one1 then rcall('HSET', KEYS[base + 1], '1', set1) else rcall('HSET', unpack(set1)) end
+    if exp1 then rcall('PEXPIREAT', KEYS[base + 1], exp1) end
     for g = 2, m do
-      redis.call('HSET', unpack(sets[g]))
-      if exps[g] then redis.call('PEXPIREAT', KEYS[base + g], exps[g]) end
+      rcall('HSET', unpack(sets[g]))
+      if exps[g] then rcall('PEXPIREAT', KEYS[base + g], exps[g]) end
     end
   end
   base = base + m

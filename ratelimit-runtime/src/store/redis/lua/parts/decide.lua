@@ -81,6 +81,8 @@ end
 -- Peek mode's answer: remaining, reset (µs) per rule, in key and rule order.
 local statuses = {}
 local unpack = unpack
+-- The C functions the algorithms' parts and o1_limit.lua call by these names.
+local rcall, spack, sunpack = redis.call, struct.pack, struct.unpack
 --@exact
 --@calendar
 

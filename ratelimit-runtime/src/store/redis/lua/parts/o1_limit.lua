@@ -16,11 +16,12 @@
 -- one rule (n = 1) its packed state, field '1'; for several, HSET's arguments, key first; nil:
 -- nothing to write) and expiry (the key's new expiry in ms, or false: unchanged). A peek appends
 -- remaining and reset (µs) per rule to statuses.
-local alg = A[pos]
-local n = 1
-if A[pos + 1] ~= '1' then n = A[pos + 1] + 0 end
-local burst = A[pos + 2]
-if burst == '0' or burst == 0 then burst = false else burst = burst + 0 end
+-- Each is compared as a number first (the batch's case, one comparison), then as text.
+local alg, n, burst = A[pos], A[pos + 1], A[pos + 2]
+if n ~= 1 then
+  if n == '1' then n = 1 else n = n + 0 end
+end
+if burst == 0 or burst == '0' then burst = false else burst = burst + 0 end
 pos = pos + 3
 local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
 local swc = alg == 2 or alg == 'swc'
@@ -29,11 +30,11 @@ if not (bucket or swc or alg == 1 or alg == 'fw') then
 end
 local v
 if n == 1 then
-  v = redis.call('HGET', key, '1')
+  v = rcall('HGET', key, '1')
 else
   local fields = {}
   for r = 1, n do fields[r] = r .. '' end
-  v = redis.call('HMGET', key, unpack(fields))
+  v = rcall('HMGET', key, unpack(fields))
 end
 -- The expiry lies on a grid of 1/64 of the longest window (ms): a busy key refreshes it about
 -- 64 times per window, not on every call (a window of calendar months, -months: 31 days a
