@@ -136,6 +136,8 @@ end
 -- Peek mode's answer: remaining, reset (µs) per rule, in key and rule order.
 local statuses = {}
 local unpack = unpack
+-- The C functions the algorithms' parts and o1_limit.lua call by these names.
+local rcall, spack, sunpack = redis.call, struct.pack, struct.unpack
 -- parts/exact.lua
 -- Exact integer arithmetic on Lua's doubles. Every value the scripts compute is an integer
 -- below 2^53, where doubles are exact. For such x and an integer m > 0, `x % m` and
@@ -216,6 +218,8 @@ local function month_window(n, t)
 end
 
 local pos = 6
+-- The expiry's grid of the last limit's longest window (o1_limit.lua).
+local grid_w, grid, grid_us = false, 0, 0
 -- Per limit: true (a sliding window's log), its HSET arguments and new expiry, or its lease
 -- (a concurrency limit's slot).
 local writes = {}
@@ -328,15 +332,17 @@ while true do
         -- Its arguments are A[pos], A[pos + 1], ...: decide.lua's ARGV (text, converted by the VM), or
         -- the numbers decide_o1_batch.lua unpacked (its algorithm a number: 1 fw, 2 swc, 3 the buckets).
         -- Reads: A, key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
-        -- statuses, muldiv and the decision. Leaves pos after the limit's arguments, n (its rule count),
-        -- set (what HSET writes: for one rule (n = 1) its packed state, field '1'; for several, HSET's
-        -- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or false:
-        -- unchanged). A peek appends remaining and reset (µs) per rule to statuses.
-        local alg = A[pos]
-        local n = 1
-        if A[pos + 1] ~= '1' then n = A[pos + 1] + 0 end
-        local burst = A[pos + 2]
-        if burst == '0' or burst == 0 then burst = false else burst = burst + 0 end
+        -- statuses, muldiv and the decision; reads and sets grid_w, grid and grid_us (false, 0, 0 at
+        -- first). Leaves pos after the limit's arguments, n (its rule count), set (what HSET writes: for
+        -- one rule (n = 1) its packed state, field '1'; for several, HSET's arguments, key first; nil:
+        -- nothing to write) and expiry (the key's new expiry in ms, or false: unchanged). A peek appends
+        -- remaining and reset (µs) per rule to statuses.
+        -- Each is compared as a number first (the batch's case, one comparison), then as text.
+        local alg, n, burst = A[pos], A[pos + 1], A[pos + 2]
+        if n ~= 1 then
+          if n == '1' then n = 1 else n = n + 0 end
+        end
+        if burst == 0 or burst == '0' then burst = false else burst = burst + 0 end
         pos = pos + 3
         local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
         local swc = alg == 2 or alg == 'swc'
@@ -345,21 +351,27 @@ while true do
         end
         local v
         if n == 1 then
-          v = redis.call('HGET', key, '1')
+          v = rcall('HGET', key, '1')
         else
           local fields = {}
           for r = 1, n do fields[r] = r .. '' end
-          v = redis.call('HMGET', key, unpack(fields))
+          v = rcall('HMGET', key, unpack(fields))
         end
         -- The expiry lies on a grid of 1/64 of the longest window (ms): a busy key refreshes it about
         -- 64 times per window, not on every call (a window of calendar months, -months: 31 days a
-        -- month). `was`: when the stored state stops mattering (false if a rule has none); `newest`:
-        -- when the new state does.
-        local grid = A[pos] + 0
-        if grid < 0 then grid = -grid * 2678400000000 end
-        grid = grid / 64000
-        grid = grid - grid % 1
-        if grid < 1 then grid = 1 end
+        -- month). The grid depends on that window alone: it is found again only when the window
+        -- differs from the previous limit's (grid_w, grid and its step in µs, grid_us, kept by the
+        -- script: a batch's calls mostly share their limits). `was`: when the stored state stops
+        -- mattering (false if a rule has none); `newest`: when the new state does.
+        if A[pos] ~= grid_w then
+          grid_w = A[pos]
+          grid = grid_w + 0
+          if grid < 0 then grid = -grid * 2678400000000 end
+          grid = grid / 64000
+          grid = grid - grid % 1
+          if grid < 1 then grid = 1 end
+          grid_us = grid * 1000
+        end
         local set, was, newest = nil, 0, now
         for r = 1, n do
           local w, count = A[pos] + 0, A[pos + 1] + 0
@@ -397,9 +409,9 @@ while true do
               -- override keeps the keys of.
               local w0, n0 = w, count
               if #s == 32 then
-                e, f, w0, n0 = struct.unpack('<dddd', s)
+                e, f, w0, n0 = sunpack('<dddd', s)
               else
-                e, f = struct.unpack('<dd', s)
+                e, f = sunpack('<dd', s)
                 if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
               end
               if w0 ~= w or n0 ~= count then
@@ -500,9 +512,9 @@ while true do
             if sE then
               -- Under an override, the state says the rule it was kept under.
               if under then
-                state = struct.pack('<dddd', sE, sF, w, count)
+                state = spack('<dddd', sE, sF, w, count)
               else
-                state = struct.pack('<dd', sE, sF)
+                state = spack('<dd', sE, sF)
               end
             end
           elseif swc then
@@ -522,7 +534,7 @@ while true do
             local cur, prev = 0, 0
             held, state = false, false
             if s and #s == 24 then
-              local i, c, p = struct.unpack('<ddd', s)
+              local i, c, p = sunpack('<ddd', s)
               held = (i + 2) * w
               if i == idx then cur, prev = c, p
               elseif i == idx - 1 then prev = c end
@@ -539,13 +551,13 @@ while true do
                   if c < 0 then c = 0 end
                   c = c + more
                   if c > 2 * count then c = 2 * count end
-                  state = struct.pack('<ddd', i, c, p)
+                  state = spack('<ddd', i, c, p)
                 elseif i == ai + 1 then
                   p = p - cost
                   if p < 0 then p = 0 end
                   p = p + more
                   if p > 2 * count then p = 2 * count end
-                  state = struct.pack('<ddd', i, c, p)
+                  state = spack('<ddd', i, c, p)
                 end
               end
             end
@@ -574,7 +586,7 @@ while true do
                   wait = w - e - muldiv(count - cur - cost, w, prev)
                 end
               elseif not peek then
-                state = struct.pack('<ddd', idx, cur + cost, prev)
+                state = spack('<ddd', idx, cur + cost, prev)
               end
             end
           else
@@ -597,7 +609,7 @@ while true do
             local cur, same = 0, false
             held, state = false, false
             if s and #s == 16 then
-              local i, c = struct.unpack('<dd', s)
+              local i, c = sunpack('<dd', s)
               if i == idx then
                 cur, same, held = c, true, stop
               elseif w > 0 then
@@ -616,7 +628,7 @@ while true do
                 if cur < 0 then cur = 0 end
                 cur = cur + more
                 if cur > 2 * count then cur = 2 * count end
-                state = struct.pack('<dd', idx, cur)
+                state = spack('<dd', idx, cur)
               end
             else
               left = count - cur - cost
@@ -627,7 +639,7 @@ while true do
               rst = stop - now
               if peek and cur == 0 then rst = 0 end
               till = stop
-              if left >= 0 and not peek then state = struct.pack('<dd', idx, cur + cost) end
+              if left >= 0 and not peek then state = spack('<dd', idx, cur + cost) end
             end
           end
           if not held then was = false elseif was and held > was then was = held end
@@ -671,13 +683,12 @@ while true do
           -- integers, floor(ceil(t / 1000) / grid) = floor((t + 999) / (1000 * grid)): the lines are
           -- found in µs with one `%` each (each `%` calls floor; the expiry cost 2 200 instructions a
           -- decision in ms).
-          local step = grid * 1000
           local line = newest + 999
-          line = line - line % step
+          line = line - line % grid_us
           local stored = false
           if was then
             stored = was + 999
-            stored = stored - stored % step
+            stored = stored - stored % grid_us
           end
           if not stored or line > stored then expiry = line / 1000 + grid end
         end

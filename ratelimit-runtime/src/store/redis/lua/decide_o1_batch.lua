@@ -22,11 +22,14 @@
 -- Returns per call, concatenated in call order, 48 bytes (decide.lua's answer without `why`):
 -- struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now), or for an admission
 -- reported by the first limit's first rule the 24 bytes struct.pack('<ddd', -1 - remaining,
--- reset_us, now), as decide_sw_batch.lua answers (each byte of a reply costs the server twice,
--- in struct.pack and in the batch's table.concat, about 40 instructions).
+-- reset_us, now), as decide_sw_batch.lua answers (each byte of a reply costs the server about
+-- 20 instructions to pack).
 
 -- Globals are table lookups: locals are cheaper.
 local KEYS, ARGV, redis, unpack, string, struct = KEYS, ARGV, redis, unpack, string, struct
+-- The C functions every decision calls, looked up once: each lookup of a table's field costs the
+-- server about 100 instructions (o1_limit.lua and the algorithms' parts call them by these names).
+local rcall, spack, sunpack = redis.call, struct.pack, struct.unpack
 local release, peek, statuses = false, false, nil
 -- parts/exact.lua
 -- Exact integer arithmetic on Lua's doubles. Every value the scripts compute is an integer
@@ -109,21 +112,33 @@ end
 -- The server's clock, once read (server_time.lua), as a number alone (no state here is scored
 -- by time as text).
 local server_now, server_text, time_text = false, false, false
--- The replies of a batch of several calls (a table costs about 1 400 instructions: a batch of
--- one answers without it).
-local replies, calls = false, 0
+-- The replies of a batch of several calls, as numbers: packed by one struct.pack at the end, not
+-- a string per call joined by table.concat (each string costs the server its interning and each
+-- byte two copies). They are kept in A itself, whose numbers they replace once read: a call
+-- takes at least 8 numbers and answers at most 6, so the k replies so far never reach a number
+-- not yet read, and no table is grown for them. A batch of one answers without them.
+local k = 0
 -- The numbers, unpacked at once: one C call for the batch, not one per call (Lua's C stack takes
 -- about 8 000 results; a batch past 4 000 numbers is unpacked one at a time).
 local nums = ARGV[1]
 local last = (#nums - 8) / 8
+-- The format of n doubles: string.rep copies a byte at a time, so 64 of them are repeated (a
+-- byte costs the server about 30 instructions).
+local d64 = string.rep('d', 64)
+local function doubles(n)
+  local r = n % 64
+  return string.rep(d64, (n - r) / 64) .. string.sub(d64, 1, r)
+end
 local A
 if last <= 4000 then
-  A = {struct.unpack('<' .. string.rep('d', last), nums, 9)}
+  A = {struct.unpack('<' .. doubles(last), nums, 9)}
 else
   A = {}
   for i = 1, last do A[i] = struct.unpack('<d', nums, 1 + 8 * i) end
 end
 local pos, base = 1, 0
+-- The expiry's grid of the last limit's longest window (o1_limit.lua).
+local grid_w, grid, grid_us = false, 0, 0
 while pos <= last do
   local now = A[pos]
   if now == 0 then
@@ -180,15 +195,17 @@ while pos <= last do
     -- Its arguments are A[pos], A[pos + 1], ...: decide.lua's ARGV (text, converted by the VM), or
     -- the numbers decide_o1_batch.lua unpacked (its algorithm a number: 1 fw, 2 swc, 3 the buckets).
     -- Reads: A, key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
-    -- statuses, muldiv and the decision. Leaves pos after the limit's arguments, n (its rule count),
-    -- set (what HSET writes: for one rule (n = 1) its packed state, field '1'; for several, HSET's
-    -- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or false:
-    -- unchanged). A peek appends remaining and reset (µs) per rule to statuses.
-    local alg = A[pos]
-    local n = 1
-    if A[pos + 1] ~= '1' then n = A[pos + 1] + 0 end
-    local burst = A[pos + 2]
-    if burst == '0' or burst == 0 then burst = false else burst = burst + 0 end
+    -- statuses, muldiv and the decision; reads and sets grid_w, grid and grid_us (false, 0, 0 at
+    -- first). Leaves pos after the limit's arguments, n (its rule count), set (what HSET writes: for
+    -- one rule (n = 1) its packed state, field '1'; for several, HSET's arguments, key first; nil:
+    -- nothing to write) and expiry (the key's new expiry in ms, or false: unchanged). A peek appends
+    -- remaining and reset (µs) per rule to statuses.
+    -- Each is compared as a number first (the batch's case, one comparison), then as text.
+    local alg, n, burst = A[pos], A[pos + 1], A[pos + 2]
+    if n ~= 1 then
+      if n == '1' then n = 1 else n = n + 0 end
+    end
+    if burst == 0 or burst == '0' then burst = false else burst = burst + 0 end
     pos = pos + 3
     local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
     local swc = alg == 2 or alg == 'swc'
@@ -197,21 +214,27 @@ while pos <= last do
     end
     local v
     if n == 1 then
-      v = redis.call('HGET', key, '1')
+      v = rcall('HGET', key, '1')
     else
       local fields = {}
       for r = 1, n do fields[r] = r .. '' end
-      v = redis.call('HMGET', key, unpack(fields))
+      v = rcall('HMGET', key, unpack(fields))
     end
     -- The expiry lies on a grid of 1/64 of the longest window (ms): a busy key refreshes it about
     -- 64 times per window, not on every call (a window of calendar months, -months: 31 days a
-    -- month). `was`: when the stored state stops mattering (false if a rule has none); `newest`:
-    -- when the new state does.
-    local grid = A[pos] + 0
-    if grid < 0 then grid = -grid * 2678400000000 end
-    grid = grid / 64000
-    grid = grid - grid % 1
-    if grid < 1 then grid = 1 end
+    -- month). The grid depends on that window alone: it is found again only when the window
+    -- differs from the previous limit's (grid_w, grid and its step in µs, grid_us, kept by the
+    -- script: a batch's calls mostly share their limits). `was`: when the stored state stops
+    -- mattering (false if a rule has none); `newest`: when the new state does.
+    if A[pos] ~= grid_w then
+      grid_w = A[pos]
+      grid = grid_w + 0
+      if grid < 0 then grid = -grid * 2678400000000 end
+      grid = grid / 64000
+      grid = grid - grid % 1
+      if grid < 1 then grid = 1 end
+      grid_us = grid * 1000
+    end
     local set, was, newest = nil, 0, now
     for r = 1, n do
       local w, count = A[pos] + 0, A[pos + 1] + 0
@@ -249,9 +272,9 @@ while pos <= last do
           -- override keeps the keys of.
           local w0, n0 = w, count
           if #s == 32 then
-            e, f, w0, n0 = struct.unpack('<dddd', s)
+            e, f, w0, n0 = sunpack('<dddd', s)
           else
-            e, f = struct.unpack('<dd', s)
+            e, f = sunpack('<dd', s)
             if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
           end
           if w0 ~= w or n0 ~= count then
@@ -352,9 +375,9 @@ while pos <= last do
         if sE then
           -- Under an override, the state says the rule it was kept under.
           if under then
-            state = struct.pack('<dddd', sE, sF, w, count)
+            state = spack('<dddd', sE, sF, w, count)
           else
-            state = struct.pack('<dd', sE, sF)
+            state = spack('<dd', sE, sF)
           end
         end
       elseif swc then
@@ -374,7 +397,7 @@ while pos <= last do
         local cur, prev = 0, 0
         held, state = false, false
         if s and #s == 24 then
-          local i, c, p = struct.unpack('<ddd', s)
+          local i, c, p = sunpack('<ddd', s)
           held = (i + 2) * w
           if i == idx then cur, prev = c, p
           elseif i == idx - 1 then prev = c end
@@ -391,13 +414,13 @@ while pos <= last do
               if c < 0 then c = 0 end
               c = c + more
               if c > 2 * count then c = 2 * count end
-              state = struct.pack('<ddd', i, c, p)
+              state = spack('<ddd', i, c, p)
             elseif i == ai + 1 then
               p = p - cost
               if p < 0 then p = 0 end
               p = p + more
               if p > 2 * count then p = 2 * count end
-              state = struct.pack('<ddd', i, c, p)
+              state = spack('<ddd', i, c, p)
             end
           end
         end
@@ -426,7 +449,7 @@ while pos <= last do
               wait = w - e - muldiv(count - cur - cost, w, prev)
             end
           elseif not peek then
-            state = struct.pack('<ddd', idx, cur + cost, prev)
+            state = spack('<ddd', idx, cur + cost, prev)
           end
         end
       else
@@ -449,7 +472,7 @@ while pos <= last do
         local cur, same = 0, false
         held, state = false, false
         if s and #s == 16 then
-          local i, c = struct.unpack('<dd', s)
+          local i, c = sunpack('<dd', s)
           if i == idx then
             cur, same, held = c, true, stop
           elseif w > 0 then
@@ -468,7 +491,7 @@ while pos <= last do
             if cur < 0 then cur = 0 end
             cur = cur + more
             if cur > 2 * count then cur = 2 * count end
-            state = struct.pack('<dd', idx, cur)
+            state = spack('<dd', idx, cur)
           end
         else
           left = count - cur - cost
@@ -479,7 +502,7 @@ while pos <= last do
           rst = stop - now
           if peek and cur == 0 then rst = 0 end
           till = stop
-          if left >= 0 and not peek then state = struct.pack('<dd', idx, cur + cost) end
+          if left >= 0 and not peek then state = spack('<dd', idx, cur + cost) end
         end
       end
       if not held then was = false elseif was and held > was then was = held end
@@ -523,13 +546,12 @@ while pos <= last do
       -- integers, floor(ceil(t / 1000) / grid) = floor((t + 999) / (1000 * grid)): the lines are
       -- found in µs with one `%` each (each `%` calls floor; the expiry cost 2 200 instructions a
       -- decision in ms).
-      local step = grid * 1000
       local line = newest + 999
-      line = line - line % step
+      line = line - line % grid_us
       local stored = false
       if was then
         stored = was + 999
-        stored = stored - stored % step
+        stored = stored - stored % grid_us
       end
       if not stored or line > stored then expiry = line / 1000 + grid end
     end
@@ -543,24 +565,33 @@ while pos <= last do
   end
 
   if allowed == 1 then
-    if one1 then redis.call('HSET', KEYS[base + 1], '1', set1) else redis.call('HSET', unpack(set1)) end
-    if exp1 then redis.call('PEXPIREAT', KEYS[base + 1], exp1) end
+    if one1 then rcall('HSET', KEYS[base + 1], '1', set1) else rcall('HSET', unpack(set1)) end
+    if exp1 then rcall('PEXPIREAT', KEYS[base + 1], exp1) end
     for g = 2, m do
-      redis.call('HSET', unpack(sets[g]))
-      if exps[g] then redis.call('PEXPIREAT', KEYS[base + g], exps[g]) end
+      rcall('HSET', unpack(sets[g]))
+      if exps[g] then rcall('PEXPIREAT', KEYS[base + g], exps[g]) end
     end
   end
   base = base + m
 
-  local reply
   if allowed == 1 and at_g == 1 and at_r == 1 then
-    reply = struct.pack('<ddd', -1 - remaining, reset, now)
+    if k == 0 and pos > last then return struct.pack('<ddd', -1 - remaining, reset, now) end
+    A[k + 1], A[k + 2], A[k + 3] = -1 - remaining, reset, now
+    k = k + 3
   else
-    reply = struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
+    if k == 0 and pos > last then
+      return struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
+    end
+    A[k + 1], A[k + 2], A[k + 3], A[k + 4], A[k + 5], A[k + 6] = allowed, at_g, at_r, remaining, reset, now
+    k = k + 6
   end
-  if calls == 0 and pos > last then return reply end
-  if not replies then replies = {} end
-  calls = calls + 1
-  replies[calls] = reply
 end
-return table.concat(replies)
+-- Packed 4 000 at a time at most: Lua's C stack takes about 8 000 values.
+if k <= 4000 then return struct.pack('<' .. doubles(k), unpack(A, 1, k)) end
+local out = {}
+for i = 1, k, 4000 do
+  local j = i + 3999
+  if j > k then j = k end
+  out[#out + 1] = struct.pack('<' .. doubles(j - i + 1), unpack(A, i, j))
+end
+return table.concat(out)

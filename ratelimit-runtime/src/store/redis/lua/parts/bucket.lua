@@ -25,9 +25,9 @@ if s and (#s == 16 or #s == 32) then
   -- override keeps the keys of.
   local w0, n0 = w, count
   if #s == 32 then
-    e, f, w0, n0 = struct.unpack('<dddd', s)
+    e, f, w0, n0 = sunpack('<dddd', s)
   else
-    e, f = struct.unpack('<dd', s)
+    e, f = sunpack('<dd', s)
     if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
   end
   if w0 ~= w or n0 ~= count then
@@ -128,8 +128,8 @@ end
 if sE then
   -- Under an override, the state says the rule it was kept under.
   if under then
-    state = struct.pack('<dddd', sE, sF, w, count)
+    state = spack('<dddd', sE, sF, w, count)
   else
-    state = struct.pack('<dd', sE, sF)
+    state = spack('<dd', sE, sF)
   end
 end

@@ -81,10 +81,14 @@ end
 -- Peek mode's answer: remaining, reset (µs) per rule, in key and rule order.
 local statuses = {}
 local unpack = unpack
+-- The C functions the algorithms' parts and o1_limit.lua call by these names.
+local rcall, spack, sunpack = redis.call, struct.pack, struct.unpack
 --@exact
 --@calendar
 
 local pos = 6
+-- The expiry's grid of the last limit's longest window (o1_limit.lua).
+local grid_w, grid, grid_us = false, 0, 0
 -- Per limit: true (a sliding window's log), its HSET arguments and new expiry, or its lease
 -- (a concurrency limit's slot).
 local writes = {}

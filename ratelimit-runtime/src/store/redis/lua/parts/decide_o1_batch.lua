@@ -17,32 +17,47 @@
 -- Returns per call, concatenated in call order, 48 bytes (decide.lua's answer without `why`):
 -- struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now), or for an admission
 -- reported by the first limit's first rule the 24 bytes struct.pack('<ddd', -1 - remaining,
--- reset_us, now), as decide_sw_batch.lua answers (each byte of a reply costs the server twice,
--- in struct.pack and in the batch's table.concat, about 40 instructions).
+-- reset_us, now), as decide_sw_batch.lua answers (each byte of a reply costs the server about
+-- 20 instructions to pack).
 
 -- Globals are table lookups: locals are cheaper.
 local KEYS, ARGV, redis, unpack, string, struct = KEYS, ARGV, redis, unpack, string, struct
+-- The C functions every decision calls, looked up once: each lookup of a table's field costs the
+-- server about 100 instructions (o1_limit.lua and the algorithms' parts call them by these names).
+local rcall, spack, sunpack = redis.call, struct.pack, struct.unpack
 local release, peek, statuses = false, false, nil
 --@exact
 --@calendar
 -- The server's clock, once read (server_time.lua), as a number alone (no state here is scored
 -- by time as text).
 local server_now, server_text, time_text = false, false, false
--- The replies of a batch of several calls (a table costs about 1 400 instructions: a batch of
--- one answers without it).
-local replies, calls = false, 0
+-- The replies of a batch of several calls, as numbers: packed by one struct.pack at the end, not
+-- a string per call joined by table.concat (each string costs the server its interning and each
+-- byte two copies). They are kept in A itself, whose numbers they replace once read: a call
+-- takes at least 8 numbers and answers at most 6, so the k replies so far never reach a number
+-- not yet read, and no table is grown for them. A batch of one answers without them.
+local k = 0
 -- The numbers, unpacked at once: one C call for the batch, not one per call (Lua's C stack takes
 -- about 8 000 results; a batch past 4 000 numbers is unpacked one at a time).
 local nums = ARGV[1]
 local last = (#nums - 8) / 8
+-- The format of n doubles: string.rep copies a byte at a time, so 64 of them are repeated (a
+-- byte costs the server about 30 instructions).
+local d64 = string.rep('d', 64)
+local function doubles(n)
+  local r = n % 64
+  return string.rep(d64, (n - r) / 64) .. string.sub(d64, 1, r)
+end
 local A
 if last <= 4000 then
-  A = {struct.unpack('<' .. string.rep('d', last), nums, 9)}
+  A = {struct.unpack('<' .. doubles(last), nums, 9)}
 else
   A = {}
   for i = 1, last do A[i] = struct.unpack('<d', nums, 1 + 8 * i) end
 end
 local pos, base = 1, 0
+-- The expiry's grid of the last limit's longest window (o1_limit.lua).
+local grid_w, grid, grid_us = false, 0, 0
 while pos <= last do
   local now = A[pos]
   if now == 0 then
@@ -74,24 +89,33 @@ while pos <= last do
   end
 
   if allowed == 1 then
-    if one1 then redis.call('HSET', KEYS[base + 1], '1', set1) else redis.call('HSET', unpack(set1)) end
-    if exp1 then redis.call('PEXPIREAT', KEYS[base + 1], exp1) end
+    if one1 then rcall('HSET', KEYS[base + 1], '1', set1) else rcall('HSET', unpack(set1)) end
+    if exp1 then rcall('PEXPIREAT', KEYS[base + 1], exp1) end
     for g = 2, m do
-      redis.call('HSET', unpack(sets[g]))
-      if exps[g] then redis.call('PEXPIREAT', KEYS[base + g], exps[g]) end
+      rcall('HSET', unpack(sets[g]))
+      if exps[g] then rcall('PEXPIREAT', KEYS[base + g], exps[g]) end
     end
   end
   base = base + m
 
-  local reply
   if allowed == 1 and at_g == 1 and at_r == 1 then
-    reply = struct.pack('<ddd', -1 - remaining, reset, now)
+    if k == 0 and pos > last then return struct.pack('<ddd', -1 - remaining, reset, now) end
+    A[k + 1], A[k + 2], A[k + 3] = -1 - remaining, reset, now
+    k = k + 3
   else
-    reply = struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
+    if k == 0 and pos > last then
+      return struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
+    end
+    A[k + 1], A[k + 2], A[k + 3], A[k + 4], A[k + 5], A[k + 6] = allowed, at_g, at_r, remaining, reset, now
+    k = k + 6
   end
-  if calls == 0 and pos > last then return reply end
-  if not replies then replies = {} end
-  calls = calls + 1
-  replies[calls] = reply
 end
-return table.concat(replies)
+-- Packed 4 000 at a time at most: Lua's C stack takes about 8 000 values.
+if k <= 4000 then return struct.pack('<' .. doubles(k), unpack(A, 1, k)) end
+local out = {}
+for i = 1, k, 4000 do
+  local j = i + 3999
+  if j > k then j = k end
+  out[#out + 1] = struct.pack('<' .. doubles(j - i + 1), unpack(A, i, j))
+end
+return table.concat(out)

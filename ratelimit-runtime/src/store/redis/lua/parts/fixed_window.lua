@@ -16,7 +16,7 @@ end
 local cur, same = 0, false
 held, state = false, false
 if s and #s == 16 then
-  local i, c = struct.unpack('<dd', s)
+  local i, c = sunpack('<dd', s)
   if i == idx then
     cur, same, held = c, true, stop
   elseif w > 0 then
@@ -35,7 +35,7 @@ if release then
     if cur < 0 then cur = 0 end
     cur = cur + more
     if cur > 2 * count then cur = 2 * count end
-    state = struct.pack('<dd', idx, cur)
+    state = spack('<dd', idx, cur)
   end
 else
   left = count - cur - cost
@@ -46,5 +46,5 @@ else
   rst = stop - now
   if peek and cur == 0 then rst = 0 end
   till = stop
-  if left >= 0 and not peek then state = struct.pack('<dd', idx, cur + cost) end
+  if left >= 0 and not peek then state = spack('<dd', idx, cur + cost) end
 end

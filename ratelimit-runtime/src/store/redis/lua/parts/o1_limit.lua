@@ -11,15 +11,17 @@
 -- Its arguments are A[pos], A[pos + 1], ...: decide.lua's ARGV (text, converted by the VM), or
 -- the numbers decide_o1_batch.lua unpacked (its algorithm a number: 1 fw, 2 swc, 3 the buckets).
 -- Reads: A, key, g, pos (at the limit's algorithm argument), now, at, cost, more, release, peek,
--- statuses, muldiv and the decision. Leaves pos after the limit's arguments, n (its rule count),
--- set (what HSET writes: for one rule (n = 1) its packed state, field '1'; for several, HSET's
--- arguments, key first; nil: nothing to write) and expiry (the key's new expiry in ms, or false:
--- unchanged). A peek appends remaining and reset (µs) per rule to statuses.
-local alg = A[pos]
-local n = 1
-if A[pos + 1] ~= '1' then n = A[pos + 1] + 0 end
-local burst = A[pos + 2]
-if burst == '0' or burst == 0 then burst = false else burst = burst + 0 end
+-- statuses, muldiv and the decision; reads and sets grid_w, grid and grid_us (false, 0, 0 at
+-- first). Leaves pos after the limit's arguments, n (its rule count), set (what HSET writes: for
+-- one rule (n = 1) its packed state, field '1'; for several, HSET's arguments, key first; nil:
+-- nothing to write) and expiry (the key's new expiry in ms, or false: unchanged). A peek appends
+-- remaining and reset (µs) per rule to statuses.
+-- Each is compared as a number first (the batch's case, one comparison), then as text.
+local alg, n, burst = A[pos], A[pos + 1], A[pos + 2]
+if n ~= 1 then
+  if n == '1' then n = 1 else n = n + 0 end
+end
+if burst == 0 or burst == '0' then burst = false else burst = burst + 0 end
 pos = pos + 3
 local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
 local swc = alg == 2 or alg == 'swc'
@@ -28,21 +30,27 @@ if not (bucket or swc or alg == 1 or alg == 'fw') then
 end
 local v
 if n == 1 then
-  v = redis.call('HGET', key, '1')
+  v = rcall('HGET', key, '1')
 else
   local fields = {}
   for r = 1, n do fields[r] = r .. '' end
-  v = redis.call('HMGET', key, unpack(fields))
+  v = rcall('HMGET', key, unpack(fields))
 end
 -- The expiry lies on a grid of 1/64 of the longest window (ms): a busy key refreshes it about
 -- 64 times per window, not on every call (a window of calendar months, -months: 31 days a
--- month). `was`: when the stored state stops mattering (false if a rule has none); `newest`:
--- when the new state does.
-local grid = A[pos] + 0
-if grid < 0 then grid = -grid * 2678400000000 end
-grid = grid / 64000
-grid = grid - grid % 1
-if grid < 1 then grid = 1 end
+-- month). The grid depends on that window alone: it is found again only when the window
+-- differs from the previous limit's (grid_w, grid and its step in µs, grid_us, kept by the
+-- script: a batch's calls mostly share their limits). `was`: when the stored state stops
+-- mattering (false if a rule has none); `newest`: when the new state does.
+if A[pos] ~= grid_w then
+  grid_w = A[pos]
+  grid = grid_w + 0
+  if grid < 0 then grid = -grid * 2678400000000 end
+  grid = grid / 64000
+  grid = grid - grid % 1
+  if grid < 1 then grid = 1 end
+  grid_us = grid * 1000
+end
 local set, was, newest = nil, 0, now
 for r = 1, n do
   local w, count = A[pos] + 0, A[pos + 1] + 0
@@ -87,13 +95,12 @@ if not peek and (newest > now or not release) then
   -- integers, floor(ceil(t / 1000) / grid) = floor((t + 999) / (1000 * grid)): the lines are
   -- found in µs with one `%` each (each `%` calls floor; the expiry cost 2 200 instructions a
   -- decision in ms).
-  local step = grid * 1000
   local line = newest + 999
-  line = line - line % step
+  line = line - line % grid_us
   local stored = false
   if was then
     stored = was + 999
-    stored = stored - stored % step
+    stored = stored - stored % grid_us
   end
   if not stored or line > stored then expiry = line / 1000 + grid end
 end

@@ -13,7 +13,7 @@ local idx = (now - e) / w
 local cur, prev = 0, 0
 held, state = false, false
 if s and #s == 24 then
-  local i, c, p = struct.unpack('<ddd', s)
+  local i, c, p = sunpack('<ddd', s)
   held = (i + 2) * w
   if i == idx then cur, prev = c, p
   elseif i == idx - 1 then prev = c end
@@ -30,13 +30,13 @@ if s and #s == 24 then
       if c < 0 then c = 0 end
       c = c + more
       if c > 2 * count then c = 2 * count end
-      state = struct.pack('<ddd', i, c, p)
+      state = spack('<ddd', i, c, p)
     elseif i == ai + 1 then
       p = p - cost
       if p < 0 then p = 0 end
       p = p + more
       if p > 2 * count then p = 2 * count end
-      state = struct.pack('<ddd', i, c, p)
+      state = spack('<ddd', i, c, p)
     end
   end
 end
@@ -65,6 +65,6 @@ if not release then
       wait = w - e - muldiv(count - cur - cost, w, prev)
     end
   elseif not peek then
-    state = struct.pack('<ddd', idx, cur + cost, prev)
+    state = spack('<ddd', idx, cur + cost, prev)
   end
 end
