@@ -8,8 +8,8 @@
 //! Under load Redis is the bottleneck (one core), so throughput is the server's work per
 //! decision; a run costs the server, whatever it decides, its dispatch and arguments, its reply
 //! and `TIME` (the time must be the server's): a batch pays them once for all its calls. The
-//! batching is natural: nothing waits for a batch to fill. While fewer than [`IN_FLIGHT`]
-//! batches are under way, everything queued (up to [`MAX_CALLS`]) goes at once. A call that
+//! batching is natural: nothing waits for a batch to fill. While fewer than [`BATCHES_IN_FLIGHT`]
+//! batches (and [`IN_FLIGHT`] calls and batches in all) are under way, everything queued (up to [`MAX_CALLS`]) goes at once. A call that
 //! finds nothing queued and a slot free goes alone, as a batch of one sent from the caller's own
 //! task (no hop through the sending task, so a few callers' latency is that of calls without
 //! batching); the others queue, and the busier the connection, the larger its batches. Calls of the other kind queued between two runs of one kind split a batch: it
@@ -32,15 +32,18 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::{oneshot, Notify};
 
-/// Batches (or lone calls) under way at once on one connection. One would leave Redis idle while
-/// a batch's reply travels back and the next is sent. Four let up to four callers go alone,
-/// pipelined as plain commands would be: with two, a third and fourth caller waited a round trip
+/// Lone calls and batches under way at once on one connection: up to four callers go alone,
+/// pipelined as plain commands would be. With two, a third and fourth caller waited a round trip
 /// in the queue and then went through the sending task, and 4 callers made 0.79–0.89× the
-/// decisions of a plain script (BENCHMARKS.md, "Batches in flight"). Under load the slots are
-/// busy and calls queue as before; 2 and 4 cost the server the same per decision under
-/// callgrind at 64 callers (42 400 and 42 900 instructions, "Coalesced decisions"), and 8 made
-/// 4 and 16 callers slower again.
+/// decisions of a plain script (BENCHMARKS.md, "Batches in flight"); eight made 4 and 16 callers
+/// slower again.
 const IN_FLIGHT: usize = 4;
+
+/// Batches under way at once, within [`IN_FLIGHT`]. One would leave Redis idle while a batch's
+/// reply travels back and the next is sent; two keep it busy. More make each batch smaller under
+/// load, and Redis's time per decision larger: with four, 64 callers cost it 7.4–7.9 µs per
+/// decision instead of 5.0–6.5 µs.
+const BATCHES_IN_FLIGHT: usize = 2;
 
 /// The most calls one batch decides: Redis runs nothing else while a script runs, so a batch
 /// must stay short (64 one-rule decisions take the server about 1 ms).
@@ -89,31 +92,35 @@ pub(crate) struct Batcher {
     /// Wakes the sending task: a call was queued, a batch slot freed with calls queued, or the
     /// store was dropped.
     ready: Notify,
-    /// Batches (or lone calls) under way at most: [`IN_FLIGHT`].
-    in_flight_max: usize,
 }
 
 struct State {
     entries: Vec<Entry>,
     /// Batches and lone calls under way.
     in_flight: usize,
+    /// Batches under way, of `in_flight`.
+    batches: usize,
     /// The store was dropped: the task sends what is queued and ends.
     closed: bool,
 }
 
 /// A place among the batches in flight, given back when dropped (the call answered, failed, or
 /// its caller gave up).
-pub(crate) struct Slot(Arc<Batcher>);
+pub(crate) struct Slot {
+    batcher: Arc<Batcher>,
+    batch: bool,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let wake = {
-            let mut state = crate::rt::lock::lock(&self.0.state);
+            let mut state = crate::rt::lock::lock(&self.batcher.state);
             state.in_flight -= 1;
+            state.batches -= usize::from(self.batch);
             !state.entries.is_empty()
         };
         if wake {
-            self.0.ready.notify_one();
+            self.batcher.ready.notify_one();
         }
     }
 }
@@ -124,9 +131,8 @@ impl Batcher {
     /// link's connection). `timeout` bounds a batch: by then each of its callers has given up.
     pub(crate) fn start<L: Link>(link: L, timeout: Duration, runtime: &Handle) -> Arc<Batcher> {
         let batcher = Arc::new(Batcher {
-            state: Mutex::new(State { entries: Vec::new(), in_flight: 0, closed: false }),
+            state: Mutex::new(State { entries: Vec::new(), in_flight: 0, batches: 0, closed: false }),
             ready: Notify::new(),
-            in_flight_max: IN_FLIGHT,
         });
         runtime.spawn(send_batches(batcher.clone(), link, timeout));
         batcher
@@ -151,9 +157,9 @@ impl Batcher {
     /// finds the queue of the others and joins it.
     fn alone(self: &Arc<Self>) -> Option<Slot> {
         let mut state = crate::rt::lock::lock(&self.state);
-        if state.in_flight < self.in_flight_max && state.entries.is_empty() && !state.closed {
+        if state.in_flight < IN_FLIGHT && state.entries.is_empty() && !state.closed {
             state.in_flight += 1;
-            return Some(Slot(self.clone()));
+            return Some(Slot { batcher: self.clone(), batch: false });
         }
         None
     }
@@ -191,7 +197,7 @@ impl Batcher {
             {
                 let mut state = crate::rt::lock::lock(&self.state);
                 let queued = state.entries.len();
-                if queued > 0 && state.in_flight < self.in_flight_max {
+                if queued > 0 && state.in_flight < IN_FLIGHT && state.batches < BATCHES_IN_FLIGHT {
                     let kind = state.entries[0].call.kind;
                     let run = state.entries.iter().take(MAX_CALLS).take_while(|e| e.call.kind == kind).count();
                     let batch = if run == queued {
@@ -200,7 +206,8 @@ impl Batcher {
                         state.entries.drain(..run).collect()
                     };
                     state.in_flight += 1;
-                    return Some((batch, Slot(self.clone())));
+                    state.batches += 1;
+                    return Some((batch, Slot { batcher: self.clone(), batch: true }));
                 }
                 if queued == 0 && state.closed {
                     return None;
