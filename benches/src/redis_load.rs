@@ -130,8 +130,11 @@ pub fn profile(server: &RedisServer) {
             .unwrap_or_else(|| vec![64]);
         let rounds: usize = std::env::var("PROFILE_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(1);
         let only_seed = std::env::var_os("PROFILE_SEED").is_some();
-        let variants: &[Variant] =
-            if rounds > 1 { &[Variant::Decorated1, Variant::Seed1] } else if only_seed { &[Variant::Seed1] } else { &[Variant::Decorated1] };
+        let variants: &[Variant] = match (rounds > 1, only_seed) {
+            (true, _) => &[Variant::Decorated1, Variant::Seed1],
+            (false, true) => &[Variant::Seed1],
+            (false, false) => &[Variant::Decorated1],
+        };
         for &v in variants {
             for i in 0..2000 {
                 call(&ctx, v, i).await;
@@ -152,7 +155,8 @@ pub fn profile(server: &RedisServer) {
             }
             ratios.sort_by(f64::total_cmp);
             if !ratios.is_empty() {
-                println!("{c} callers: median ratio ours/seed {:.2} of {:?}", ratios[ratios.len() / 2], ratios.iter().map(|r| (r * 100.0).round() / 100.0).collect::<Vec<_>>());
+                let shown: Vec<f64> = ratios.iter().map(|r| (r * 100.0).round() / 100.0).collect();
+                println!("{c} callers: median ratio ours/seed {:.2} of {shown:?}", ratios[ratios.len() / 2]);
             }
         }
     });

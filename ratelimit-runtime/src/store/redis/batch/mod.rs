@@ -8,12 +8,14 @@
 //! Under load Redis is the bottleneck (one core), so throughput is the server's work per
 //! decision; a run costs the server, whatever it decides, its dispatch and arguments, its reply
 //! and `TIME` (the time must be the server's): a batch pays them once for all its calls. The
-//! batching is natural: nothing waits for a batch to fill. While fewer than [`BATCHES_IN_FLIGHT`]
-//! batches (and [`IN_FLIGHT`] calls and batches in all) are under way, everything queued (up to [`MAX_CALLS`]) goes at once. A call that
-//! finds nothing queued and a slot free goes alone, as a batch of one sent from the caller's own
-//! task (no hop through the sending task, so a few callers' latency is that of calls without
-//! batching); the others queue, and the busier the connection, the larger its batches. Calls of the other kind queued between two runs of one kind split a batch: it
-//! takes the longest run of one kind at the head of the queue, which keeps the calls' order.
+//! batching is natural: nothing waits for a batch to fill. While fewer than
+//! [`BATCHES_IN_FLIGHT`] batches (and [`IN_FLIGHT`] lone calls and batches in all) are under
+//! way, everything queued (up to [`MAX_CALLS`]) goes at once. A call that finds nothing queued
+//! and a slot free goes alone, as a batch of one sent from the caller's own task (no hop through
+//! the sending task, so a few callers' latency is that of calls without batching); the others
+//! queue, and the busier the connection, the larger its batches. Calls of the other kind queued
+//! between two runs of one kind split a batch: it takes the longest run of one kind at the head
+//! of the queue, which keeps the calls' order.
 
 mod encode;
 
@@ -152,9 +154,9 @@ impl Batcher {
 
     /// A slot for a call to go alone, as it is, when nothing is queued and a slot is free: then
     /// it saves the hop through the sending task and the wait for a batch (a few callers' calls
-    /// all go this way, as fast as without batching). Never past a queue: calls queued first
-    /// keep their order, and under load, when a batch comes back, its first caller to call again
-    /// finds the queue of the others and joins it.
+    /// all go this way, as fast as without batching). Never past a queue, so calls queued first
+    /// keep their order. Under load the queue is seldom empty, and a lone call that finds it so
+    /// costs Redis one more run beside the batches, which keep their own limit.
     fn alone(self: &Arc<Self>) -> Option<Slot> {
         let mut state = crate::rt::lock::lock(&self.state);
         if state.in_flight < IN_FLIGHT && state.entries.is_empty() && !state.closed {
