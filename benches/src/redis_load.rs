@@ -146,7 +146,17 @@ pub fn profile(server: &RedisServer) {
             for _ in 0..rounds {
                 let mut rates = Vec::new();
                 for &v in variants {
-                    rates.push(throughput(&ctx, v, c, run).await);
+                    let (client, server) = (process_cpu_us(), redis_cpu_us(&ctx).await);
+                    let rate = throughput(&ctx, v, c, run).await;
+                    let calls = rate * run.as_secs_f64();
+                    // CPU per call: this process (callers, connection, library) and Redis.
+                    println!(
+                        "{c} callers, {}: CPU µs per call: here {:.2}, Redis {:.2}",
+                        v.label(),
+                        (process_cpu_us() - client) / calls,
+                        (redis_cpu_us(&ctx).await - server) / calls
+                    );
+                    rates.push(rate);
                 }
                 if let [ours, seed] = rates[..] {
                     ratios.push(ours / seed);
@@ -456,6 +466,26 @@ async fn throughput(ctx: &Arc<Ctx>, v: Variant, callers: usize, run: Duration) -
         total += t.await.expect("task");
     }
     total as f64 / started.elapsed().as_secs_f64()
+}
+
+/// This process's CPU time so far (user and system, every thread), in µs (Linux; 0 elsewhere).
+fn process_cpu_us() -> f64 {
+    // Fields 14 and 15 of /proc/self/stat, after the command name's closing parenthesis, in
+    // clock ticks of 10 ms (USER_HZ is 100 on Linux).
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    let Some((_, rest)) = stat.rsplit_once(')') else { return 0.0 };
+    let f: Vec<f64> = rest.split_whitespace().skip(11).take(2).filter_map(|x| x.parse().ok()).collect();
+    f.iter().sum::<f64>() * 10_000.0
+}
+
+/// Redis's CPU time so far (user and system), in µs.
+async fn redis_cpu_us(ctx: &Ctx) -> f64 {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(&mut ctx.conn.clone()).await.expect("info");
+    info.lines()
+        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
+        .filter_map(|l| l.split_once(':').and_then(|(_, v)| v.trim().parse::<f64>().ok()))
+        .sum::<f64>()
+        * 1e6
 }
 
 /// (µs of server time per decision, EVALSHA calls per decision).
