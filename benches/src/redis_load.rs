@@ -353,8 +353,19 @@ pub fn sweep(
         let mut figures = vec![vec![Vec::new(); callers.len()]; variants.len()];
         for _ in 0..rounds {
             for (k, &c) in callers.iter().enumerate() {
-                for (s, &(v, _)) in variants.iter().enumerate() {
-                    figures[s][k].push(throughput(&ctx, v, c as usize, run).await);
+                // A round's `run` per variant, in SLICES turns: on a shared 2-core machine the
+                // speed of both drifts over seconds, and turns a fifth as long expose the two to
+                // the same drift (one turn each read up to ±15 % apart on the same build).
+                let mut done = vec![(0.0, 0.0); variants.len()];
+                for _ in 0..SLICES {
+                    for (s, &(v, _)) in variants.iter().enumerate() {
+                        let (calls, secs) = calls_in(&ctx, v, c as usize, run / SLICES).await;
+                        done[s].0 += calls;
+                        done[s].1 += secs;
+                    }
+                }
+                for (s, (calls, secs)) in done.into_iter().enumerate() {
+                    figures[s][k].push(calls / secs);
                 }
             }
         }
@@ -445,7 +456,16 @@ async fn task_latency_p50(ctx: &Arc<Ctx>, v: Variant, n: usize) -> f64 {
     us[us.len() / 2]
 }
 
+/// Turns per variant in one round of a sweep point.
+const SLICES: u32 = 5;
+
 async fn throughput(ctx: &Arc<Ctx>, v: Variant, callers: usize, run: Duration) -> f64 {
+    let (calls, secs) = calls_in(ctx, v, callers, run).await;
+    calls / secs
+}
+
+/// The calls `callers` tasks complete in about `run`, and the seconds they took.
+async fn calls_in(ctx: &Arc<Ctx>, v: Variant, callers: usize, run: Duration) -> (f64, f64) {
     let deadline = Instant::now() + run;
     let started = Instant::now();
     let tasks: Vec<_> = (0..callers)
@@ -465,7 +485,7 @@ async fn throughput(ctx: &Arc<Ctx>, v: Variant, callers: usize, run: Duration) -
     for t in tasks {
         total += t.await.expect("task");
     }
-    total as f64 / started.elapsed().as_secs_f64()
+    (total as f64, started.elapsed().as_secs_f64())
 }
 
 /// This process's CPU time so far (user and system, every thread), in µs (Linux; 0 elsewhere).
