@@ -1,7 +1,9 @@
 //! Calls awaited in a task of a Tokio runtime go on a connection that this runtime drives, so a
 //! reply wakes the caller without a hop through the library's I/O thread. Each such runtime
 //! gets its own connection, made in the background and closed when the runtime is dropped;
-//! blocking calls, and calls awaited outside a task, keep the shared connection. Every decision
+//! blocking calls, and calls awaited outside a task, keep the shared connection. A call that
+//! goes alone (nothing to coalesce with) goes on a connection of its own, lent by its runtime's
+//! lane and closed with it: one more connection for calls one after another. Every decision
 //! stays one count on the same keys, whichever connection carried it. A real `redis-server`,
 //! its own `CLIENT LIST` as the witness.
 
@@ -55,16 +57,17 @@ async fn call_from_task(limiter: &Arc<Limiter>) -> bool {
     }
 }
 
-/// Calls from tasks on this runtime until the server has exactly one connection more than
-/// `base` and a decision went over it (this runtime's, made in the background: its first
-/// command loads the scripts); returns the calls admitted meanwhile.
+/// Calls from tasks on this runtime until the server has exactly two connections more than
+/// `base` and a decision went over the newest: this runtime's (made in the background: its
+/// first command loads the scripts), and the one its lone calls borrow; returns the calls
+/// admitted meanwhile.
 async fn until_own_connection(limiter: &Arc<Limiter>, admin: &mut redis::Connection, base: usize) -> u64 {
     let deadline = std::time::Instant::now() + WITHIN;
     let mut admitted = 0;
     loop {
         admitted += u64::from(call_from_task(limiter).await);
         let now = clients(admin);
-        if now.len() == base + 1 && now.last().is_some_and(|(_, cmd)| cmd == "evalsha") {
+        if now.len() == base + 2 && now.last().is_some_and(|(_, cmd)| cmd == "evalsha") {
             return admitted;
         }
         assert!(
@@ -76,7 +79,7 @@ async fn until_own_connection(limiter: &Arc<Limiter>, admin: &mut redis::Connect
 }
 
 /// Two runtimes one after the other (multi-thread, then current-thread, as `#[tokio::test]`
-/// makes): each gets one connection of its own while it runs, closed when it is dropped, and
+/// makes): each gets connections of its own while it runs, closed when it is dropped, and
 /// the calls of all of them and of a blocking caller are counted once each on one key.
 #[test]
 fn each_calling_runtime_gets_a_connection_that_ends_with_it() {

@@ -8,6 +8,7 @@ use super::commands::{
     checked_command, del_command, general_command, peek_command, release_command, Decide, Del, LoadScripts, Peek, Run,
     ScriptOp,
 };
+use super::direct::DirectConfig;
 use super::lanes::{Lanes, MakeLink};
 use super::link::Link;
 use super::overrides::{self, DecideChecked};
@@ -49,11 +50,12 @@ impl<L: Link> RedisBacked<L> {
     pub(crate) fn start(
         link: L,
         make: Option<MakeLink<L>>,
+        direct: Option<DirectConfig>,
         description: String,
         timeout: Duration,
         breaker: Arc<Breaker>,
     ) -> Result<RedisBacked<L>, StoreError> {
-        let lanes = Arc::new(Lanes::new(link.clone(), make, timeout)?);
+        let lanes = Arc::new(Lanes::new(link.clone(), make, direct, timeout)?);
         let probe = link.clone();
         probe::spawn(description.clone(), probe::probe_timeout(timeout), async move { probe.send(&LoadScripts).await });
         Ok(RedisBacked { lanes, link, timeout, description, breaker, known: Arc::new(Known::new()) })
@@ -84,8 +86,18 @@ impl<L: Link> Operations for RedisBacked<L> {
                 let lane = lanes.here();
                 match lane.batcher.route(call) {
                     Route::Queued(batcher, call) => batcher.decide(call, member).await,
-                    // The slot, if any, is given back when this future ends.
-                    Route::Direct(cmd, _slot) => lane.link.send(&Decide(cmd, member)).await,
+                    // The slot, if any, is given back when this future ends. A call that found
+                    // nothing else under way goes on a connection of its own, if the lane has
+                    // them (direct.rs); with others under way, it shares their connection,
+                    // where the server reads and answers several requests at once.
+                    Route::Direct(cmd, slot) => match (&lane.direct, slot) {
+                        (Some(direct), Some(slot)) if slot.only() => {
+                            let decision = direct.send(&Decide(cmd, member)).await;
+                            drop(slot);
+                            decision
+                        }
+                        (_, _slot) => lane.link.send(&Decide(cmd, member)).await,
+                    },
                 }
             })
         })

@@ -9,12 +9,13 @@
 //! connection dies with that runtime (each `#[tokio::test]` has its own), cannot serve blocking
 //! callers (their thread is not driving any runtime) and must not be used from a runtime that
 //! is not running. So each runtime that calls from a task gets its own lane (a connection and
-//! the batcher that coalesces on it), made in the background on that runtime and ended with it
-//! or with the store; every other call, and a call made before its lane is ready, goes on the
-//! shared lane.
+//! the batcher that coalesces on it, and the connections of its lone calls, see direct.rs),
+//! made in the background on that runtime and ended with it or with the store; every other
+//! call, and a call made before its lane is ready, goes on the shared lane.
 
 use super::batch::Batcher;
 use super::commands::LoadScripts;
+use super::direct::{Direct, DirectConfig};
 use super::link::Link;
 use crate::error::StoreError;
 use crate::rt::io;
@@ -40,6 +41,9 @@ pub(crate) type MakeLink<L> = Arc<dyn Fn() -> Result<L, StoreError> + Send + Syn
 pub(crate) struct Lane<L: Link> {
     pub(crate) link: L,
     pub(crate) batcher: Arc<Batcher>,
+    /// The connections of lone calls (direct.rs), on a runtime's own lane where the server
+    /// allows them.
+    pub(crate) direct: Option<Arc<Direct>>,
 }
 
 /// The shared lane and the lanes of the runtimes that called.
@@ -47,6 +51,7 @@ pub(crate) struct Lanes<L: Link> {
     shared: Lane<L>,
     /// `None`: every call goes on the shared lane (a link that cannot be made per runtime).
     make: Option<MakeLink<L>>,
+    direct: Option<DirectConfig>,
     timeout: Duration,
     local: Mutex<Vec<(Id, Arc<Local<L>>)>>,
 }
@@ -69,6 +74,9 @@ impl<L: Link> Drop for Dead<L> {
         self.0.alive.store(false, Ordering::Release);
         if let Some(lane) = self.0.lane.get() {
             lane.batcher.close();
+            if let Some(direct) = &lane.direct {
+                direct.close();
+            }
         }
     }
 }
@@ -76,9 +84,15 @@ impl<L: Link> Drop for Dead<L> {
 impl<L: Link> Lanes<L> {
     /// The lanes of a store whose shared connection is `link`; `make` makes a connection on the
     /// runtime it is called on. Starts the shared lane's batcher on the I/O runtime.
-    pub(crate) fn new(link: L, make: Option<MakeLink<L>>, timeout: Duration) -> Result<Lanes<L>, StoreError> {
+    pub(crate) fn new(
+        link: L,
+        make: Option<MakeLink<L>>,
+        direct: Option<DirectConfig>,
+        timeout: Duration,
+    ) -> Result<Lanes<L>, StoreError> {
         let batcher = Batcher::start(link.clone(), timeout, io::handle()?);
-        Ok(Lanes { shared: Lane { link, batcher }, make, timeout, local: Mutex::new(Vec::new()) })
+        let shared = Lane { link, batcher, direct: None };
+        Ok(Lanes { shared, make, direct, timeout, local: Mutex::new(Vec::new()) })
     }
 
     /// The lane for a call polled here: the calling task's runtime's once it is ready, else the
@@ -104,7 +118,8 @@ impl<L: Link> Lanes<L> {
             Arc::new(Local { lane: OnceLock::new(), alive: AtomicBool::new(true), stop: Mutex::new(Some(stop)) });
         local.push((id, lane.clone()));
         drop(local);
-        runtime.spawn(keep(Dead(lane), make.clone(), self.timeout, stopped));
+        let direct = self.direct.clone().map(|config| Arc::new(Direct::new(config)));
+        runtime.spawn(keep(Dead(lane), make.clone(), direct, self.timeout, stopped));
         None
     }
 }
@@ -122,7 +137,13 @@ impl<L: Link> Drop for Lanes<L> {
 
 /// A runtime's lane keeper, on that runtime: connects (loading the scripts), starts the lane's
 /// batcher, then holds the lane until the store is dropped. Dropped with its runtime.
-async fn keep<L: Link>(dead: Dead<L>, make: MakeLink<L>, timeout: Duration, mut stopped: oneshot::Receiver<()>) {
+async fn keep<L: Link>(
+    dead: Dead<L>,
+    make: MakeLink<L>,
+    direct: Option<Arc<Direct>>,
+    timeout: Duration,
+    mut stopped: oneshot::Receiver<()>,
+) {
     let link = loop {
         let ready = match make() {
             Ok(link) => io::timeout(super::probe::probe_timeout(timeout), link.send(&LoadScripts)).await.map(|()| link),
@@ -148,6 +169,6 @@ async fn keep<L: Link>(dead: Dead<L>, make: MakeLink<L>, timeout: Duration, mut 
     };
     let batcher = Batcher::start(link.clone(), timeout, &Handle::current());
     // Only this keeper sets its lane.
-    let _ = dead.0.lane.set(Lane { link, batcher });
+    let _ = dead.0.lane.set(Lane { link, batcher, direct });
     let _ = stopped.await;
 }

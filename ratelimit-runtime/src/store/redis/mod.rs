@@ -8,6 +8,7 @@ pub(crate) mod batch;
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
 pub(crate) mod commands;
+pub(crate) mod direct;
 pub(crate) mod error;
 pub(crate) mod lanes;
 pub(crate) mod link;
@@ -65,12 +66,14 @@ impl RedisStore {
             let _guard = io::handle()?.enter();
             ConnectionManager::new_lazy_with_config(client.clone(), config.clone()).map_err(redis_error)?
         };
+        // Lone calls on a connection of their own, where the connection can be plain (direct.rs).
+        let direct = direct::DirectConfig::of(client.get_connection_info());
         let make: MakeLink<ConnectionManager> = Arc::new(move || {
             ConnectionManager::new_lazy_with_config(client.clone(), config.clone()).map_err(redis_error)
         });
         let description = format!("redis ({redacted})");
         let breaker = Breaker::new(description.clone(), StoreMetrics::new("redis"), MAX_PAUSE);
-        Ok(RedisStore { backed: RedisBacked::start(conn, Some(make), description, timeout, breaker)? })
+        Ok(RedisStore { backed: RedisBacked::start(conn, Some(make), direct, description, timeout, breaker)? })
     }
 
     /// The per-call timeout.

@@ -47,7 +47,7 @@ impl SentinelStore {
         let description = spec.describe();
         let breaker = Breaker::new(description.clone(), StoreMetrics::new("sentinel"), MAX_PAUSE);
         let sentinels = Sentinels::open(spec, timeout, breaker.clone())?;
-        Ok(SentinelStore { backed: RedisBacked::start(sentinels, None, description, timeout, breaker)? })
+        Ok(SentinelStore { backed: RedisBacked::start(sentinels, None, None, description, timeout, breaker)? })
     }
 
     /// The per-call timeout.
