@@ -242,6 +242,8 @@ while pos <= last do
       local cap = burst or count
       local s = v
       if n > 1 then s = v[r] end
+      -- nil until the rule's part sets them: held and state stay nil when there is none (one
+      -- instruction for all six, where setting them to false took three more).
       local left, wait, rst, till, held, state
       if bucket then
         -- parts/bucket.lua
@@ -259,14 +261,15 @@ while pos <= last do
         -- false), and the stored state s (a 16-byte string, or false; 32 bytes when written under an
         -- override: e, f and the rule's w and count). Sets: left (remaining after the
         -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
-        -- again), till (when the new state stops mattering), held (when the stored one did, or false),
-        -- state (the new one, packed; false: nothing to write).
+        -- again), till (when the new state stops mattering), held (when the stored one did; left nil
+        -- if there is none) and state (the new one, packed; left nil: nothing to write). Each is set by
+        -- a statement of its own where it counts: Lua assigns several locals at once through
+        -- temporaries, an instruction more per value.
         local rq = w % count
         local q = (w - rq) / count
         local e, f, dI, dF = 0, 0, 0, 0
         -- The new state (e, f), when there is one to write.
-        local sE, sF = false, 0
-        held, state = false, false
+        local sE, sF
         if s and (#s == 16 or #s == 32) then
           -- The rule the state was kept under: its own (32 bytes), else the limit's, which an
           -- override keeps the keys of.
@@ -300,7 +303,10 @@ while pos <= last do
           end
           held = e
           if f > 0 then held = e + 1 end
-          if e >= now then dI, dF = e - now, f end
+          if e >= now then
+            dI = e - now
+            dF = f
+          end
         end
         if cost > cap then
           -- Never fits (the caller refuses such a cost before asking), and was never admitted.
@@ -346,7 +352,10 @@ while pos <= last do
           else
             -- D' = D + cost * T = nI + nF / count
             local nI, nF = dI + cI, dF + cF
-            if nF >= count then nI, nF = nI + 1, nF - count end
+            if nF >= count then
+              nI = nI + 1
+              nF = nF - count
+            end
             rst = nI
             if nF > 0 then rst = nI + 1 end
             till = now + rst
@@ -368,7 +377,8 @@ while pos <= last do
               wait = nI - bI - cap * q
               if nF > bF then wait = wait + 1 end
             elseif not peek then
-              sE, sF = now + nI, nF
+              sE = now + nI
+              sF = nF
             end
           end
         end
@@ -390,12 +400,11 @@ while pos <= last do
         -- now, at (release: when the call was admitted), cost, more (release: extra units), release, peek, muldiv, and the stored
         -- state s (a 24-byte string, or false). Sets: left (remaining after the call; < 0: refused),
         -- wait (refused: the retry-after), rst (the reset), till (when the new state stops mattering),
-        -- held (when the stored one did, or false), state (the new one, packed; false: nothing to
+        -- held (when the stored one did; left nil if none), state (the new one, packed; left nil: nothing to
         -- write).
         local e = now % w
         local idx = (now - e) / w
         local cur, prev = 0, 0
-        held, state = false, false
         if s and #s == 24 then
           local i, c, p = sunpack('<ddd', s)
           held = (i + 2) * w
@@ -460,7 +469,7 @@ while pos <= last do
         -- now, at (release: when the call was admitted), cost, more (release: extra units), release,
         -- peek, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
         -- call; < 0: refused), wait (refused: the retry-after), rst (the reset), till (when the new state
-        -- stops mattering), held (when the stored one did, or false), state (the new one, packed; false:
+        -- stops mattering), held (when the stored one did; left nil if none), state (the new one, packed; left nil:
         -- nothing to write).
         local idx, start, stop
         if w > 0 then
@@ -470,7 +479,6 @@ while pos <= last do
           idx, start, stop = month_window(-w, now)
         end
         local cur, same = 0, false
-        held, state = false, false
         if s and #s == 16 then
           local i, c = sunpack('<dd', s)
           if i == idx then
@@ -523,7 +531,10 @@ while pos <= last do
               allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
             end
           elseif allowed == 1 and (remaining < 0 or left < remaining) then
-            at_g, at_r, remaining, reset = g, r, left, rst
+            at_g = g
+            at_r = r
+            remaining = left
+            reset = rst
           end
         end
         if till and till > newest then newest = till end

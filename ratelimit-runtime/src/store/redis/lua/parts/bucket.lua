@@ -12,14 +12,15 @@
 -- false), and the stored state s (a 16-byte string, or false; 32 bytes when written under an
 -- override: e, f and the rule's w and count). Sets: left (remaining after the
 -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
--- again), till (when the new state stops mattering), held (when the stored one did, or false),
--- state (the new one, packed; false: nothing to write).
+-- again), till (when the new state stops mattering), held (when the stored one did; left nil
+-- if there is none) and state (the new one, packed; left nil: nothing to write). Each is set by
+-- a statement of its own where it counts: Lua assigns several locals at once through
+-- temporaries, an instruction more per value.
 local rq = w % count
 local q = (w - rq) / count
 local e, f, dI, dF = 0, 0, 0, 0
 -- The new state (e, f), when there is one to write.
-local sE, sF = false, 0
-held, state = false, false
+local sE, sF
 if s and (#s == 16 or #s == 32) then
   -- The rule the state was kept under: its own (32 bytes), else the limit's, which an
   -- override keeps the keys of.
@@ -53,7 +54,10 @@ if s and (#s == 16 or #s == 32) then
   end
   held = e
   if f > 0 then held = e + 1 end
-  if e >= now then dI, dF = e - now, f end
+  if e >= now then
+    dI = e - now
+    dF = f
+  end
 end
 if cost > cap then
   -- Never fits (the caller refuses such a cost before asking), and was never admitted.
@@ -99,7 +103,10 @@ else
   else
     -- D' = D + cost * T = nI + nF / count
     local nI, nF = dI + cI, dF + cF
-    if nF >= count then nI, nF = nI + 1, nF - count end
+    if nF >= count then
+      nI = nI + 1
+      nF = nF - count
+    end
     rst = nI
     if nF > 0 then rst = nI + 1 end
     till = now + rst
@@ -121,7 +128,8 @@ else
       wait = nI - bI - cap * q
       if nF > bF then wait = wait + 1 end
     elseif not peek then
-      sE, sF = now + nI, nF
+      sE = now + nI
+      sF = nF
     end
   end
 end

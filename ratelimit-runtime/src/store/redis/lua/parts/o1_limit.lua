@@ -58,6 +58,8 @@ for r = 1, n do
   local cap = burst or count
   local s = v
   if n > 1 then s = v[r] end
+  -- nil until the rule's part sets them: held and state stay nil when there is none (one
+  -- instruction for all six, where setting them to false took three more).
   local left, wait, rst, till, held, state
   if bucket then
     --@bucket
