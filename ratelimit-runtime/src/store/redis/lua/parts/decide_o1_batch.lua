@@ -71,16 +71,20 @@ while pos <= last do
   -- The call's limits, over KEYS[base + 1] to KEYS[base + m]: each decided by o1_limit, then,
   -- if every one admits, each one's new state written and its expiry moved.
   -- Per limit: what HSET writes (o1_limit's set) and its new expiry in ms (false: unchanged).
-  -- The first limit's in locals (set1 the state of a one-rule limit when one1), the others' in
-  -- tables, as HSET's arguments.
-  local set1, one1, exp1, sets, exps
+  -- The first limit's in locals (key1, its rule count n1, set1 the state of a one-rule limit),
+  -- the others' in tables, as HSET's arguments. Each is set by a statement of its own: Lua
+  -- assigns several locals at once through temporaries, an instruction more per value.
+  local key1, n1, set1, exp1, sets, exps
   for g = 1, m do
     local key = KEYS[base + g]
     -- No runtime override (see bucket.lua).
     local under = false
     --@o1_limit
     if g == 1 then
-      set1, one1, exp1 = set, n == 1, expiry
+      key1 = key
+      n1 = n
+      set1 = set
+      exp1 = expiry
     else
       if n == 1 and set then set = {key, '1', set} end
       if not sets then sets, exps = {}, {} end
@@ -89,11 +93,13 @@ while pos <= last do
   end
 
   if allowed == 1 then
-    if one1 then rcall('HSET', KEYS[base + 1], '1', set1) else rcall('HSET', unpack(set1)) end
-    if exp1 then rcall('PEXPIREAT', KEYS[base + 1], exp1) end
-    for g = 2, m do
-      rcall('HSET', unpack(sets[g]))
-      if exps[g] then rcall('PEXPIREAT', KEYS[base + g], exps[g]) end
+    if n1 == 1 then rcall('HSET', key1, '1', set1) else rcall('HSET', unpack(set1)) end
+    if exp1 then rcall('PEXPIREAT', key1, exp1) end
+    if m > 1 then
+      for g = 2, m do
+        rcall('HSET', unpack(sets[g]))
+        if exps[g] then rcall('PEXPIREAT', KEYS[base + g], exps[g]) end
+      end
     end
   end
   base = base + m
