@@ -203,20 +203,20 @@ while pos <= last do
     -- remaining and reset (µs) per rule to statuses.
     -- Each is compared as a number first (the batch's case, one comparison), then as text.
     local alg, n, burst = A[pos], A[pos + 1], A[pos + 2]
-    if n ~= 1 then
-      if n == '1' then n = 1 else n = n + 0 end
-    end
     if burst == 0 or burst == '0' then burst = false else burst = burst + 0 end
     pos = pos + 3
     local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
-    local swc = alg == 2 or alg == 'swc'
+    -- (A comparison of two numbers costs the server a C call: swc is not compared for a bucket.)
+    local swc = not bucket and (alg == 2 or alg == 'swc')
     if not (bucket or swc or alg == 1 or alg == 'fw') then
       return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg))
     end
     local v
-    if n == 1 then
+    if n == 1 or n == '1' then
+      n = 1
       v = rcall('HGET', key, '1')
     else
+      n = n + 0
       local fields = {}
       for r = 1, n do fields[r] = r .. '' end
       v = rcall('HMGET', key, unpack(fields))
@@ -271,17 +271,21 @@ while pos <= last do
         local e, f, dI, dF = 0, 0, 0, 0
         -- The new state (e, f), when there is one to write.
         local sE, sF
-        if s and (#s == 16 or #s == 32) then
-          -- The rule the state was kept under: its own (32 bytes), else the limit's, which an
-          -- override keeps the keys of.
-          local w0, n0 = w, count
-          if #s == 32 then
-            e, f, w0, n0 = sunpack('<dddd', s)
-          else
-            e, f = sunpack('<dd', s)
-            if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
-          end
-          if w0 ~= w or n0 ~= count then
+        -- The rule the state was kept under when it may not be this one (w0 nil: it is): its own
+        -- (32 bytes), else the limit's, which an override keeps the keys of. A state of another length
+        -- is none. The usual one (16 bytes, no override) is told by one comparison of numbers: each
+        -- costs the server a C call.
+        local w0, n0
+        if s and #s == 16 then
+          e, f = sunpack('<dd', s)
+          if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
+        elseif s and #s == 32 then
+          e, f, w0, n0 = sunpack('<dddd', s)
+        else
+          s = false
+        end
+        if s then
+          if w0 and (w0 ~= w or n0 ~= count) then
             -- Carried to this rule (algorithm::carry_level): the units in the bucket, u = (D * n0 + f) /
             -- w0 with D = e - now, at most cap + count, stay u units: a span of ceil(u * w) / count µs.
             if e > now or (e == now and f > 0) then
@@ -592,11 +596,11 @@ while pos <= last do
   base = base + m
 
   if allowed == 1 and at_g == 1 and at_r == 1 then
-    if k == 0 and pos > last then return struct.pack('<ddd', -1 - remaining, reset, now) end
+    if pos > last and k == 0 then return struct.pack('<ddd', -1 - remaining, reset, now) end
     A[k + 1], A[k + 2], A[k + 3] = -1 - remaining, reset, now
     k = k + 3
   else
-    if k == 0 and pos > last then
+    if pos > last and k == 0 then
       return struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
     end
     A[k + 1], A[k + 2], A[k + 3], A[k + 4], A[k + 5], A[k + 6] = allowed, at_g, at_r, remaining, reset, now

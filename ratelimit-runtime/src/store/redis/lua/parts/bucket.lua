@@ -21,17 +21,21 @@ local q = (w - rq) / count
 local e, f, dI, dF = 0, 0, 0, 0
 -- The new state (e, f), when there is one to write.
 local sE, sF
-if s and (#s == 16 or #s == 32) then
-  -- The rule the state was kept under: its own (32 bytes), else the limit's, which an
-  -- override keeps the keys of.
-  local w0, n0 = w, count
-  if #s == 32 then
-    e, f, w0, n0 = sunpack('<dddd', s)
-  else
-    e, f = sunpack('<dd', s)
-    if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
-  end
-  if w0 ~= w or n0 ~= count then
+-- The rule the state was kept under when it may not be this one (w0 nil: it is): its own
+-- (32 bytes), else the limit's, which an override keeps the keys of. A state of another length
+-- is none. The usual one (16 bytes, no override) is told by one comparison of numbers: each
+-- costs the server a C call.
+local w0, n0
+if s and #s == 16 then
+  e, f = sunpack('<dd', s)
+  if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
+elseif s and #s == 32 then
+  e, f, w0, n0 = sunpack('<dddd', s)
+else
+  s = false
+end
+if s then
+  if w0 and (w0 ~= w or n0 ~= count) then
     -- Carried to this rule (algorithm::carry_level): the units in the bucket, u = (D * n0 + f) /
     -- w0 with D = e - now, at most cap + count, stay u units: a span of ceil(u * w) / count µs.
     if e > now or (e == now and f > 0) then

@@ -105,11 +105,11 @@ while pos <= last do
   base = base + m
 
   if allowed == 1 and at_g == 1 and at_r == 1 then
-    if k == 0 and pos > last then return struct.pack('<ddd', -1 - remaining, reset, now) end
+    if pos > last and k == 0 then return struct.pack('<ddd', -1 - remaining, reset, now) end
     A[k + 1], A[k + 2], A[k + 3] = -1 - remaining, reset, now
     k = k + 3
   else
-    if k == 0 and pos > last then
+    if pos > last and k == 0 then
       return struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
     end
     A[k + 1], A[k + 2], A[k + 3], A[k + 4], A[k + 5], A[k + 6] = allowed, at_g, at_r, remaining, reset, now

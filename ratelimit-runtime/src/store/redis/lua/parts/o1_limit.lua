@@ -18,20 +18,20 @@
 -- remaining and reset (µs) per rule to statuses.
 -- Each is compared as a number first (the batch's case, one comparison), then as text.
 local alg, n, burst = A[pos], A[pos + 1], A[pos + 2]
-if n ~= 1 then
-  if n == '1' then n = 1 else n = n + 0 end
-end
 if burst == 0 or burst == '0' then burst = false else burst = burst + 0 end
 pos = pos + 3
 local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
-local swc = alg == 2 or alg == 'swc'
+-- (A comparison of two numbers costs the server a C call: swc is not compared for a bucket.)
+local swc = not bucket and (alg == 2 or alg == 'swc')
 if not (bucket or swc or alg == 1 or alg == 'fw') then
   return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg))
 end
 local v
-if n == 1 then
+if n == 1 or n == '1' then
+  n = 1
   v = rcall('HGET', key, '1')
 else
+  n = n + 0
   local fields = {}
   for r = 1, n do fields[r] = r .. '' end
   v = rcall('HMGET', key, unpack(fields))
