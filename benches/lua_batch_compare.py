@@ -6,8 +6,11 @@
 #     python3 benches/lua_batch_compare.py OLD.lua NEW.lua [seed, default 7] [batches, default 3000]
 #     git show main:ratelimit-runtime/src/store/redis/lua/decide_o1_batch.lua > /tmp/old.lua
 #
+# Every call gives its time. OLD_SENDS_NOW=1: OLD takes the numbers as before 2026-11-28's third
+# pass (each call's time first, then cost and key count; NEW as now: cost, -1 - key count, time).
+#
 # Needs redis-server (7 or later: PEXPIRETIME).
-import random, socket, struct, subprocess, sys, time, tempfile
+import os, random, socket, struct, subprocess, sys, time, tempfile
 old, new = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 probe = socket.socket(); probe.bind(("127.0.0.1", 0)); port = probe.getsockname()[1]; probe.close()
 srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
@@ -41,11 +44,14 @@ try:
     checked = 0
     for it in range(int(sys.argv[4]) if len(sys.argv) > 4 else 3000):
         b = rnd.choice([1, 1, 2, 5, 32, 64])
-        keys = []; nums = [b]
+        keys = []; nums = [b]; starts = []
         now += rnd.choice([0, 1, 7, 1000, 50_000, 3_000_000])
         for _ in range(b):
             m = rnd.choice([1, 1, 1, 2, 3])
-            nums += [rnd.choice([now, now, now - rnd.randrange(1000)]), rnd.choice([1, 1, 1, 2, 5]), m]
+            t, cost = rnd.choice([now, now, now - rnd.randrange(1000)]), rnd.choice([1, 1, 1, 2, 5])
+            # Where the call's numbers start, in both layouts.
+            starts.append(len(nums))
+            nums += [cost, -1 - m, t]
             for g in range(m):
                 alg = rnd.choice([3, 3, 3, 1, 2])
                 n = rnd.choice([1, 1, 1, 2, 3])
@@ -56,7 +62,13 @@ try:
                 for w in ws: nums += [w, rnd.choice([1, 3, 10, 100, 1_000_000_000])]
                 keys.append("k%d:%d" % (g, rnd.randrange(30)))
         pay = struct.pack("<%dd" % len(nums), *nums)
-        ra = cmd("EVALSHA", sha_old, len(keys), *["a:" + k for k in keys], pay)
+        old_nums = list(nums)
+        if os.environ.get("OLD_SENDS_NOW") == "1":
+            for s in starts:
+                cost, m1, t = old_nums[s:s + 3]
+                old_nums[s:s + 3] = [t, cost, -1 - m1]
+        pay_old = struct.pack("<%dd" % len(old_nums), *old_nums)
+        ra = cmd("EVALSHA", sha_old, len(keys), *["a:" + k for k in keys], pay_old)
         rb = cmd("EVALSHA", sha_new, len(keys), *["b:" + k for k in keys], pay)
         assert ra == rb, (it, ra, rb)
         checked += b

@@ -30,8 +30,8 @@ pub(crate) struct Encoded {
     pub(super) kind: Kind,
     /// The call's numbers as its script reads them, packed, then its keys, each after its length
     /// (8 bytes, native order). [`Kind::Sliding`]: member, now, cost, key count, then per key its
-    /// rule count and rules. [`Kind::O1`]: now, cost, key count, then per key its algorithm, rule
-    /// count, burst and rules.
+    /// rule count and rules. [`Kind::O1`]: cost, key count m (or -1 - m, then the call's time,
+    /// when it has one), then per key its algorithm, rule count, burst and rules.
     buf: Vec<u8>,
     /// Where the numbers end and the keys start.
     nums: usize,
@@ -99,11 +99,13 @@ fn encode_sliding(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone,
     Encoded { kind: Kind::Sliding, buf, nums, keys }
 }
 
-/// An O(1) call: little-endian doubles, as decide_o1_batch.lua reads them (now, cost, key
-/// count, then per limit its algorithm, rule count, burst and rules, a window in calendar months
-/// as minus its months; no member: nothing is logged by member). The values are those of the
-/// limit's text arguments to decide.lua (`CompiledLimit::script_args`), each the double its text
-/// would have become in the script.
+/// An O(1) call: little-endian doubles, as decide_o1_batch.lua reads them (cost, key count m,
+/// or -1 - m followed by the call's time when the caller gives one (else the script reads the
+/// server's, and a call sends and the server unpacks a number less), then per limit its
+/// algorithm, rule count, burst and rules, a window in calendar months as minus its months; no
+/// member: nothing is logged by member). The values are those of the limit's text arguments to
+/// decide.lua (`CompiledLimit::script_args`), each the double its text would have become in the
+/// script.
 fn encode_o1(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone) -> Encoded {
     let (mut nums, mut bytes, mut keys) = (3 * 8, 0, 0);
     for i in indices.clone() {
@@ -114,9 +116,15 @@ fn encode_o1(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone) -> E
     }
     let mut buf = Vec::with_capacity(nums + bytes);
     let put = |buf: &mut Vec<u8>, x: f64| buf.extend_from_slice(&x.to_le_bytes());
-    put(&mut buf, call.now_us.unwrap_or(0) as f64);
     put(&mut buf, call.cost as f64);
-    put(&mut buf, keys as f64);
+    // A time of 0 is the server's, as for decide.lua.
+    match call.now_us {
+        Some(now) if now != 0 => {
+            put(&mut buf, -1.0 - keys as f64);
+            put(&mut buf, now as f64);
+        }
+        _ => put(&mut buf, keys as f64),
+    }
     for i in indices.clone() {
         let limit = &call.limits[i];
         // The script decides the three buckets alike (one admission rule).

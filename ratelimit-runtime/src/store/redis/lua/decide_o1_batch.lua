@@ -11,14 +11,16 @@
 -- it decides: the EVALSHA's dispatch, the reply, and TIME.
 --
 -- KEYS     every call's keys (one HASH per limit), call after call.
--- ARGV[1] every number of the batch, little-endian doubles, as decide_sw_batch.lua takes them:
---          the call count (not read here), then per call: now (0 = the server's TIME, read once
---          for the batch), cost, its key count m (its m keys follow the previous call's in
---          KEYS), then per limit: algorithm (1 fw, 2 swc, 3 tb, lb or gcra, which decide alike),
---          rule count n, burst (0 = count), n x (window µs, or minus its months, count), longest
---          window first. One argument, not one per number: each argument costs the server about
---          1 000 instructions to receive and each text number a strtod to convert (under
---          callgrind, 5 300 instructions per one-rule decision in all).
+-- ARGV[1] every number of the batch, little-endian doubles (as decide_sw_batch.lua takes its
+--          own): the call count (not read here), then per call: cost, its key count m (its m
+--          keys follow the previous call's in KEYS), or -1 - m when the caller gives the call's
+--          time, which follows (µs; else the call takes the server's TIME, read once for the
+--          batch: a time not sent is a number the server neither unpacks nor reads, about 500
+--          instructions a decision), then per limit: algorithm (1 fw, 2 swc, 3 tb, lb or gcra,
+--          which decide alike), rule count n, burst (0 = count), n x (window µs, or minus its
+--          months, count), longest window first. One argument, not one per number: each
+--          argument costs the server about 1 000 instructions to receive and each text number a
+--          strtod to convert (under callgrind, 5 300 instructions per one-rule decision in all).
 -- Returns per call, concatenated in call order, 48 bytes (decide.lua's answer without `why`):
 -- struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now), or for an admission
 -- reported by the first limit's first rule the 24 bytes struct.pack('<ddd', -1 - remaining,
@@ -115,7 +117,7 @@ local server_now, server_text, time_text = false, false, false
 -- The replies of a batch of several calls, as numbers: packed by one struct.pack at the end, not
 -- a string per call joined by table.concat (each string costs the server its interning and each
 -- byte two copies). They are kept in A itself, whose numbers they replace once read: a call
--- takes at least 8 numbers and answers at most 6, so the k replies so far never reach a number
+-- takes at least 7 numbers and answers at most 6, so the k replies so far never reach a number
 -- not yet read, and no table is grown for them. A batch of one answers without them.
 local k = 0
 -- The numbers, unpacked at once: one C call for the batch, not one per call (Lua's C stack takes
@@ -140,8 +142,13 @@ local pos, base = 1, 0
 -- The expiry's grid of the last limit's longest window (o1_limit.lua).
 local grid_w, grid, grid_us = false, 0, 0
 while pos <= last do
-  local now = A[pos]
-  if now == 0 then
+  local cost, m = A[pos], A[pos + 1]
+  local now
+  if m < 0 then
+    m = -1 - m
+    now = A[pos + 2]
+    pos = pos + 3
+  else
     -- parts/server_time.lua
     -- The server's clock, read once per run into server_now (µs): the calls of a batch that ask for
     -- it share one reading (false until read). A script that stores now as a score (the sliding
@@ -162,9 +169,8 @@ while pos <= last do
       end
     end
     now = server_now
+    pos = pos + 2
   end
-  local cost, m = A[pos + 1], A[pos + 2]
-  pos = pos + 3
   -- parts/decision.lua
   -- The call's decision, built rule by rule (verdict.lua merges each rule's verdict into it):
   -- allowed (1/0), the limit and rule it reports (at_g, at_r, 1-based; 0: none yet), the
