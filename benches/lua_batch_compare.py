@@ -6,8 +6,10 @@
 #     python3 benches/lua_batch_compare.py OLD.lua NEW.lua [seed, default 7] [batches, default 3000]
 #     git show main:ratelimit-runtime/src/store/redis/lua/decide_o1_batch.lua > /tmp/old.lua
 #
-# Every call gives its time. OLD_SENDS_NOW=1: OLD takes the numbers as before 2026-11-28's third
-# pass (each call's time first, then cost and key count; NEW as now: cost, -1 - key count, time).
+# Every call gives its time. OLD_SENDS_NOW=1: OLD takes the numbers and answers as before
+# 2026-11-28's third pass (each call's time first, then cost and key count; a batch's replies
+# each with its time), NEW as now (cost, -1 - key count, time; a batch of several answers each
+# call without its time, then the server's); NEW's replies are compared in OLD's form.
 #
 # Needs redis-server (7 or later: PEXPIRETIME).
 import os, random, socket, struct, subprocess, sys, time, tempfile
@@ -70,6 +72,15 @@ try:
         pay_old = struct.pack("<%dd" % len(old_nums), *old_nums)
         ra = cmd("EVALSHA", sha_old, len(keys), *["a:" + k for k in keys], pay_old)
         rb = cmd("EVALSHA", sha_new, len(keys), *["b:" + k for k in keys], pay)
+        if os.environ.get("OLD_SENDS_NOW") == "1" and b > 1:
+            # Each call's reply with its time put back (its first value < 0: 2 doubles, else 5).
+            assert struct.unpack("<d", rb[-8:])[0] == 0, "no call took the server's time"
+            body, out = rb[:-8], b""
+            for s in starts:
+                n = 16 if struct.unpack("<d", body[:8])[0] < 0 else 40
+                out += body[:n] + struct.pack("<d", nums[s + 2]); body = body[n:]
+            assert body == b"", (it, rb)
+            rb = out
         assert ra == rb, (it, ra, rb)
         checked += b
     # the stored states and expiries equal, key by key

@@ -16,11 +16,13 @@
 --          months, count), longest window first. One argument, not one per number: each
 --          argument costs the server about 1 000 instructions to receive and each text number a
 --          strtod to convert (under callgrind, 5 300 instructions per one-rule decision in all).
--- Returns per call, concatenated in call order, 48 bytes (decide.lua's answer without `why`):
+-- Returns, for a lone call, 48 bytes (decide.lua's answer without `why`):
 -- struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now), or for an admission
 -- reported by the first limit's first rule the 24 bytes struct.pack('<ddd', -1 - remaining,
--- reset_us, now), as decide_sw_batch.lua answers (each byte of a reply costs the server about
--- 20 instructions to pack).
+-- reset_us, now), as decide_sw_batch.lua answers. For several calls, per call in call order the
+-- same without now (40 or 16 bytes), then the server's time (µs, 0 if no call took it): the
+-- caller knows the time it gave a call (each double of a reply costs the server a table write
+-- and about 20 instructions a byte to pack).
 
 -- Globals are table lookups: locals are cheaper.
 local KEYS, ARGV, redis, unpack, string, struct = KEYS, ARGV, redis, unpack, string, struct
@@ -36,8 +38,9 @@ local server_now, server_text, time_text = false, false, false
 -- The replies of a batch of several calls, as numbers: packed by one struct.pack at the end, not
 -- a string per call joined by table.concat (each string costs the server its interning and each
 -- byte two copies). They are kept in A itself, whose numbers they replace once read: a call
--- takes at least 7 numbers and answers at most 6, so the k replies so far never reach a number
--- not yet read, and no table is grown for them. A batch of one answers without them.
+-- takes at least 7 numbers and answers at most 5 (and the batch's time is written last), so
+-- the k replies so far never reach a number not yet read, and no table is grown for them. A
+-- batch of one answers without them.
 local k = 0
 -- The numbers, unpacked at once: one C call for the batch, not one per call (Lua's C stack takes
 -- about 8 000 results; a batch past 4 000 numbers is unpacked one at a time).
@@ -112,16 +115,20 @@ while pos <= last do
 
   if allowed == 1 and at_g == 1 and at_r == 1 then
     if pos > last and k == 0 then return struct.pack('<ddd', -1 - remaining, reset, now) end
-    A[k + 1], A[k + 2], A[k + 3] = -1 - remaining, reset, now
-    k = k + 3
+    A[k + 1] = -1 - remaining
+    A[k + 2] = reset
+    k = k + 2
   else
     if pos > last and k == 0 then
       return struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
     end
-    A[k + 1], A[k + 2], A[k + 3], A[k + 4], A[k + 5], A[k + 6] = allowed, at_g, at_r, remaining, reset, now
-    k = k + 6
+    A[k + 1], A[k + 2], A[k + 3], A[k + 4], A[k + 5] = allowed, at_g, at_r, remaining, reset
+    k = k + 5
   end
 end
+-- The server's time the calls without their own took (0: none did), once for the batch.
+k = k + 1
+A[k] = server_now or 0
 -- Packed 4 000 at a time at most: Lua's C stack takes about 8 000 values.
 if k <= 4000 then return struct.pack('<' .. doubles(k), unpack(A, 1, k)) end
 local out = {}
