@@ -398,7 +398,7 @@ async fn sliding_keys_expire_after_their_newest_unit_leaves() {
         };
         if let Ok(p) = permit {
             kept.push(p);
-            // An admission trims what left the longest window (a refusal writes nothing).
+            // Every call trims what left the longest window, and an admission leaves no older unit.
             let oldest: Vec<(Vec<u8>, f64)> = con.zrange_withscores(&key, 0, 0).unwrap();
             if let Some((_, oldest)) = oldest.first() {
                 assert!(*oldest as u64 > at - long, "call {i}: a unit of {oldest}µs is left in the log at {at}µs");
@@ -434,6 +434,49 @@ async fn sliding_keys_expire_after_their_newest_unit_leaves() {
         limiter("ttl::sliding_busy", redis_store(&server), Algorithm::SlidingWindow, &[rule(60_000, 1_000_000)], None);
     let moves = expiry_moves_in_200_admissions(&mut con, &busy).await;
     assert!(moves <= 2, "{moves} PEXPIREAT for 200 decisions");
+}
+
+/// A refused call trims what left the window too, so it must move the key's expiry as an
+/// admission's trim does: a later admission that finds nothing to trim moves nothing, and its
+/// unit would otherwise outlive the key. Both scripts: one limit (a batch of one) and with a
+/// second limit (the general script).
+#[tokio::test]
+async fn a_refusal_that_trims_moves_the_expiry() {
+    let server = RedisServer::start();
+    let mut con = server.client();
+    let long = 2_000_000u64;
+    for (name, second) in [("ttl::refused_trim", false), ("ttl::refused_trim_general", true)] {
+        let mut builder = Limiter::builder(name)
+            .limit(Limit::new(LimitType::Global, [rule(long / 1000, 2)]).algorithm(Algorithm::SlidingWindow));
+        if second {
+            builder = builder.limit(Limit::new(LimitType::User, [rule(1000, 1_000_000)]).algorithm(Algorithm::Gcra));
+        }
+        let limiter = builder.store(redis_store(&server)).refusal_cache(false).build().unwrap();
+        let subjects: Vec<Subject> =
+            if second { vec![Subject::global(), Subject::bytes(&b"u"[..])] } else { vec![Subject::global()] };
+        let key = format!("{}{{{name}|global|}}:sw:2sx2", ratelimit::store::DEFAULT_PREFIX);
+        // Ahead of the server's clock, so that nothing expires in real time meanwhile.
+        let t0 =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64 + 1_000_000;
+        // The first unit moves the expiry (an empty log) to t0 + 2 windows; the second stays.
+        limiter.check(&subjects).at(support::at(t0)).await.unwrap();
+        limiter.check(&subjects).at(support::at(t0 + long * 9 / 10)).await.unwrap();
+        // The first unit leaves: trimmed by a call refused (a cost of 2 where 1 is left).
+        let refused = limiter.check(&subjects).cost(2).at(support::at(t0 + long * 12 / 10)).await;
+        assert!(refused.is_err(), "{name}: a cost of 2 with one unit in a window of 2 is refused");
+        let left: u64 = con.zcard(&key).unwrap();
+        assert_eq!(left, 1, "{name}: the refusal trimmed the unit that left the window ({key:?})");
+        // Nothing leaves here and the log is not empty: this admission moves no expiry.
+        let last = t0 + long * 16 / 10;
+        limiter.check(&subjects).at(support::at(last)).await.unwrap();
+        let expires_ms: i64 = redis::cmd("PEXPIRETIME").arg(&key).query(&mut con).unwrap();
+        assert!(expires_ms > 0, "{name}: {key:?} has no expiry ({expires_ms})");
+        assert!(
+            expires_ms as u64 * 1000 >= last + long,
+            "{name}: expires at {expires_ms}ms, a unit counts until {}µs",
+            last + long
+        );
+    }
 }
 
 /// The key of `o1_keys_expire_when_their_state_stops_mattering`'s limit of `alg`.

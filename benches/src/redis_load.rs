@@ -7,6 +7,7 @@ use ratelimit::{
 };
 use redis::aio::MultiplexedConnection;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -80,6 +81,20 @@ struct Ctx {
     seed_sha: String,
     lib1: Limiter,
     ips: Vec<IpAddr>,
+    /// The second octet of the subjects' IPs (0 unless the sweep set another): a fresh block of
+    /// subjects, whose logs hold no earlier point's calls.
+    block: AtomicU8,
+}
+
+/// The `i`-th of the current block's subjects.
+fn subject(ctx: &Ctx, i: usize) -> IpAddr {
+    match ctx.ips[i % SUBJECTS] {
+        IpAddr::V4(ip) => {
+            let [a, _, c, d] = ip.octets();
+            IpAddr::from([a, ctx.block.load(Ordering::Relaxed), c, d])
+        }
+        ip => ip,
+    }
 }
 
 fn now_ms() -> u64 {
@@ -90,7 +105,7 @@ async fn seed(ctx: &Ctx, rules: usize, i: usize) {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(&ctx.seed_sha).arg(rules);
     for w in &WINDOWS_MS[..rules] {
-        cmd.arg(format!("seed:{}:{w}", ctx.ips[i % SUBJECTS]));
+        cmd.arg(format!("seed:{}:{w}", subject(ctx, i)));
     }
     cmd.arg(now_ms()).arg(uuid::Uuid::new_v4().to_string());
     for w in &WINDOWS_MS[..rules] {
@@ -101,7 +116,7 @@ async fn seed(ctx: &Ctx, rules: usize, i: usize) {
 }
 
 async fn call(ctx: &Ctx, v: Variant, i: usize) {
-    let ip = ctx.ips[i % SUBJECTS];
+    let ip = subject(ctx, i);
     match v {
         Variant::Ping => {
             let _: String = redis::cmd("PING").query_async(&mut ctx.conn.clone()).await.expect("ping");
@@ -146,7 +161,17 @@ pub fn profile(server: &RedisServer) {
             for _ in 0..rounds {
                 let mut rates = Vec::new();
                 for &v in variants {
-                    rates.push(throughput(&ctx, v, c, run).await);
+                    let (client, server) = (process_cpu_us(), redis_cpu_us(&ctx).await);
+                    let rate = throughput(&ctx, v, c, run).await;
+                    let calls = rate * run.as_secs_f64();
+                    // CPU per call: this process (callers, connection, library) and Redis.
+                    println!(
+                        "{c} callers, {}: CPU µs per call: here {:.2}, Redis {:.2}",
+                        v.label(),
+                        (process_cpu_us() - client) / calls,
+                        (redis_cpu_us(&ctx).await - server) / calls
+                    );
+                    rates.push(rate);
                 }
                 if let [ours, seed] = rates[..] {
                     ratios.push(ours / seed);
@@ -181,7 +206,7 @@ async fn context(server: &RedisServer) -> Arc<Ctx> {
         .build()
         .expect("limiter");
     let ips = (0..SUBJECTS).map(|i| IpAddr::from([10, 0, (i / 256) as u8, (i % 256) as u8])).collect();
-    Arc::new(Ctx { conn, seed_sha, lib1, ips })
+    Arc::new(Ctx { conn, seed_sha, lib1, ips, block: AtomicU8::new(0) })
 }
 
 async fn run_async(server: &RedisServer, report: &mut Report) {
@@ -341,20 +366,50 @@ pub fn sweep(
             }
         }
         let mut figures = vec![vec![Vec::new(); callers.len()]; variants.len()];
+        // Each point, and each round of the p50 below, on subjects of its own, the same number
+        // for both series: a log keeps a minute of calls, so on shared subjects the series that
+        // made more calls in the minute before (ours, at 64 and 256 callers) would trim more
+        // units per call at the next point, a cost of its earlier speed, not of this point.
+        let mut block = 0u8;
+        let mut fresh = || {
+            block += 1;
+            ctx.block.store(block, Ordering::Relaxed);
+        };
         for _ in 0..rounds {
             for (k, &c) in callers.iter().enumerate() {
-                for (s, &(v, _)) in variants.iter().enumerate() {
-                    figures[s][k].push(throughput(&ctx, v, c as usize, run).await);
+                fresh();
+                // A round's `run` per variant, in SLICES turns: on a shared 2-core machine the
+                // speed of both drifts over seconds, and turns a fifth as long expose the two to
+                // the same drift (one turn each read up to ±15 % apart on the same build).
+                let mut done = vec![(0.0, 0.0); variants.len()];
+                for _ in 0..SLICES {
+                    for (s, &(v, _)) in variants.iter().enumerate() {
+                        let (calls, secs) = calls_in(&ctx, v, c as usize, run / SLICES).await;
+                        done[s].0 += calls;
+                        done[s].1 += secs;
+                    }
+                }
+                for (s, (calls, secs)) in done.into_iter().enumerate() {
+                    figures[s][k].push(calls / secs);
                 }
             }
         }
         let mut p50 = [Vec::new(), Vec::new()];
         let mut switches = [0.0; 2];
         for _ in 0..rounds {
-            for (s, &(v, _)) in variants.iter().enumerate() {
-                let before = thread_switches();
-                p50[s].push(task_latency_p50(&ctx, v, 2000).await);
-                switches[s] += (thread_switches() - before) as f64 / (2000 * rounds) as f64;
+            fresh();
+            // 2000 calls per series, in turns of 200 (as the points' slices, for the same drift).
+            let mut us = [Vec::new(), Vec::new()];
+            for turn in 0..10 {
+                for (s, &(v, _)) in variants.iter().enumerate() {
+                    let before = thread_switches();
+                    us[s].extend(task_latencies(&ctx, v, turn * 200, 200).await);
+                    switches[s] += (thread_switches() - before) as f64 / (2000 * rounds) as f64;
+                }
+            }
+            for (s, mut us) in us.into_iter().enumerate() {
+                us.sort_by(f64::total_cmp);
+                p50[s].push(us[us.len() / 2]);
             }
         }
         let [ours, seed] = p50.map(Figure::of);
@@ -417,12 +472,13 @@ fn thread_switches() -> u64 {
         .sum()
 }
 
-/// The median µs of `n` calls one after another, from one task spawned on the runtime.
-async fn task_latency_p50(ctx: &Arc<Ctx>, v: Variant, n: usize) -> f64 {
+/// The µs of each of `n` calls one after another (subjects `from` on), from one task spawned on
+/// the runtime.
+async fn task_latencies(ctx: &Arc<Ctx>, v: Variant, from: usize, n: usize) -> Vec<f64> {
     let ctx = ctx.clone();
-    let mut us = tokio::spawn(async move {
+    tokio::spawn(async move {
         let mut us = Vec::with_capacity(n);
-        for i in 0..n {
+        for i in from..from + n {
             let start = Instant::now();
             call(&ctx, v, i).await;
             us.push(start.elapsed().as_secs_f64() * 1e6);
@@ -430,12 +486,19 @@ async fn task_latency_p50(ctx: &Arc<Ctx>, v: Variant, n: usize) -> f64 {
         us
     })
     .await
-    .expect("task");
-    us.sort_by(f64::total_cmp);
-    us[us.len() / 2]
+    .expect("task")
 }
 
+/// Turns per variant in one round of a sweep point.
+const SLICES: u32 = 5;
+
 async fn throughput(ctx: &Arc<Ctx>, v: Variant, callers: usize, run: Duration) -> f64 {
+    let (calls, secs) = calls_in(ctx, v, callers, run).await;
+    calls / secs
+}
+
+/// The calls `callers` tasks complete in about `run`, and the seconds they took.
+async fn calls_in(ctx: &Arc<Ctx>, v: Variant, callers: usize, run: Duration) -> (f64, f64) {
     let deadline = Instant::now() + run;
     let started = Instant::now();
     let tasks: Vec<_> = (0..callers)
@@ -455,7 +518,27 @@ async fn throughput(ctx: &Arc<Ctx>, v: Variant, callers: usize, run: Duration) -
     for t in tasks {
         total += t.await.expect("task");
     }
-    total as f64 / started.elapsed().as_secs_f64()
+    (total as f64, started.elapsed().as_secs_f64())
+}
+
+/// This process's CPU time so far (user and system, every thread), in µs (Linux; 0 elsewhere).
+fn process_cpu_us() -> f64 {
+    // Fields 14 and 15 of /proc/self/stat, after the command name's closing parenthesis, in
+    // clock ticks of 10 ms (USER_HZ is 100 on Linux).
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    let Some((_, rest)) = stat.rsplit_once(')') else { return 0.0 };
+    let f: Vec<f64> = rest.split_whitespace().skip(11).take(2).filter_map(|x| x.parse().ok()).collect();
+    f.iter().sum::<f64>() * 10_000.0
+}
+
+/// Redis's CPU time so far (user and system), in µs.
+async fn redis_cpu_us(ctx: &Ctx) -> f64 {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(&mut ctx.conn.clone()).await.expect("info");
+    info.lines()
+        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
+        .filter_map(|l| l.split_once(':').and_then(|(_, v)| v.trim().parse::<f64>().ok()))
+        .sum::<f64>()
+        * 1e6
 }
 
 /// (µs of server time per decision, EVALSHA calls per decision).

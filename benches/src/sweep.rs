@@ -6,7 +6,7 @@
 //! as section 2); in-memory series in a child process whose global store is memory, each caller
 //! an OS thread (so past the machine's cores they show contention, not more throughput). Each
 //! point is the median of `ROUNDS` rounds of `RUN` (`REDIS_ROUNDS` for Redis), the series
-//! interleaved within a round.
+//! interleaved within a round (on Redis, each round's `RUN` in five turns per series).
 //!
 //! Another series joins by pushing one more [`Series`] into the list [`run`] returns before
 //! [`write`] draws it (e.g. a hot key in sync mode, measured at [`CALLERS`]).

@@ -70,11 +70,12 @@ for c = 1, calls do
   local allowed, at_g, at_r, retry, remaining, reset = 1, 0, 0, 0, -1, 0
   -- parts/sliding_memo.lua
   -- What sliding_check.lua notes about each sliding-window limit for sliding_commit.lua, once per
-  -- call: its longest window (µs), which bounds what its log keeps and when it expires, and what
-  -- its commit trims and whether it moves the key's expiry. The first limit's in locals, the
-  -- others' in tables made only for them (a table costs the server about 1 400 instructions).
-  local longest1, longest, leaving1, leaving = 0, false, 0, false
-  -- The units in the log of the limit being checked (counted at its first rule).
+  -- call: its longest window (µs), which bounds what its log keeps and when it expires, and
+  -- whether its log was empty (then the commit's ZADD makes the key, and its expiry is set after
+  -- it). The first limit's in locals, the others' in tables made only for them (a table costs the
+  -- server about 1 400 instructions).
+  local longest1, longest, empty1, empty = 0, false, false, false
+  -- The units in the log of the limit being checked (counted at its first rule, once trimmed).
   local card = 0
   -- Whether the call has one limit of one rule (then an admission answers the short form).
   local single = false
@@ -90,28 +91,42 @@ for c = 1, calls do
       -- first): what the call would leave in the window. Reads: key, g, r, w (µs), count, now, cost,
       -- format, card and the memo (sliding_memo.lua). Sets: left, wait and rst, the rule's verdict
       -- (see verdict.lua).
-      -- What is in this window: the log's units less those before it (scores are whole µs, so the
-      -- units after now - w are those counted). Both counts are cheap: ZCARD is O(1), and a range
-      -- from -inf ends near the log's oldest unit. ZCOUNT of the window itself, up to +inf, walks the
-      -- skip list down to its newest unit, which cost the server about 0.4 µs more per rule on a log
-      -- of 700 units. The log is trimmed only when a call is admitted (sliding_commit): a refused call
-      -- writes nothing.
-      if r == 1 then card = redis.call('ZCARD', key) end
-      local before = redis.call('ZCOUNT', key, '-inf', format('%d', now - w))
-      local used = card - before
+      -- What is in this window (scores are whole µs, so the units after now - w are those counted).
+      -- At the longest window, the first rule, the units at or before its start count in no window
+      -- of this limit: they are trimmed first, whatever the decision, and the log's size (ZCARD,
+      -- O(1)) is then the window's count. Trimming first saves a busy log a count on every call:
+      -- counting before the window and trimming it after an admission took one more command. At a
+      -- shorter window, the units at or before its start are counted from -inf, which ends near the
+      -- log's oldest unit (a count of the window itself, up to +inf, walks the skip list down to its
+      -- newest unit: about 0.4 µs more per rule on a log of 700 units).
+      local before = 0
       if r == 1 then
-        -- What the commit does to this log: the units before the longest window leave it, and the
-        -- key's expiry moves when some leave or the window held none. Kept in one number: how many
-        -- leave, or -1 less that when the window held none.
-        local leave = before
-        if used == 0 then leave = -1 - before end
-        if g == 1 then
-          longest1, leaving1 = w, leave
-        else
-          if not longest then longest, leaving = {}, {} end
-          longest[g], leaving[g] = w, leave
+        local gone = redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w))
+        card = redis.call('ZCARD', key)
+        -- Units left the log: its expiry moves to two windows after now (in whole ms, rounded up, and
+        -- one more), refused or not. Every unit still counts when its key expires: the move before
+        -- this one, at m, set m + 2L; a unit added at t needs t + L, so only units added after m + L
+        -- need a move, and the first call after m + L finds the units that were in the log at m
+        -- leaving it (every trim moves the expiry, so none left unseen), or the log empty, and the
+        -- commit of an admission into an empty log moves it (sliding_commit.lua). A refund that
+        -- removes units moves it to two windows after the newest unit left (sliding_release.lua). A
+        -- busy key whose units leave on every call moves it on every call; one whose units stay in
+        -- the window (a long window) about once per window. An emptied log is a deleted key: nothing
+        -- to move.
+        if gone > 0 and card > 0 then
+          local ms = now + 2 * w + 1999
+          redis.call('PEXPIREAT', key, format('%d', (ms - ms % 1000) / 1000))
         end
+        if g == 1 then
+          longest1, empty1 = w, card == 0
+        else
+          if not longest then longest, empty = {}, {} end
+          longest[g], empty[g] = w, card == 0
+        end
+      else
+        before = redis.call('ZCOUNT', key, '-inf', format('%d', now - w))
       end
+      local used = card - before
       -- The rule's quota is whole again when this call's units leave it: the reset is a window.
       local left, wait, rst = count - used - cost, w, w
       if left < 0 and cost <= count then
@@ -143,29 +158,19 @@ for c = 1, calls do
     for g = 1, keys do
       local key = KEYS[base + g]
       -- parts/sliding_commit.lua
-      -- One sliding-window limit's commit, once the call is admitted: what left the longest window
-      -- goes, a unique member per unit comes, and the key's expiry moves when needed. Reads: key, g,
-      -- now, now_text, cost, member, format and the memo (sliding_memo.lua).
-      local l, leave = longest1, leaving1
-      if g > 1 then l, leave = longest[g], leaving[g] end
-      -- The units before the window were counted by sliding_check, in this same run: none, no trim.
-      local gone = leave
-      if leave < 0 then gone = -1 - leave end
-      if gone > 0 then redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - l)) end
+      -- One sliding-window limit's commit, once the call is admitted: a unique member per unit comes
+      -- (sliding_check.lua trimmed what left the longest window, and moved the key's expiry if any
+      -- did). Reads: key, g, now, now_text, cost, member, format and the memo (sliding_memo.lua).
       if cost == 1 then
         redis.call('ZADD', key, now_text, member)
       else
         for i = 1, cost do redis.call('ZADD', key, now_text, member .. ':' .. i) end
       end
-      -- The expiry moves to two windows after now (in whole ms, rounded up, and one more), and only
-      -- when units left the window here or the log was empty. Every unit still counts when its key
-      -- expires: the admission that last moved the expiry, at r, set r + 2L; an admission at t needs
-      -- t + L, so only one after r + L needs a move, and the first such finds r's units leaving the
-      -- window (refused calls trim nothing, so no unit leaves unseen), or the log empty. A refund that
-      -- removes r's units moves the expiry to two windows after the newest unit left, which then
-      -- plays r's part (sliding_release.lua). A busy key whose units leave on every call moves it on
-      -- every call; one whose units stay in the window (a long window) moves it about once per window.
-      if leave ~= 0 then
+      -- Into an empty log, the ZADD made the key: its expiry is two windows after now, as a trim sets
+      -- it (the reasons are sliding_check.lua's).
+      local l, fresh = longest1, empty1
+      if g > 1 then l, fresh = longest[g], empty[g] end
+      if fresh then
         local ms = now + 2 * l + 1999
         redis.call('PEXPIREAT', key, format('%d', (ms - ms % 1000) / 1000))
       end
