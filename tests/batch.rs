@@ -350,7 +350,7 @@ async fn coalesced_o1_calls_refund_at_the_time_they_were_admitted() {
     let mut con = server.client();
     for pinned in [false, true] {
         let limiter = Arc::new(
-            Limiter::builder(&format!("batch::refund::{pinned}"))
+            Limiter::builder(format!("batch::refund::{pinned}"))
                 .limit(
                     Limit::new(LimitType::Global, [Rule::from_millis(86_400_000, LIMIT).unwrap()])
                         .algorithm(Algorithm::Gcra),
