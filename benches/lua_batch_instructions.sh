@@ -29,8 +29,8 @@ port, sha, n, b = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[
 sock = socket.create_connection(("127.0.0.1", port))
 replies = sock.makefile("rb")
 rnd = random.Random(1)
-# now (0: TIME), cost, key count; GCRA (3), one rule, no burst, an hour, 10^9.
-call = struct.pack("<dddddddd", 0, 1, 1, 3, 1, 0, 3600000000, 1000000000)
+# cost, key count (no time: the server's); GCRA (3), one rule, no burst, an hour, 10^9.
+call = struct.pack("<ddddddd", 1, 1, 3, 1, 0, 3600000000, 1000000000)
 for _ in range(n):
     keys = [b"rl:g:{10.2.%d}" % rnd.randrange(1000) for _ in range(b)]
     parts = [b"EVALSHA", sha.encode(), b"%d" % b] + keys + [struct.pack("<d", b) + call * b]

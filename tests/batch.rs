@@ -335,3 +335,70 @@ async fn a_batch_of_mixed_o1_calls_decides_each_as_alone() {
     let redis: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
     compare_with_definitions(&server, &redis, o1_specs()).await;
 }
+
+/// Concurrent GCRA calls, coalesced, each refunded once admitted: every refund finds the time its
+/// call was admitted at (the batch's server time, or the call's own pinned time, which a batch
+/// of several calls does not send back), so all `LIMIT` units come back and as many calls pass
+/// again. A call on the server's time given a wrong admission time would refund nothing (its
+/// units look drained); a pinned call is refunded at its admission time, whatever it is, so a
+/// wrong one shows in the unit test of the reply's parsing instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coalesced_o1_calls_refund_at_the_time_they_were_admitted() {
+    const LIMIT: u64 = 200;
+    let server = RedisServer::start();
+    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(5)).unwrap());
+    let mut con = server.client();
+    for pinned in [false, true] {
+        let limiter = Arc::new(
+            Limiter::builder(format!("batch::refund::{pinned}"))
+                .limit(
+                    Limit::new(LimitType::Global, [Rule::from_millis(86_400_000, LIMIT).unwrap()])
+                        .algorithm(Algorithm::Gcra),
+                )
+                .store(store.clone())
+                .refusal_cache(false)
+                .build()
+                .unwrap(),
+        );
+        // Pinned at the test's time: the refunds, at the server's, come a moment later (a refund
+        // never takes the bucket back before its own time, so the second round is pinned an
+        // hour on, when the bucket is full again whatever that moment was).
+        let start = std::time::SystemTime::now();
+        reset_stats(&mut con);
+        for round in 0..2u64 {
+            let at = pinned.then(|| start + Duration::from_secs(3600 * round));
+            let tasks: Vec<_> = (0..TASKS)
+                .map(|_| {
+                    let limiter = limiter.clone();
+                    tokio::spawn(async move {
+                        let mut admitted = 0u64;
+                        let global = [Subject::global()];
+                        for _ in 0..CALLS {
+                            let check = limiter.check(&global);
+                            let decided = match at {
+                                Some(at) => check.at(at).await,
+                                None => check.await,
+                            };
+                            if let Ok(permit) = decided {
+                                admitted += 1;
+                                if round == 0 {
+                                    permit.refund().await.unwrap();
+                                }
+                            }
+                        }
+                        admitted
+                    })
+                })
+                .collect();
+            let mut admitted = 0;
+            for t in tasks {
+                admitted += t.await.unwrap();
+            }
+            let expected = if round == 0 { (TASKS * CALLS) as u64 } else { LIMIT };
+            assert_eq!(admitted, expected, "pinned {pinned}, round {round}: every refund returned its units");
+        }
+        // Two rounds of checks and the first round's refunds (which are not coalesced).
+        let (runs, calls) = (evalsha_runs(&mut con), (TASKS * CALLS) as u64);
+        assert!(runs < 2 * calls, "pinned {pinned}: {runs} script runs for {calls} refunds and twice as many checks");
+    }
+}

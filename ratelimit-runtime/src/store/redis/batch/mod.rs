@@ -254,7 +254,8 @@ async fn send<L: Link>(link: &L, batch: Vec<Entry>, timeout: Duration) {
     // One `EVALSHA` of the batch script (loaded again on `NOSCRIPT`), answered with its reply.
     let run = Run((command(batch.iter().map(|e| &e.call), kind), kind.script()));
     let answer = io::timeout(timeout, link.send(&run)).await;
-    match answer.and_then(|a| split(&a, batch.len())) {
+    let times: Vec<Option<u64>> = batch.iter().map(|e| e.call.now).collect();
+    match answer.and_then(|a| split(&a, kind, &times)) {
         Ok(replies) => {
             for (entry, reply) in batch.into_iter().zip(replies) {
                 // A caller that gave up has dropped its end.

@@ -267,7 +267,10 @@ while true do
               allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
             end
           elseif allowed == 1 and (remaining < 0 or left < remaining) then
-            at_g, at_r, remaining, reset = g, r, left, rst
+            at_g = g
+            at_r = r
+            remaining = left
+            reset = rst
           end
         else
           writes[g] = lease
@@ -302,7 +305,10 @@ while true do
                 allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
               end
             elseif allowed == 1 and (remaining < 0 or left < remaining) then
-              at_g, at_r, remaining, reset = g, r, left, rst
+              at_g = g
+              at_r = r
+              remaining = left
+              reset = rst
             end
           end
         end
@@ -340,20 +346,20 @@ while true do
         -- remaining and reset (µs) per rule to statuses.
         -- Each is compared as a number first (the batch's case, one comparison), then as text.
         local alg, n, burst = A[pos], A[pos + 1], A[pos + 2]
-        if n ~= 1 then
-          if n == '1' then n = 1 else n = n + 0 end
-        end
         if burst == 0 or burst == '0' then burst = false else burst = burst + 0 end
         pos = pos + 3
         local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
-        local swc = alg == 2 or alg == 'swc'
+        -- (A comparison of two numbers costs the server a C call: swc is not compared for a bucket.)
+        local swc = not bucket and (alg == 2 or alg == 'swc')
         if not (bucket or swc or alg == 1 or alg == 'fw') then
           return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg))
         end
         local v
-        if n == 1 then
+        if n == 1 or n == '1' then
+          n = 1
           v = rcall('HGET', key, '1')
         else
+          n = n + 0
           local fields = {}
           for r = 1, n do fields[r] = r .. '' end
           v = rcall('HMGET', key, unpack(fields))
@@ -380,6 +386,8 @@ while true do
           local cap = burst or count
           local s = v
           if n > 1 then s = v[r] end
+          -- nil until the rule's part sets them: held and state stay nil when there is none (one
+          -- instruction for all six, where setting them to false took three more).
           local left, wait, rst, till, held, state
           if bucket then
             -- parts/bucket.lua
@@ -397,25 +405,30 @@ while true do
             -- false), and the stored state s (a 16-byte string, or false; 32 bytes when written under an
             -- override: e, f and the rule's w and count). Sets: left (remaining after the
             -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
-            -- again), till (when the new state stops mattering), held (when the stored one did, or false),
-            -- state (the new one, packed; false: nothing to write).
+            -- again), till (when the new state stops mattering), held (when the stored one did; left nil
+            -- if there is none) and state (the new one, packed; left nil: nothing to write). Each is set by
+            -- a statement of its own where it counts: Lua assigns several locals at once through
+            -- temporaries, an instruction more per value.
             local rq = w % count
             local q = (w - rq) / count
             local e, f, dI, dF = 0, 0, 0, 0
             -- The new state (e, f), when there is one to write.
-            local sE, sF = false, 0
-            held, state = false, false
-            if s and (#s == 16 or #s == 32) then
-              -- The rule the state was kept under: its own (32 bytes), else the limit's, which an
-              -- override keeps the keys of.
-              local w0, n0 = w, count
-              if #s == 32 then
-                e, f, w0, n0 = sunpack('<dddd', s)
-              else
-                e, f = sunpack('<dd', s)
-                if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
-              end
-              if w0 ~= w or n0 ~= count then
+            local sE, sF
+            -- The rule the state was kept under when it may not be this one (w0 nil: it is): its own
+            -- (32 bytes), else the limit's, which an override keeps the keys of. A state of another length
+            -- is none. The usual one (16 bytes, no override) is told by one comparison of numbers: each
+            -- costs the server a C call.
+            local w0, n0
+            if s and #s == 16 then
+              e, f = sunpack('<dd', s)
+              if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
+            elseif s and #s == 32 then
+              e, f, w0, n0 = sunpack('<dddd', s)
+            else
+              s = false
+            end
+            if s then
+              if w0 and (w0 ~= w or n0 ~= count) then
                 -- Carried to this rule (algorithm::carry_level): the units in the bucket, u = (D * n0 + f) /
                 -- w0 with D = e - now, at most cap + count, stay u units: a span of ceil(u * w) / count µs.
                 if e > now or (e == now and f > 0) then
@@ -438,7 +451,10 @@ while true do
               end
               held = e
               if f > 0 then held = e + 1 end
-              if e >= now then dI, dF = e - now, f end
+              if e >= now then
+                dI = e - now
+                dF = f
+              end
             end
             if cost > cap then
               -- Never fits (the caller refuses such a cost before asking), and was never admitted.
@@ -484,7 +500,10 @@ while true do
               else
                 -- D' = D + cost * T = nI + nF / count
                 local nI, nF = dI + cI, dF + cF
-                if nF >= count then nI, nF = nI + 1, nF - count end
+                if nF >= count then
+                  nI = nI + 1
+                  nF = nF - count
+                end
                 rst = nI
                 if nF > 0 then rst = nI + 1 end
                 till = now + rst
@@ -506,7 +525,8 @@ while true do
                   wait = nI - bI - cap * q
                   if nF > bF then wait = wait + 1 end
                 elseif not peek then
-                  sE, sF = now + nI, nF
+                  sE = now + nI
+                  sF = nF
                 end
               end
             end
@@ -528,12 +548,11 @@ while true do
             -- now, at (release: when the call was admitted), cost, more (release: extra units), release, peek, muldiv, and the stored
             -- state s (a 24-byte string, or false). Sets: left (remaining after the call; < 0: refused),
             -- wait (refused: the retry-after), rst (the reset), till (when the new state stops mattering),
-            -- held (when the stored one did, or false), state (the new one, packed; false: nothing to
+            -- held (when the stored one did; left nil if none), state (the new one, packed; left nil: nothing to
             -- write).
             local e = now % w
             local idx = (now - e) / w
             local cur, prev = 0, 0
-            held, state = false, false
             if s and #s == 24 then
               local i, c, p = sunpack('<ddd', s)
               held = (i + 2) * w
@@ -598,7 +617,7 @@ while true do
             -- now, at (release: when the call was admitted), cost, more (release: extra units), release,
             -- peek, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
             -- call; < 0: refused), wait (refused: the retry-after), rst (the reset), till (when the new state
-            -- stops mattering), held (when the stored one did, or false), state (the new one, packed; false:
+            -- stops mattering), held (when the stored one did; left nil if none), state (the new one, packed; left nil:
             -- nothing to write).
             local idx, start, stop
             if w > 0 then
@@ -608,7 +627,6 @@ while true do
               idx, start, stop = month_window(-w, now)
             end
             local cur, same = 0, false
-            held, state = false, false
             if s and #s == 16 then
               local i, c = sunpack('<dd', s)
               if i == idx then
@@ -661,7 +679,10 @@ while true do
                   allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
                 end
               elseif allowed == 1 and (remaining < 0 or left < remaining) then
-                at_g, at_r, remaining, reset = g, r, left, rst
+                at_g = g
+                at_r = r
+                remaining = left
+                reset = rst
               end
             end
             if till and till > newest then newest = till end
@@ -681,17 +702,13 @@ while true do
         if not peek and (newest > now or not release) then
           -- The grid line after the instant (ms, rounded up) the new state stops mattering; unchanged
           -- when the stored state's line is no earlier (a release only lowers the stored state). For
-          -- integers, floor(ceil(t / 1000) / grid) = floor((t + 999) / (1000 * grid)): the lines are
-          -- found in µs with one `%` each (each `%` calls floor; the expiry cost 2 200 instructions a
-          -- decision in ms).
+          -- integers, floor(ceil(t / 1000) / grid) = floor((t + 999) / (1000 * grid)): the line is
+          -- found in µs with one `%` (the expiry cost 2 200 instructions a decision in ms). The new
+          -- line, a multiple of grid_us, is later than the stored one (the last multiple at or before
+          -- was + 999) iff it is later than was + 999: the stored line is not computed.
           local line = newest + 999
           line = line - line % grid_us
-          local stored = false
-          if was then
-            stored = was + 999
-            stored = stored - stored % grid_us
-          end
-          if not stored or line > stored then expiry = line / 1000 + grid end
+          if not was or line > was + 999 then expiry = line / 1000 + grid end
         end
         if n == 1 and set then set = {key, '1', set} end
         if release then
@@ -825,7 +842,10 @@ while true do
                 allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
               end
             elseif allowed == 1 and (remaining < 0 or left < remaining) then
-              at_g, at_r, remaining, reset = g, r, left, rst
+              at_g = g
+              at_r = r
+              remaining = left
+              reset = rst
             end
           end
           writes[g] = true
@@ -852,7 +872,10 @@ while true do
             allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
           end
         elseif allowed == 1 and (remaining < 0 or left < remaining) then
-          at_g, at_r, remaining, reset = g, r, left, rst
+          at_g = g
+          at_r = r
+          remaining = left
+          reset = rst
         end
       end
     end
@@ -889,7 +912,10 @@ if allowed == 0 then
         allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
       end
     elseif allowed == 1 and (remaining < 0 or left < remaining) then
-      at_g, at_r, remaining, reset = g, r, left, rst
+      at_g = g
+      at_r = r
+      remaining = left
+      reset = rst
     end
   end
 end

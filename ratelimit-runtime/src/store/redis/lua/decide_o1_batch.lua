@@ -11,19 +11,23 @@
 -- it decides: the EVALSHA's dispatch, the reply, and TIME.
 --
 -- KEYS     every call's keys (one HASH per limit), call after call.
--- ARGV[1] every number of the batch, little-endian doubles, as decide_sw_batch.lua takes them:
---          the call count (not read here), then per call: now (0 = the server's TIME, read once
---          for the batch), cost, its key count m (its m keys follow the previous call's in
---          KEYS), then per limit: algorithm (1 fw, 2 swc, 3 tb, lb or gcra, which decide alike),
---          rule count n, burst (0 = count), n x (window µs, or minus its months, count), longest
---          window first. One argument, not one per number: each argument costs the server about
---          1 000 instructions to receive and each text number a strtod to convert (under
---          callgrind, 5 300 instructions per one-rule decision in all).
--- Returns per call, concatenated in call order, 48 bytes (decide.lua's answer without `why`):
+-- ARGV[1] every number of the batch, little-endian doubles (as decide_sw_batch.lua takes its
+--          own): the call count (not read here), then per call: cost, its key count m (its m
+--          keys follow the previous call's in KEYS), or -1 - m when the caller gives the call's
+--          time, which follows (µs; else the call takes the server's TIME, read once for the
+--          batch: a time not sent is a number the server neither unpacks nor reads, about 500
+--          instructions a decision), then per limit: algorithm (1 fw, 2 swc, 3 tb, lb or gcra,
+--          which decide alike), rule count n, burst (0 = count), n x (window µs, or minus its
+--          months, count), longest window first. One argument, not one per number: each
+--          argument costs the server about 1 000 instructions to receive and each text number a
+--          strtod to convert (under callgrind, 5 300 instructions per one-rule decision in all).
+-- Returns, for a lone call, 48 bytes (decide.lua's answer without `why`):
 -- struct.pack('<dddddd', allowed, limit, rule, remaining, reset_us, now), or for an admission
 -- reported by the first limit's first rule the 24 bytes struct.pack('<ddd', -1 - remaining,
--- reset_us, now), as decide_sw_batch.lua answers (each byte of a reply costs the server about
--- 20 instructions to pack).
+-- reset_us, now), as decide_sw_batch.lua answers. For several calls, per call in call order the
+-- same without now (40 or 16 bytes), then the server's time (µs, 0 if no call took it): the
+-- caller knows the time it gave a call (each double of a reply costs the server a table write
+-- and about 20 instructions a byte to pack).
 
 -- Globals are table lookups: locals are cheaper.
 local KEYS, ARGV, redis, unpack, string, struct = KEYS, ARGV, redis, unpack, string, struct
@@ -115,8 +119,9 @@ local server_now, server_text, time_text = false, false, false
 -- The replies of a batch of several calls, as numbers: packed by one struct.pack at the end, not
 -- a string per call joined by table.concat (each string costs the server its interning and each
 -- byte two copies). They are kept in A itself, whose numbers they replace once read: a call
--- takes at least 8 numbers and answers at most 6, so the k replies so far never reach a number
--- not yet read, and no table is grown for them. A batch of one answers without them.
+-- takes at least 7 numbers and answers at most 5 (and the batch's time is written last), so
+-- the k replies so far never reach a number not yet read, and no table is grown for them. A
+-- batch of one answers without them.
 local k = 0
 -- The numbers, unpacked at once: one C call for the batch, not one per call (Lua's C stack takes
 -- about 8 000 results; a batch past 4 000 numbers is unpacked one at a time).
@@ -140,8 +145,13 @@ local pos, base = 1, 0
 -- The expiry's grid of the last limit's longest window (o1_limit.lua).
 local grid_w, grid, grid_us = false, 0, 0
 while pos <= last do
-  local now = A[pos]
-  if now == 0 then
+  local cost, m = A[pos], A[pos + 1]
+  local now
+  if m < 0 then
+    m = -1 - m
+    now = A[pos + 2]
+    pos = pos + 3
+  else
     -- parts/server_time.lua
     -- The server's clock, read once per run into server_now (µs): the calls of a batch that ask for
     -- it share one reading (false until read). A script that stores now as a score (the sliding
@@ -162,9 +172,8 @@ while pos <= last do
       end
     end
     now = server_now
+    pos = pos + 2
   end
-  local cost, m = A[pos + 1], A[pos + 2]
-  pos = pos + 3
   -- parts/decision.lua
   -- The call's decision, built rule by rule (verdict.lua merges each rule's verdict into it):
   -- allowed (1/0), the limit and rule it reports (at_g, at_r, 1-based; 0: none yet), the
@@ -174,9 +183,10 @@ while pos <= last do
   -- The call's limits, over KEYS[base + 1] to KEYS[base + m]: each decided by o1_limit, then,
   -- if every one admits, each one's new state written and its expiry moved.
   -- Per limit: what HSET writes (o1_limit's set) and its new expiry in ms (false: unchanged).
-  -- The first limit's in locals (set1 the state of a one-rule limit when one1), the others' in
-  -- tables, as HSET's arguments.
-  local set1, one1, exp1, sets, exps
+  -- The first limit's in locals (key1, its rule count n1, set1 the state of a one-rule limit),
+  -- the others' in tables, as HSET's arguments. Each is set by a statement of its own: Lua
+  -- assigns several locals at once through temporaries, an instruction more per value.
+  local key1, n1, set1, exp1, sets, exps
   for g = 1, m do
     local key = KEYS[base + g]
     -- No runtime override (see bucket.lua).
@@ -202,20 +212,20 @@ while pos <= last do
     -- remaining and reset (µs) per rule to statuses.
     -- Each is compared as a number first (the batch's case, one comparison), then as text.
     local alg, n, burst = A[pos], A[pos + 1], A[pos + 2]
-    if n ~= 1 then
-      if n == '1' then n = 1 else n = n + 0 end
-    end
     if burst == 0 or burst == '0' then burst = false else burst = burst + 0 end
     pos = pos + 3
     local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
-    local swc = alg == 2 or alg == 'swc'
+    -- (A comparison of two numbers costs the server a C call: swc is not compared for a bucket.)
+    local swc = not bucket and (alg == 2 or alg == 'swc')
     if not (bucket or swc or alg == 1 or alg == 'fw') then
       return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg))
     end
     local v
-    if n == 1 then
+    if n == 1 or n == '1' then
+      n = 1
       v = rcall('HGET', key, '1')
     else
+      n = n + 0
       local fields = {}
       for r = 1, n do fields[r] = r .. '' end
       v = rcall('HMGET', key, unpack(fields))
@@ -242,6 +252,8 @@ while pos <= last do
       local cap = burst or count
       local s = v
       if n > 1 then s = v[r] end
+      -- nil until the rule's part sets them: held and state stay nil when there is none (one
+      -- instruction for all six, where setting them to false took three more).
       local left, wait, rst, till, held, state
       if bucket then
         -- parts/bucket.lua
@@ -259,25 +271,30 @@ while pos <= last do
         -- false), and the stored state s (a 16-byte string, or false; 32 bytes when written under an
         -- override: e, f and the rule's w and count). Sets: left (remaining after the
         -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
-        -- again), till (when the new state stops mattering), held (when the stored one did, or false),
-        -- state (the new one, packed; false: nothing to write).
+        -- again), till (when the new state stops mattering), held (when the stored one did; left nil
+        -- if there is none) and state (the new one, packed; left nil: nothing to write). Each is set by
+        -- a statement of its own where it counts: Lua assigns several locals at once through
+        -- temporaries, an instruction more per value.
         local rq = w % count
         local q = (w - rq) / count
         local e, f, dI, dF = 0, 0, 0, 0
         -- The new state (e, f), when there is one to write.
-        local sE, sF = false, 0
-        held, state = false, false
-        if s and (#s == 16 or #s == 32) then
-          -- The rule the state was kept under: its own (32 bytes), else the limit's, which an
-          -- override keeps the keys of.
-          local w0, n0 = w, count
-          if #s == 32 then
-            e, f, w0, n0 = sunpack('<dddd', s)
-          else
-            e, f = sunpack('<dd', s)
-            if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
-          end
-          if w0 ~= w or n0 ~= count then
+        local sE, sF
+        -- The rule the state was kept under when it may not be this one (w0 nil: it is): its own
+        -- (32 bytes), else the limit's, which an override keeps the keys of. A state of another length
+        -- is none. The usual one (16 bytes, no override) is told by one comparison of numbers: each
+        -- costs the server a C call.
+        local w0, n0
+        if s and #s == 16 then
+          e, f = sunpack('<dd', s)
+          if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
+        elseif s and #s == 32 then
+          e, f, w0, n0 = sunpack('<dddd', s)
+        else
+          s = false
+        end
+        if s then
+          if w0 and (w0 ~= w or n0 ~= count) then
             -- Carried to this rule (algorithm::carry_level): the units in the bucket, u = (D * n0 + f) /
             -- w0 with D = e - now, at most cap + count, stay u units: a span of ceil(u * w) / count µs.
             if e > now or (e == now and f > 0) then
@@ -300,7 +317,10 @@ while pos <= last do
           end
           held = e
           if f > 0 then held = e + 1 end
-          if e >= now then dI, dF = e - now, f end
+          if e >= now then
+            dI = e - now
+            dF = f
+          end
         end
         if cost > cap then
           -- Never fits (the caller refuses such a cost before asking), and was never admitted.
@@ -346,7 +366,10 @@ while pos <= last do
           else
             -- D' = D + cost * T = nI + nF / count
             local nI, nF = dI + cI, dF + cF
-            if nF >= count then nI, nF = nI + 1, nF - count end
+            if nF >= count then
+              nI = nI + 1
+              nF = nF - count
+            end
             rst = nI
             if nF > 0 then rst = nI + 1 end
             till = now + rst
@@ -368,7 +391,8 @@ while pos <= last do
               wait = nI - bI - cap * q
               if nF > bF then wait = wait + 1 end
             elseif not peek then
-              sE, sF = now + nI, nF
+              sE = now + nI
+              sF = nF
             end
           end
         end
@@ -390,12 +414,11 @@ while pos <= last do
         -- now, at (release: when the call was admitted), cost, more (release: extra units), release, peek, muldiv, and the stored
         -- state s (a 24-byte string, or false). Sets: left (remaining after the call; < 0: refused),
         -- wait (refused: the retry-after), rst (the reset), till (when the new state stops mattering),
-        -- held (when the stored one did, or false), state (the new one, packed; false: nothing to
+        -- held (when the stored one did; left nil if none), state (the new one, packed; left nil: nothing to
         -- write).
         local e = now % w
         local idx = (now - e) / w
         local cur, prev = 0, 0
-        held, state = false, false
         if s and #s == 24 then
           local i, c, p = sunpack('<ddd', s)
           held = (i + 2) * w
@@ -460,7 +483,7 @@ while pos <= last do
         -- now, at (release: when the call was admitted), cost, more (release: extra units), release,
         -- peek, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
         -- call; < 0: refused), wait (refused: the retry-after), rst (the reset), till (when the new state
-        -- stops mattering), held (when the stored one did, or false), state (the new one, packed; false:
+        -- stops mattering), held (when the stored one did; left nil if none), state (the new one, packed; left nil:
         -- nothing to write).
         local idx, start, stop
         if w > 0 then
@@ -470,7 +493,6 @@ while pos <= last do
           idx, start, stop = month_window(-w, now)
         end
         local cur, same = 0, false
-        held, state = false, false
         if s and #s == 16 then
           local i, c = sunpack('<dd', s)
           if i == idx then
@@ -523,7 +545,10 @@ while pos <= last do
               allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
             end
           elseif allowed == 1 and (remaining < 0 or left < remaining) then
-            at_g, at_r, remaining, reset = g, r, left, rst
+            at_g = g
+            at_r = r
+            remaining = left
+            reset = rst
           end
         end
         if till and till > newest then newest = till end
@@ -543,20 +568,19 @@ while pos <= last do
     if not peek and (newest > now or not release) then
       -- The grid line after the instant (ms, rounded up) the new state stops mattering; unchanged
       -- when the stored state's line is no earlier (a release only lowers the stored state). For
-      -- integers, floor(ceil(t / 1000) / grid) = floor((t + 999) / (1000 * grid)): the lines are
-      -- found in µs with one `%` each (each `%` calls floor; the expiry cost 2 200 instructions a
-      -- decision in ms).
+      -- integers, floor(ceil(t / 1000) / grid) = floor((t + 999) / (1000 * grid)): the line is
+      -- found in µs with one `%` (the expiry cost 2 200 instructions a decision in ms). The new
+      -- line, a multiple of grid_us, is later than the stored one (the last multiple at or before
+      -- was + 999) iff it is later than was + 999: the stored line is not computed.
       local line = newest + 999
       line = line - line % grid_us
-      local stored = false
-      if was then
-        stored = was + 999
-        stored = stored - stored % grid_us
-      end
-      if not stored or line > stored then expiry = line / 1000 + grid end
+      if not was or line > was + 999 then expiry = line / 1000 + grid end
     end
     if g == 1 then
-      set1, one1, exp1 = set, n == 1, expiry
+      key1 = key
+      n1 = n
+      set1 = set
+      exp1 = expiry
     else
       if n == 1 and set then set = {key, '1', set} end
       if not sets then sets, exps = {}, {} end
@@ -565,27 +589,33 @@ while pos <= last do
   end
 
   if allowed == 1 then
-    if one1 then rcall('HSET', KEYS[base + 1], '1', set1) else rcall('HSET', unpack(set1)) end
-    if exp1 then rcall('PEXPIREAT', KEYS[base + 1], exp1) end
-    for g = 2, m do
-      rcall('HSET', unpack(sets[g]))
-      if exps[g] then rcall('PEXPIREAT', KEYS[base + g], exps[g]) end
+    if n1 == 1 then rcall('HSET', key1, '1', set1) else rcall('HSET', unpack(set1)) end
+    if exp1 then rcall('PEXPIREAT', key1, exp1) end
+    if m > 1 then
+      for g = 2, m do
+        rcall('HSET', unpack(sets[g]))
+        if exps[g] then rcall('PEXPIREAT', KEYS[base + g], exps[g]) end
+      end
     end
   end
   base = base + m
 
   if allowed == 1 and at_g == 1 and at_r == 1 then
-    if k == 0 and pos > last then return struct.pack('<ddd', -1 - remaining, reset, now) end
-    A[k + 1], A[k + 2], A[k + 3] = -1 - remaining, reset, now
-    k = k + 3
+    if pos > last and k == 0 then return struct.pack('<ddd', -1 - remaining, reset, now) end
+    A[k + 1] = -1 - remaining
+    A[k + 2] = reset
+    k = k + 2
   else
-    if k == 0 and pos > last then
+    if pos > last and k == 0 then
       return struct.pack('<dddddd', allowed, at_g, at_r, remaining, reset, now)
     end
-    A[k + 1], A[k + 2], A[k + 3], A[k + 4], A[k + 5], A[k + 6] = allowed, at_g, at_r, remaining, reset, now
-    k = k + 6
+    A[k + 1], A[k + 2], A[k + 3], A[k + 4], A[k + 5] = allowed, at_g, at_r, remaining, reset
+    k = k + 5
   end
 end
+-- The server's time the calls without their own took (0: none did), once for the batch.
+k = k + 1
+A[k] = server_now or 0
 -- Packed 4 000 at a time at most: Lua's C stack takes about 8 000 values.
 if k <= 4000 then return struct.pack('<' .. doubles(k), unpack(A, 1, k)) end
 local out = {}

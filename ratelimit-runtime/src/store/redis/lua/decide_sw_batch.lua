@@ -146,7 +146,10 @@ for c = 1, calls do
           allowed, at_g, at_r, retry, remaining, reset = 0, g, r, wait, 0, wait
         end
       elseif allowed == 1 and (remaining < 0 or left < remaining) then
-        at_g, at_r, remaining, reset = g, r, left, rst
+        at_g = g
+        at_r = r
+        remaining = left
+        reset = rst
       end
     end
   end

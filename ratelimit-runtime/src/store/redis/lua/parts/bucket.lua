@@ -12,25 +12,30 @@
 -- false), and the stored state s (a 16-byte string, or false; 32 bytes when written under an
 -- override: e, f and the rule's w and count). Sets: left (remaining after the
 -- call; < 0: refused), wait (refused: the retry-after), rst (the reset: when the bucket is empty
--- again), till (when the new state stops mattering), held (when the stored one did, or false),
--- state (the new one, packed; false: nothing to write).
+-- again), till (when the new state stops mattering), held (when the stored one did; left nil
+-- if there is none) and state (the new one, packed; left nil: nothing to write). Each is set by
+-- a statement of its own where it counts: Lua assigns several locals at once through
+-- temporaries, an instruction more per value.
 local rq = w % count
 local q = (w - rq) / count
 local e, f, dI, dF = 0, 0, 0, 0
 -- The new state (e, f), when there is one to write.
-local sE, sF = false, 0
-held, state = false, false
-if s and (#s == 16 or #s == 32) then
-  -- The rule the state was kept under: its own (32 bytes), else the limit's, which an
-  -- override keeps the keys of.
-  local w0, n0 = w, count
-  if #s == 32 then
-    e, f, w0, n0 = sunpack('<dddd', s)
-  else
-    e, f = sunpack('<dd', s)
-    if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
-  end
-  if w0 ~= w or n0 ~= count then
+local sE, sF
+-- The rule the state was kept under when it may not be this one (w0 nil: it is): its own
+-- (32 bytes), else the limit's, which an override keeps the keys of. A state of another length
+-- is none. The usual one (16 bytes, no override) is told by one comparison of numbers: each
+-- costs the server a C call.
+local w0, n0
+if s and #s == 16 then
+  e, f = sunpack('<dd', s)
+  if under and under[2 * r] then w0, n0 = under[2 * r - 1], under[2 * r] end
+elseif s and #s == 32 then
+  e, f, w0, n0 = sunpack('<dddd', s)
+else
+  s = false
+end
+if s then
+  if w0 and (w0 ~= w or n0 ~= count) then
     -- Carried to this rule (algorithm::carry_level): the units in the bucket, u = (D * n0 + f) /
     -- w0 with D = e - now, at most cap + count, stay u units: a span of ceil(u * w) / count µs.
     if e > now or (e == now and f > 0) then
@@ -53,7 +58,10 @@ if s and (#s == 16 or #s == 32) then
   end
   held = e
   if f > 0 then held = e + 1 end
-  if e >= now then dI, dF = e - now, f end
+  if e >= now then
+    dI = e - now
+    dF = f
+  end
 end
 if cost > cap then
   -- Never fits (the caller refuses such a cost before asking), and was never admitted.
@@ -99,7 +107,10 @@ else
   else
     -- D' = D + cost * T = nI + nF / count
     local nI, nF = dI + cI, dF + cF
-    if nF >= count then nI, nF = nI + 1, nF - count end
+    if nF >= count then
+      nI = nI + 1
+      nF = nF - count
+    end
     rst = nI
     if nF > 0 then rst = nI + 1 end
     till = now + rst
@@ -121,7 +132,8 @@ else
       wait = nI - bI - cap * q
       if nF > bF then wait = wait + 1 end
     elseif not peek then
-      sE, sF = now + nI, nF
+      sE = now + nI
+      sF = nF
     end
   end
 end

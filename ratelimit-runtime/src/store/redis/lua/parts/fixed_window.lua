@@ -4,7 +4,7 @@
 -- now, at (release: when the call was admitted), cost, more (release: extra units), release,
 -- peek, and the stored state s (a 16-byte string, or false). Sets: left (remaining after the
 -- call; < 0: refused), wait (refused: the retry-after), rst (the reset), till (when the new state
--- stops mattering), held (when the stored one did, or false), state (the new one, packed; false:
+-- stops mattering), held (when the stored one did; left nil if none), state (the new one, packed; left nil:
 -- nothing to write).
 local idx, start, stop
 if w > 0 then
@@ -14,7 +14,6 @@ else
   idx, start, stop = month_window(-w, now)
 end
 local cur, same = 0, false
-held, state = false, false
 if s and #s == 16 then
   local i, c = sunpack('<dd', s)
   if i == idx then

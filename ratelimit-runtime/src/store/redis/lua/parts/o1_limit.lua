@@ -18,20 +18,20 @@
 -- remaining and reset (µs) per rule to statuses.
 -- Each is compared as a number first (the batch's case, one comparison), then as text.
 local alg, n, burst = A[pos], A[pos + 1], A[pos + 2]
-if n ~= 1 then
-  if n == '1' then n = 1 else n = n + 0 end
-end
 if burst == 0 or burst == '0' then burst = false else burst = burst + 0 end
 pos = pos + 3
 local bucket = alg == 3 or alg == 'gcra' or alg == 'tb' or alg == 'lb'
-local swc = alg == 2 or alg == 'swc'
+-- (A comparison of two numbers costs the server a C call: swc is not compared for a bucket.)
+local swc = not bucket and (alg == 2 or alg == 'swc')
 if not (bucket or swc or alg == 1 or alg == 'fw') then
   return redis.error_reply('ratelimit: unknown algorithm ' .. tostring(alg))
 end
 local v
-if n == 1 then
+if n == 1 or n == '1' then
+  n = 1
   v = rcall('HGET', key, '1')
 else
+  n = n + 0
   local fields = {}
   for r = 1, n do fields[r] = r .. '' end
   v = rcall('HMGET', key, unpack(fields))
@@ -58,6 +58,8 @@ for r = 1, n do
   local cap = burst or count
   local s = v
   if n > 1 then s = v[r] end
+  -- nil until the rule's part sets them: held and state stay nil when there is none (one
+  -- instruction for all six, where setting them to false took three more).
   local left, wait, rst, till, held, state
   if bucket then
     --@bucket
@@ -92,15 +94,11 @@ local expiry = false
 if not peek and (newest > now or not release) then
   -- The grid line after the instant (ms, rounded up) the new state stops mattering; unchanged
   -- when the stored state's line is no earlier (a release only lowers the stored state). For
-  -- integers, floor(ceil(t / 1000) / grid) = floor((t + 999) / (1000 * grid)): the lines are
-  -- found in µs with one `%` each (each `%` calls floor; the expiry cost 2 200 instructions a
-  -- decision in ms).
+  -- integers, floor(ceil(t / 1000) / grid) = floor((t + 999) / (1000 * grid)): the line is
+  -- found in µs with one `%` (the expiry cost 2 200 instructions a decision in ms). The new
+  -- line, a multiple of grid_us, is later than the stored one (the last multiple at or before
+  -- was + 999) iff it is later than was + 999: the stored line is not computed.
   local line = newest + 999
   line = line - line % grid_us
-  local stored = false
-  if was then
-    stored = was + 999
-    stored = stored - stored % grid_us
-  end
-  if not stored or line > stored then expiry = line / 1000 + grid end
+  if not was or line > was + 999 then expiry = line / 1000 + grid end
 end

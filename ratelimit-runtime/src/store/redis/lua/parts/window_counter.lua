@@ -6,12 +6,11 @@
 -- now, at (release: when the call was admitted), cost, more (release: extra units), release, peek, muldiv, and the stored
 -- state s (a 24-byte string, or false). Sets: left (remaining after the call; < 0: refused),
 -- wait (refused: the retry-after), rst (the reset), till (when the new state stops mattering),
--- held (when the stored one did, or false), state (the new one, packed; false: nothing to
+-- held (when the stored one did; left nil if none), state (the new one, packed; left nil: nothing to
 -- write).
 local e = now % w
 local idx = (now - e) / w
 local cur, prev = 0, 0
-held, state = false, false
 if s and #s == 24 then
   local i, c, p = sunpack('<ddd', s)
   held = (i + 2) * w
