@@ -61,7 +61,7 @@ pub(crate) enum SubjectKeys {
 /// Keys kept inline: up to this many, of this many bytes together (an IPv4 address, an IPv6
 /// prefix, a short user id).
 const INLINE_KEYS: usize = 4;
-const INLINE_BYTES: usize = 32;
+const INLINE_BYTES: usize = 24;
 
 /// The inline keys' bytes, 8-aligned: after the tag, count and ends (one word), so that short
 /// keys are copied in as whole words.
