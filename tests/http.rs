@@ -365,7 +365,7 @@ async fn whoami(ext: Option<axum::Extension<ClientIp>>) -> String {
     format!(
         "ip={} subject={} user={} ext={}",
         ctx.ip().map_or("-".to_owned(), |i| i.to_string()),
-        subject.as_bytes().map_or("-".into(), String::from_utf8_lossy),
+        subject.as_bytes().map_or_else(|| "-".to_owned(), |b| String::from_utf8_lossy(&b).into_owned()),
         ctx.user().unwrap_or_else(|| "-".to_owned()),
         ext.map_or("-".to_owned(), |e| e.0 .0.to_string()),
     )

@@ -20,6 +20,7 @@ use crate::context;
 use crate::error::StoreError;
 use crate::limiter::keys::Keys;
 use crate::limiter::limit_set::LimitSet;
+use crate::limiter::permit::Admitted;
 use crate::limiter::rare::Rare;
 use crate::limiter::refusal_cache;
 use crate::limiter::snapshot::Snapshot;
@@ -81,11 +82,9 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     /// When the call left, on the refusal cache's clock, when the cache is on.
     pub(super) cache_at: Option<u64>,
     pub(super) phase: Phase,
-    /// The enforced limits' decision, once allowed. Kept whole (copied in whole 16-byte words
-    /// from the store's answer, long written by then); the permit takes what it keeps of it
-    /// field by field where it is built. What it keeps, written here in pieces, was read back
-    /// whole by the permit right after, and those reads stalled on the pieces.
-    pub(super) allowed: Option<Decision>,
+    /// What the permit keeps of the enforced limits' decision, once allowed: taken from the
+    /// store's answer where it lies (the whole decision moved here was one move more).
+    pub(super) allowed: Option<Admitted>,
     pub(super) outcome: Outcome,
     /// The refusal, if the call is refused (else the call is permitted with `allowed`).
     pub(super) refused: Option<RateLimited>,
@@ -251,7 +250,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     #[inline(always)]
     pub(super) fn admit(&mut self, d: &Decision) -> Step {
         record_quota(|| self.set(), d);
-        self.allowed = Some(*d);
+        self.allowed = Some(Admitted::of(d));
         self.shadow_after(d)
     }
 

@@ -8,6 +8,7 @@ use crate::error::StoreError;
 use crate::limiter::decide::{record_quota, Deciding, Phase, Step};
 use crate::limiter::keys::Keys;
 use crate::limiter::logs;
+use crate::limiter::permit::Admitted;
 use crate::limiter::refusal_cache::{self, Refusal};
 use crate::limiter::under_override::{UnderOverride, Verdict};
 use crate::metrics::Outcome;
@@ -31,7 +32,7 @@ impl Deciding<'_, '_, '_> {
                 // The quota names the limit among the decided set's; the permit, among the
                 // enforced set's.
                 record_quota(|| set, &d);
-                self.allowed = Some(self.in_enforced_set(d));
+                self.allowed = Some(Admitted::of(&self.in_enforced_set(d)));
                 self.shadow_after(&d)
             }
             Ok(d) => {

@@ -61,11 +61,10 @@ pub(crate) enum SubjectKeys {
 /// Keys kept inline: up to this many, of this many bytes together (an IPv4 address, an IPv6
 /// prefix, a short user id).
 const INLINE_KEYS: usize = 4;
-const INLINE_BYTES: usize = 32;
+const INLINE_BYTES: usize = 24;
 
-/// The inline keys' bytes, 8-aligned: after the tag, count and ends (one word), so that a client
-/// IP's two words of text are copied in as two whole 16-byte stores (at the sixth byte, they
-/// went in as five pieces).
+/// The inline keys' bytes, 8-aligned: after the tag, count and ends (one word), so that short
+/// keys are copied in as whole words.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
 pub(crate) struct Words([u8; INLINE_BYTES]);
@@ -80,9 +79,11 @@ impl SubjectKeys {
         let n = set.limits.len();
         let key = |i: usize| subjects.get(set.subject_of(i)).and_then(Subject::key_bytes);
         if n == 1 {
-            // One client IP (most permits): its text and the zeros after it, as they lie.
-            if let Some((words, len)) = subjects.get(set.subject_of(0)).and_then(Subject::ip_words) {
-                return SubjectKeys::Inline { count: 1, ends: [len as u8, 0, 0, 0], bytes: Words(*words) };
+            // One client IP (most permits): its key and the zeros after it, as they lie.
+            if let Some((ip, len)) = subjects.get(set.subject_of(0)).and_then(Subject::ip_key) {
+                let mut bytes = [0u8; INLINE_BYTES];
+                bytes[..ip.len()].copy_from_slice(ip);
+                return SubjectKeys::Inline { count: 1, ends: [len as u8, 0, 0, 0], bytes: Words(bytes) };
             }
         }
         if n <= INLINE_KEYS {

@@ -10,7 +10,7 @@ use crate::model::compiled::CompiledLimit;
 use crate::model::limit_type::LimitType;
 use crate::model::overriding::{checked_rules, checked_ttl, encode_rules, index_field, read_index, Override};
 use crate::model::rule::Rule;
-use crate::model::subject::Subject;
+use crate::model::subject::{with_key_text, Subject};
 use crate::rt::io;
 use crate::store::{Answer, IndexEntries, OverrideWrite, INTERNAL};
 use std::future::{Future, IntoFuture};
@@ -100,7 +100,7 @@ impl<'l> Target<'l> {
         // A missing subject (`Subject::missing`) has no override: there is nothing it names.
         let subject = self.subject.as_deref().ok_or(BuildError::NoLimitToOverride("missing subject"))?;
         let key = limit.override_key(subject);
-        let field = index_field(limit.limit_type, subject);
+        let field = with_key_text(subject, |text| index_field(limit.limit_type, text));
         let (encoded, ttl_ms) = match &rules {
             Some((encoded, ttl_ms)) => (Some(&encoded[..]), *ttl_ms),
             None => (None, 0),

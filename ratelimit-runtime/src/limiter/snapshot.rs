@@ -291,9 +291,9 @@ impl Snapshot {
                 return true;
             }
         }
-        self.types.iter().zip(subjects).any(|(t, s)| match (t, s.as_bytes()) {
-            (LimitType::Ip, Some(b)) => o.is_exempt_ip_subject(b),
-            (LimitType::User, Some(b)) => o.is_exempt_user(b),
+        self.types.iter().zip(subjects).any(|(t, s)| match t {
+            LimitType::Ip => s.key_bytes().is_some_and(|k| o.is_exempt_ip_subject(k)),
+            LimitType::User => s.as_bytes().is_some_and(|b| o.is_exempt_user(&b)),
             _ => false,
         })
     }

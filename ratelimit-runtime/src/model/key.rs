@@ -14,6 +14,7 @@ use crate::algorithm::Algorithm;
 use crate::error::PrefixError;
 use crate::model::limit_type::LimitType;
 use crate::model::rule::Rule;
+use crate::model::subject::with_key_text;
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 
@@ -101,9 +102,14 @@ impl KeyTemplate {
         self.head.len() + self.tail.len()
     }
 
-    /// Writes the key for one subject to `out` (a command's argument buffer: no key `Vec` of its
-    /// own); the same bytes as [`key`](Self::key).
+    /// Writes the key for one subject's key (see `Subject::key_bytes`: written here as its
+    /// text) to `out` (a command's argument buffer: no key `Vec` of its own); the same bytes as
+    /// [`key`](Self::key).
     pub(crate) fn write_key(&self, subject: &[u8], out: &mut impl std::io::Write) -> std::io::Result<()> {
+        with_key_text(subject, |subject| self.write_text_key(subject, out))
+    }
+
+    fn write_text_key(&self, subject: &[u8], out: &mut impl std::io::Write) -> std::io::Result<()> {
         out.write_all(&self.head)?;
         if subject.iter().all(|&b| is_plain(b)) && subject.len() <= MAX_PART_LEN {
             out.write_all(subject)?;
@@ -118,6 +124,10 @@ impl KeyTemplate {
     /// The key of a subject's runtime override, `<prefix>{<limiter>|<type>|<subject>}:ov`: in
     /// the subject's hash tag (the slot of its counts), whatever the limit's rules.
     pub(crate) fn override_key(&self, subject: &[u8]) -> Vec<u8> {
+        with_key_text(subject, |subject| self.text_override_key(subject))
+    }
+
+    fn text_override_key(&self, subject: &[u8]) -> Vec<u8> {
         let mut key = Vec::with_capacity(self.head.len() + subject.len().min(MAX_PART_LEN) + 8);
         key.extend_from_slice(&self.head);
         encode_part(subject, &mut key);
@@ -125,8 +135,12 @@ impl KeyTemplate {
         key
     }
 
-    /// The key for one subject.
+    /// The key for one subject's key (its text, as in [`write_key`](Self::write_key)).
     pub(crate) fn key(&self, subject: &[u8]) -> Vec<u8> {
+        with_key_text(subject, |subject| self.text_key(subject))
+    }
+
+    fn text_key(&self, subject: &[u8]) -> Vec<u8> {
         let mut key = Vec::with_capacity(self.head.len() + self.tail.len() + subject.len().min(MAX_PART_LEN) + 8);
         key.extend_from_slice(&self.head);
         encode_part(subject, &mut key);

@@ -380,7 +380,7 @@ users = ["ops-bot"]
         )
         .unwrap();
         let exempt = |ip: &str| {
-            o.is_exempt_ip_subject(crate::model::subject::Subject::ip(ip.parse().unwrap()).as_bytes().unwrap())
+            o.is_exempt_ip_subject(crate::model::subject::Subject::ip(ip.parse().unwrap()).key_bytes().unwrap())
         };
         assert!(exempt("10.1.2.3") && exempt("::ffff:10.1.2.3"));
         assert!(exempt("2001:db8:1:2::7") && exempt("2001:db8:5:9::1"));

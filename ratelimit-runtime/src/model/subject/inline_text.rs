@@ -1,4 +1,5 @@
-//! A client IP's text kept inline in a subject, so building one allocates nothing.
+//! A client IP's text written on the stack (a Redis key, a log), so writing one allocates
+//! nothing.
 
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -45,12 +46,6 @@ impl InlineText {
     #[inline]
     pub(super) fn as_bytes(&self) -> &[u8] {
         self.0.get(..self.len()).unwrap_or_default()
-    }
-
-    /// The first 32 bytes: the text and the zeros after it, when it is no longer.
-    #[inline]
-    pub(super) fn head(&self) -> Option<&[u8; 32]> {
-        self.0.first_chunk::<32>()
     }
 
     /// Writes an IPv4 address in dotted decimal (at most 15 bytes) into the empty buffer. The

@@ -23,11 +23,30 @@ pub struct Subject<'a>(Inner<'a>);
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Inner<'a> {
     Global,
+    /// Bytes that do not start with a key's marker byte: their key is the bytes themselves.
     Value(Cow<'a, [u8]>),
-    /// A client IP's canonical text, kept inline: building it allocates nothing.
-    Ip(InlineText),
+    /// Bytes that start with a marker byte, kept with [`ESCAPED`] before them (their key).
+    Escaped(Vec<u8>),
+    /// A client IP, kept as its key: binary, not text (the text is written only where it is
+    /// read: Redis keys, logs, [`Subject::as_bytes`]).
+    Ip(IpKey),
     /// The identity could be found nowhere; the call fails rather than share a key.
     Missing,
+}
+
+/// A subject's key starts with one of these bytes only when it is not the subject's text: they
+/// never start UTF-8 text, and bytes that do start with one are escaped by [`ESCAPED`], so keys
+/// stay injective. An IPv4 key is `V4` and its four octets; an IPv6 key `V6`, the 16 bytes of the
+/// group's first address and the prefix length.
+const V4: u8 = 0xFF;
+const V6: u8 = 0xFE;
+const ESCAPED: u8 = 0xFD;
+
+/// An IP subject's key, inline: `len` bytes of `bytes` (5 for IPv4, 18 for IPv6).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct IpKey {
+    len: u8,
+    bytes: [u8; 18],
 }
 
 impl<'a> Subject<'a> {
@@ -44,7 +63,11 @@ impl<'a> Subject<'a> {
 
     /// An opaque value: counted per distinct byte string.
     pub fn bytes(value: impl Into<Cow<'a, [u8]>>) -> Subject<'a> {
-        Subject(Inner::Value(value.into()))
+        let value = value.into();
+        match value.first() {
+            Some(&first) if first >= ESCAPED => Subject(Inner::Escaped([&[ESCAPED][..], &value].concat())),
+            _ => Subject(Inner::Value(value)),
+        }
     }
 
     /// A client IP: IPv4 per address, IPv6 per /64.
@@ -57,40 +80,58 @@ impl<'a> Subject<'a> {
     /// IPv4-mapped IPv6 address counts as the IPv4 address it carries.
     #[inline]
     pub fn ip_with_prefix(addr: IpAddr, v6_prefix: u8) -> Subject<'static> {
-        let mut text = InlineText::default();
         if let IpAddr::V4(v4) = addr {
-            text.push_ipv4(v4);
-            return Subject(Inner::Ip(text));
+            return Subject::ipv4(v4);
         }
         Subject::ip_v6(addr, v6_prefix)
+    }
+
+    #[inline]
+    fn ipv4(v4: Ipv4Addr) -> Subject<'static> {
+        let mut bytes = [0; 18];
+        bytes[0] = V4;
+        bytes[1..5].copy_from_slice(&v4.octets());
+        Subject(Inner::Ip(IpKey { len: 5, bytes }))
     }
 
     /// [`ip_with_prefix`](Self::ip_with_prefix) of an IPv6 address (out of line: the IPv4 path
     /// is the one inlined into callers).
     #[inline(never)]
     fn ip_v6(addr: IpAddr, v6_prefix: u8) -> Subject<'static> {
-        let mut text = InlineText::default();
-        // Cannot fail: the longest IP text ("ffff:…:ffff/128", 43 bytes) fits.
-        let _ = write_ip_key(addr, v6_prefix, &mut text);
-        Subject(Inner::Ip(text))
+        let v6 = match addr {
+            IpAddr::V4(v4) => return Subject::ipv4(v4),
+            IpAddr::V6(v6) => v6,
+        };
+        if let Some(v4) = v6.to_ipv4_mapped() {
+            return Subject::ipv4(v4);
+        }
+        let prefix = v6_prefix.min(128);
+        let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix)) };
+        let mut bytes = [0; 18];
+        bytes[0] = V6;
+        bytes[1..17].copy_from_slice(&(u128::from(v6) & mask).to_be_bytes());
+        bytes[17] = prefix;
+        Subject(Inner::Ip(IpKey { len: 18, bytes }))
     }
 
-    /// The bytes that identify the subject, or `None` for a global or missing one.
-    pub fn as_bytes(&self) -> Option<&[u8]> {
+    /// The bytes that identify the subject (a client IP's canonical text, `203.0.113.7` or
+    /// `2001:db8:1:2::/64`), or `None` for a global or missing one.
+    pub fn as_bytes(&self) -> Option<Cow<'_, [u8]>> {
         match &self.0 {
-            Inner::Value(v) => Some(v),
-            Inner::Ip(t) => Some(t.as_bytes()),
+            Inner::Value(v) => Some(Cow::Borrowed(v)),
+            Inner::Escaped(v) => Some(Cow::Borrowed(v.get(1..).unwrap_or_default())),
+            Inner::Ip(ip) => Some(Cow::Owned(with_key_text(ip.key(), <[u8]>::to_vec))),
             Inner::Global | Inner::Missing => None,
         }
     }
 
-    /// An IP subject's text, as the whole 32-byte start of its buffer (zero past the text) and
-    /// the text's length: copied as two whole words, where copying the text's own bytes writes
-    /// pieces that a copy right after must wait for. `None` for other subjects and longer text.
+    /// A client IP's key as the whole array it lies in (zero past the key) and its length:
+    /// copied as one fixed-size move, where copying the key's own bytes branches on its length.
+    /// `None` for other subjects.
     #[inline]
-    pub(crate) fn ip_words(&self) -> Option<(&[u8; 32], usize)> {
+    pub(crate) fn ip_key(&self) -> Option<(&[u8; 18], usize)> {
         match &self.0 {
-            Inner::Ip(t) if t.len() <= 32 => Some((t.head()?, t.len())),
+            Inner::Ip(ip) => Some((&ip.bytes, usize::from(ip.len))),
             _ => None,
         }
     }
@@ -100,13 +141,15 @@ impl<'a> Subject<'a> {
         matches!(self.0, Inner::Missing)
     }
 
-    /// The bytes used in the key: empty for the global subject.
+    /// The subject's key, as the stores take it: empty for the global subject, binary for a
+    /// client IP (written as text only by the stores that need text, see [`with_key_text`]).
     #[inline]
     pub(crate) fn key_bytes(&self) -> Option<&[u8]> {
         match &self.0 {
             Inner::Global => Some(&[]),
             Inner::Value(v) => Some(v),
-            Inner::Ip(t) => Some(t.as_bytes()),
+            Inner::Escaped(v) => Some(v),
+            Inner::Ip(ip) => Some(ip.key()),
             Inner::Missing => None,
         }
     }
@@ -117,8 +160,16 @@ impl<'a> Subject<'a> {
             Inner::Global => Inner::Global,
             Inner::Missing => Inner::Missing,
             Inner::Value(v) => Inner::Value(Cow::Owned(v.into_owned())),
-            Inner::Ip(t) => Inner::Ip(t),
+            Inner::Escaped(v) => Inner::Escaped(v),
+            Inner::Ip(ip) => Inner::Ip(ip),
         })
+    }
+}
+
+impl IpKey {
+    #[inline]
+    fn key(&self) -> &[u8] {
+        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
     }
 }
 
@@ -127,40 +178,43 @@ impl fmt::Debug for Subject<'_> {
         match &self.0 {
             Inner::Global => f.write_str("Subject::Global"),
             Inner::Missing => f.write_str("Subject::Missing"),
-            Inner::Value(v) => write!(f, "Subject({:?})", String::from_utf8_lossy(v)),
-            Inner::Ip(t) => write!(f, "Subject::Ip({:?})", String::from_utf8_lossy(t.as_bytes())),
+            Inner::Value(_) | Inner::Escaped(_) => {
+                write!(f, "Subject({:?})", String::from_utf8_lossy(&self.as_bytes().unwrap_or_default()))
+            }
+            Inner::Ip(ip) => with_key_text(ip.key(), |t| write!(f, "Subject::Ip({:?})", String::from_utf8_lossy(t))),
         }
     }
 }
 
-/// The clients an IP subject stands for (its key, `203.0.113.7` or `2001:db8:1:2::/64`, read
-/// back): one IPv4 address (`/32`), or an IPv6 group. `None` for text that is not an IP
-/// subject.
-pub(crate) fn ip_group_of_key(key: &[u8]) -> Option<crate::model::addr::Cidr> {
-    std::str::from_utf8(key).ok()?.parse().ok()
-}
-
-fn write_ip_key(addr: IpAddr, v6_prefix: u8, out: &mut impl fmt::Write) -> fmt::Result {
-    match addr {
-        IpAddr::V4(v4) => write_ipv4(v4, out),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => write_ipv4(v4, out),
-            None => {
-                let prefix = v6_prefix.min(128);
-                let bits = u128::from(v6);
-                let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix)) };
-                write!(out, "{}/{prefix}", Ipv6Addr::from(bits & mask))
-            }
-        },
+/// Gives `f` the text of a subject's key (see [`Subject::key_bytes`]): what Redis keys, runtime
+/// overrides and logs hold. A client IP's key is written as its canonical text on the stack;
+/// other keys are their bytes.
+#[inline]
+pub(crate) fn with_key_text<R>(key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
+    match key {
+        [V4, a, b, c, d] => {
+            let mut text = InlineText::default();
+            text.push_ipv4(Ipv4Addr::new(*a, *b, *c, *d));
+            f(text.as_bytes())
+        }
+        [V6, rest @ ..] if rest.len() == 17 => {
+            let mut text = InlineText::default();
+            let mut addr = [0u8; 16];
+            addr.copy_from_slice(&rest[..16]);
+            // Cannot fail: the longest IPv6 group's text ("ffff:…:ffff/128", 43 bytes) fits.
+            let _ = fmt::Write::write_fmt(&mut text, format_args!("{}/{}", Ipv6Addr::from(addr), rest[16]));
+            f(text.as_bytes())
+        }
+        [ESCAPED, rest @ ..] => f(rest),
+        _ => f(key),
     }
 }
 
-/// Dotted decimal without the formatting machinery: the in-memory store's hot path.
-fn write_ipv4(v4: Ipv4Addr, out: &mut impl fmt::Write) -> fmt::Result {
-    let mut text = InlineText::default();
-    text.push_ipv4(v4);
-    // Only ASCII digits and dots were written.
-    out.write_str(std::str::from_utf8(text.as_bytes()).map_err(|_| fmt::Error)?)
+/// The clients an IP subject stands for (its key read back: `203.0.113.7` as `/32`, or an IPv6
+/// group): one IPv4 address (`/32`), or an IPv6 group. `None` for a key that is not an IP
+/// subject's.
+pub(crate) fn ip_group_of_key(key: &[u8]) -> Option<crate::model::addr::Cidr> {
+    with_key_text(key, |text| std::str::from_utf8(text).ok()?.parse().ok())
 }
 
 #[cfg(test)]
@@ -169,7 +223,7 @@ mod tests {
 
     /// The text of a client IP as a subject.
     fn ip_key(addr: IpAddr, v6_prefix: u8) -> String {
-        String::from_utf8(Subject::ip_with_prefix(addr, v6_prefix).as_bytes().unwrap().to_vec()).unwrap()
+        String::from_utf8(Subject::ip_with_prefix(addr, v6_prefix).as_bytes().unwrap().into_owned()).unwrap()
     }
 
     #[test]
@@ -179,7 +233,7 @@ mod tests {
         let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
         assert_eq!(Subject::ip(a), Subject::ip(b));
         assert_ne!(Subject::ip(a), Subject::ip(c));
-        assert_eq!(Subject::ip(a).as_bytes(), Some(&b"2001:db8:1:2::/64"[..]));
+        assert_eq!(Subject::ip(a).as_bytes().as_deref(), Some(&b"2001:db8:1:2::/64"[..]));
         let widest: IpAddr = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff".parse().unwrap();
         assert_eq!(Subject::ip_with_prefix(widest, 128).as_bytes().unwrap().len(), 43);
         assert_eq!(ip_key(a, 64), "2001:db8:1:2::/64");
@@ -213,9 +267,28 @@ mod tests {
             ("2001:db8:1:2::9", "2001:db8:1:2::/64"),
         ] {
             let subject = Subject::ip(ip.parse().unwrap());
-            assert_eq!(ip_group_of_key(subject.as_bytes().unwrap()), Some(back.parse().unwrap()), "{ip}");
+            assert_eq!(ip_group_of_key(subject.key_bytes().unwrap()), Some(back.parse().unwrap()), "{ip}");
+            assert_eq!(ip_group_of_key(&subject.as_bytes().unwrap()), Some(back.parse().unwrap()), "{ip}");
         }
         assert_eq!(ip_group_of_key(b"not an ip"), None);
         assert_eq!(ip_group_of_key(b"\xff\xfe"), None);
+    }
+
+    /// Keys are injective across kinds: bytes that look like an IP's binary key are escaped,
+    /// and every key's text is the text the subject stood for before keys were binary.
+    #[test]
+    fn keys_are_injective_and_read_back_as_text() {
+        let ip = Subject::ip("10.1.0.5".parse().unwrap());
+        let lookalike = Subject::bytes(&[V4, 10, 1, 0, 5][..]);
+        assert_ne!(ip.key_bytes(), lookalike.key_bytes());
+        assert_eq!(lookalike.as_bytes().as_deref(), Some(&[V4, 10, 1, 0, 5][..]));
+        assert_eq!(with_key_text(lookalike.key_bytes().unwrap(), <[u8]>::to_vec), [V4, 10, 1, 0, 5]);
+        assert_eq!(with_key_text(ip.key_bytes().unwrap(), <[u8]>::to_vec), b"10.1.0.5");
+        let v6 = Subject::ip("2001:db8:1:2:aaaa::1".parse().unwrap());
+        assert_eq!(with_key_text(v6.key_bytes().unwrap(), <[u8]>::to_vec), b"2001:db8:1:2::/64");
+        let text = Subject::bytes(&b"10.1.0.5"[..]);
+        assert_ne!(text.key_bytes(), ip.key_bytes());
+        assert_eq!(with_key_text(text.key_bytes().unwrap(), <[u8]>::to_vec), b"10.1.0.5");
+        assert_eq!(format!("{ip:?}"), "Subject::Ip(\"10.1.0.5\")");
     }
 }
