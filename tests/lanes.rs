@@ -2,15 +2,18 @@
 //! reply wakes the caller without a hop through the library's I/O thread. Each such runtime
 //! gets its own connection, made in the background and closed when the runtime is dropped;
 //! blocking calls, and calls awaited outside a task, keep the shared connection. A call that
-//! goes alone (nothing to coalesce with) goes on a connection of its own, lent by its runtime's
-//! lane and closed with it: one more connection for calls one after another. Every decision
+//! goes alone with nothing else under way goes on a connection of its own, lent by its
+//! runtime's lane and closed with it: one more connection for calls one after another. It
+//! authenticates and selects the URL's database like the others, loads the scripts again on
+//! `NOSCRIPT`, and a call that gave up midway drops it, so the reply that still comes is never
+//! read as the next call's. Every decision
 //! stays one count on the same keys, whichever connection carried it. A real `redis-server`,
 //! its own `CLIENT LIST` as the witness.
 
 mod support;
 
 use ratelimit::store::{RedisStore, StoreHandle};
-use ratelimit::{Cause, FailurePolicy, Limit, LimitType, Limiter, Rule, Subject};
+use ratelimit::{Cause, FailurePolicy, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{poll_until, RedisServer};
@@ -18,20 +21,21 @@ use support::{poll_until, RedisServer};
 /// Generous: a 2-core machine busy with other builds connects within it.
 const WITHIN: Duration = Duration::from_secs(20);
 
-/// The connections the server has open (the test's own among them): each one's id and the
-/// last command it ran.
+/// The connections the server has open (the test's own among them), oldest first: each one's
+/// database and the last command it ran.
 fn clients(admin: &mut redis::Connection) -> Vec<(String, String)> {
     let list: String = redis::cmd("CLIENT").arg("LIST").query(admin).unwrap();
     let field = |line: &str, name: &str| {
         line.split_whitespace().find_map(|f| f.strip_prefix(name).map(str::to_owned)).unwrap_or_default()
     };
-    list.lines().filter(|l| !l.trim().is_empty()).map(|l| (field(l, "id="), field(l, "cmd="))).collect()
+    list.lines().filter(|l| !l.trim().is_empty()).map(|l| (field(l, "db="), field(l, "cmd="))).collect()
 }
 
-/// A limiter of `limit` calls an hour on one global key, refusing when the store fails (so a
-/// call that could not reach Redis in time is an error, not a silent admission).
-fn limiter(server: &RedisServer, name: &str, limit: u64) -> Arc<Limiter> {
-    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_secs(2)).unwrap());
+/// A limiter of `limit` calls an hour on one global key of the server at `url`, refusing when
+/// the store fails (so a call that could not reach Redis within `timeout` is an error, not a
+/// silent admission).
+fn limiter(url: &str, name: &str, limit: u64, timeout: Duration) -> Arc<Limiter> {
+    let store: StoreHandle = Arc::new(RedisStore::open(url, timeout).unwrap());
     Arc::new(
         Limiter::builder(name)
             .limit(Limit::new(LimitType::Global, [Rule::from_millis(3_600_000, limit).unwrap()]))
@@ -86,7 +90,7 @@ fn each_calling_runtime_gets_a_connection_that_ends_with_it() {
     const LIMIT: u64 = 60;
     let server = RedisServer::start();
     let mut admin = server.client();
-    let limiter = limiter(&server, "lanes::runtimes", LIMIT);
+    let limiter = limiter(&server.url(), "lanes::runtimes", LIMIT, Duration::from_secs(2));
     // A blocking call: the shared connection (on the library's I/O runtime), and no other.
     limiter.check(&[Subject::global()]).blocking().unwrap();
     let base = clients(&mut admin).len();
@@ -125,7 +129,7 @@ fn each_calling_runtime_gets_a_connection_that_ends_with_it() {
 fn a_blocking_call_in_a_task_keeps_the_shared_connection() {
     let server = RedisServer::start();
     let mut admin = server.client();
-    let limiter = limiter(&server, "lanes::blocking", 1_000);
+    let limiter = limiter(&server.url(), "lanes::blocking", 1_000, Duration::from_secs(2));
     limiter.check(&[Subject::global()]).blocking().unwrap();
     let base = clients(&mut admin).len();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -146,7 +150,7 @@ fn a_dropped_store_closes_its_runtime_connections() {
     let base = clients(&mut admin).len();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
-        let limiter = limiter(&server, "lanes::dropped", 1_000);
+        let limiter = limiter(&server.url(), "lanes::dropped", 1_000, Duration::from_secs(2));
         limiter.check(&[Subject::global()]).await.unwrap();
         // The shared connection, then the runtime's.
         let shared = base + 1;
@@ -158,4 +162,89 @@ fn a_dropped_store_closes_its_runtime_connections() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
+}
+
+const PASSWORD: &str = "direct-secret";
+
+/// A call from a task spawned on this runtime: its remaining quota, or the refusal.
+async fn remaining_after(limiter: &Arc<Limiter>) -> Result<u64, RateLimited> {
+    let limiter = limiter.clone();
+    tokio::spawn(async move { limiter.check(&[Subject::global()]).await.map(|p| p.quota().unwrap().remaining) })
+        .await
+        .unwrap()
+}
+
+fn authenticated(server: &RedisServer) -> redis::Connection {
+    let mut admin = server.client();
+    let _: () = redis::cmd("AUTH").arg(PASSWORD).query(&mut admin).unwrap();
+    admin
+}
+
+/// Over a password and database 3: the lone calls' connection authenticates and selects the
+/// database, every admitted call is one unit of the one key there, and the remaining quota
+/// each call reads is the count left after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lone_calls_authenticate_and_select_the_database() {
+    const LIMIT: u64 = 1_000;
+    let server = RedisServer::start_with(&["--requirepass", PASSWORD]);
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{}/3", server.port());
+    let mut admin = authenticated(&server);
+    let base = clients(&mut admin).len();
+    let limiter = limiter(&url, "direct::auth", LIMIT, Duration::from_secs(2));
+    // base + 1: the store's shared connection.
+    let mut admitted = until_own_connection(&limiter, &mut admin, base + 1).await;
+    assert_eq!(clients(&mut admin).last().map(|(db, _)| db.as_str()), Some("3"), "the lone calls' database");
+    for _ in 0..20 {
+        let remaining = remaining_after(&limiter).await.unwrap();
+        admitted += 1;
+        assert_eq!(remaining, LIMIT - admitted, "call {admitted} read another call's reply");
+    }
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut admin).unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*direct::auth*").query(&mut admin).unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let units: u64 = redis::cmd("ZCARD").arg(&keys[0]).query(&mut admin).unwrap();
+    assert_eq!(units, admitted);
+}
+
+/// The server forgot the scripts (a restart, a `SCRIPT FLUSH`): a lone call loads them again
+/// on its own connection and is decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_call_loads_the_scripts_again() {
+    let server = RedisServer::start();
+    let mut admin = server.client();
+    let base = clients(&mut admin).len();
+    let limiter = limiter(&server.url(), "direct::noscript", 1_000, Duration::from_secs(2));
+    let admitted = until_own_connection(&limiter, &mut admin, base + 1).await;
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    assert_eq!(remaining_after(&limiter).await.unwrap(), 1_000 - admitted - 1);
+    assert_eq!(clients(&mut admin).len(), base + 3, "the connection was kept");
+}
+
+/// A lone call that gives up while the server is busy drops its connection: the reply that
+/// comes after is read by no one, and each next call reads its own (its remaining quota is the
+/// count left after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_gave_up_leaves_no_reply_to_the_next() {
+    const LIMIT: u64 = 1_000;
+    let server = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let mut admin = server.client();
+    let base = clients(&mut admin).len();
+    let limiter = limiter(&server.url(), "direct::gave_up", LIMIT, Duration::from_millis(300));
+    until_own_connection(&limiter, &mut admin, base + 1).await;
+    // The server busy for a second: the next call gives up after 300 ms.
+    let busy = {
+        let mut con = server.client();
+        std::thread::spawn(move || redis::cmd("DEBUG").arg("SLEEP").arg(1).query::<()>(&mut con))
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let refused = remaining_after(&limiter).await.unwrap_err();
+    assert_eq!(refused.cause(), Cause::StoreUnavailable, "{refused:?}");
+    busy.join().unwrap().unwrap();
+    // The call that gave up was decided all the same once the server woke: count from the key.
+    let key: Vec<String> = redis::cmd("KEYS").arg("*direct::gave_up*").query(&mut admin).unwrap();
+    for _ in 0..20 {
+        let remaining = remaining_after(&limiter).await.unwrap();
+        let units: u64 = redis::cmd("ZCARD").arg(&key[0]).query(&mut admin).unwrap();
+        assert_eq!(remaining, LIMIT - units, "a call read another call's reply");
+    }
 }
