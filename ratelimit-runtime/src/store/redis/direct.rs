@@ -110,6 +110,17 @@ impl Direct {
         reply
     }
 
+    /// Connects one connection ahead of the first lone call, so that no call pays for it (a
+    /// failure here is left for that call to meet).
+    pub(crate) async fn prepare(&self) {
+        if let Ok(conn) = self.connect().await {
+            let mut idle = lock(&self.idle);
+            if !idle.closed && idle.conns.is_empty() {
+                idle.conns.push(conn);
+            }
+        }
+    }
+
     async fn connect(&self) -> Result<Conn, RedisError> {
         let stream = TcpStream::connect((self.config.host.as_str(), self.config.port)).await?;
         // A request is one write, and its reply is awaited: nothing to gain by delaying it.

@@ -135,8 +135,9 @@ impl<L: Link> Drop for Lanes<L> {
     }
 }
 
-/// A runtime's lane keeper, on that runtime: connects (loading the scripts), starts the lane's
-/// batcher, then holds the lane until the store is dropped. Dropped with its runtime.
+/// A runtime's lane keeper, on that runtime: connects (loading the scripts, and one connection
+/// for lone calls, if the lane has them), starts the lane's batcher, then holds the lane until
+/// the store is dropped. Dropped with its runtime.
 async fn keep<L: Link>(
     dead: Dead<L>,
     make: MakeLink<L>,
@@ -167,6 +168,14 @@ async fn keep<L: Link>(
             }
         }
     };
+    if let Some(direct) = &direct {
+        // On this runtime, whose I/O driver the connection registers with.
+        let _ = io::timeout(super::probe::probe_timeout(timeout), async {
+            direct.prepare().await;
+            Ok(())
+        })
+        .await;
+    }
     let batcher = Batcher::start(link.clone(), timeout, &Handle::current());
     // Only this keeper sets its lane.
     let _ = dead.0.lane.set(Lane { link, batcher, direct });
