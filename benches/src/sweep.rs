@@ -29,8 +29,9 @@ pub const CALLERS: [u32; 5] = [1, 4, 16, 64, 256];
 const ROUNDS: usize = 3;
 const RUN: Duration = Duration::from_millis(1000);
 /// The Redis series' rounds: their points carry target rows, and on a 2-core machine shared with
-/// the redis-server one round in three can be off by 15 %, so they take the median of more.
-const REDIS_ROUNDS: usize = 5;
+/// the redis-server a round's ratio of the two series ranges ±15 % around the median (0.77–1.41×
+/// at 4 callers in five rounds of one run), so they take the median of more.
+const REDIS_ROUNDS: usize = 9;
 const SUBJECTS: usize = 1000;
 
 /// Where the figure goes: committed, next to the harness.
