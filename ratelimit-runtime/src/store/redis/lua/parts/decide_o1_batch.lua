@@ -46,16 +46,20 @@ local k = 0
 -- about 8 000 results; a batch past 4 000 numbers is unpacked one at a time).
 local nums = ARGV[1]
 local last = (#nums - 8) / 8
--- The format of n doubles: string.rep copies a byte at a time, so 64 of them are repeated (a
--- byte costs the server about 30 instructions).
-local d64 = string.rep('d', 64)
+-- The format of n doubles, '<' and n times 'd'. Written out for up to 64 numbers (a lone call
+-- sends fewer unless it has many limits): a literal costs the server nothing per run, where
+-- building it did (string.rep copies a byte at a time, about 30 instructions a byte; with the
+-- joins, 4 500 instructions a run, 8% of a lone call). Past 64, 64 at a time.
+local f64 = '<dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd'
 local function doubles(n)
+  if n <= 64 then return string.sub(f64, 1, n + 1) end
   local r = n % 64
-  return string.rep(d64, (n - r) / 64) .. string.sub(d64, 1, r)
+  local d64 = string.sub(f64, 2)
+  return '<' .. string.rep(d64, (n - r) / 64) .. string.sub(d64, 1, r)
 end
 local A
 if last <= 4000 then
-  A = {struct.unpack('<' .. doubles(last), nums, 9)}
+  A = {struct.unpack(doubles(last), nums, 9)}
 else
   A = {}
   for i = 1, last do A[i] = struct.unpack('<d', nums, 1 + 8 * i) end
@@ -130,11 +134,11 @@ end
 k = k + 1
 A[k] = server_now or 0
 -- Packed 4 000 at a time at most: Lua's C stack takes about 8 000 values.
-if k <= 4000 then return struct.pack('<' .. doubles(k), unpack(A, 1, k)) end
+if k <= 4000 then return struct.pack(doubles(k), unpack(A, 1, k)) end
 local out = {}
 for i = 1, k, 4000 do
   local j = i + 3999
   if j > k then j = k end
-  out[#out + 1] = struct.pack('<' .. doubles(j - i + 1), unpack(A, i, j))
+  out[#out + 1] = struct.pack(doubles(j - i + 1), unpack(A, i, j))
 end
 return table.concat(out)
