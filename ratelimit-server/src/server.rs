@@ -16,6 +16,14 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tonic::transport::server::TcpIncoming;
 
+/// The gRPC listener's connections, with Nagle's algorithm off. A response that leaves in two
+/// writes would otherwise hold its second until the client acknowledges the first, which a
+/// client may delay by up to 40 ms: under 64 callers about one call in 400 took 35-50 ms that
+/// way, which set the p99.
+fn grpc_incoming(listener: tokio::net::TcpListener) -> TcpIncoming {
+    TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
 /// How long a shutdown waits for open connections to finish.
 const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -175,7 +183,7 @@ async fn serve(
         tonic::transport::Server::builder()
             .add_service(health_service)
             .add_service(service)
-            .serve_with_incoming_shutdown(TcpIncoming::from(grpc), stopped(stop_rx)),
+            .serve_with_incoming_shutdown(grpc_incoming(grpc), stopped(stop_rx)),
     );
     signal.await;
     eprintln!("ratelimit-server: shutting down");
@@ -247,4 +255,17 @@ fn init_logs() {
         .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
     let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
     let _ = tracing_subscriber::registry().with(logs).try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn grpc_connections_are_accepted_with_nagle_off() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let mut incoming = super::grpc_incoming(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let accepted = tokio_stream::StreamExt::next(&mut incoming).await.expect("a connection").expect("accepted");
+        assert!(accepted.nodelay().expect("TCP_NODELAY"), "Nagle's algorithm is on");
+    }
 }
