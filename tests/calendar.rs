@@ -266,9 +266,10 @@ fn the_general_script_decides_months_as_memory() {
 fn the_scripts_calendar_is_the_plain_one() {
     let server = RedisServer::start();
     let mut con = server.client();
+    // The part fills the two locals a script declares for it.
     let part = include_str!("../ratelimit-runtime/src/store/redis/lua/parts/calendar.lua");
     let script = format!(
-        "{part}\nlocal n, out = ARGV[1] + 0, {{}}\n\
+        "local month_start, month_window\n{part}\nlocal n, out = ARGV[1] + 0, {{}}\n\
          for i = 2, #ARGV do\n\
            local idx, s, e = month_window(n, ARGV[i] + 0)\n\
            out[#out + 1] = idx; out[#out + 1] = s; out[#out + 1] = e\n\

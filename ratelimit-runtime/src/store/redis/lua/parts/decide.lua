@@ -84,7 +84,8 @@ local unpack = unpack
 -- The C functions the algorithms' parts and o1_limit.lua call by these names.
 local rcall, spack, sunpack = redis.call, struct.pack, struct.unpack
 --@exact
---@calendar
+-- Calendar months' conversions, made when first needed (fixed_window.lua, calendar.lua).
+local month_start, month_window
 
 local pos = 6
 -- The expiry's grid of the last limit's longest window (o1_limit.lua).

@@ -31,7 +31,8 @@ local KEYS, ARGV, redis, unpack, string, struct = KEYS, ARGV, redis, unpack, str
 local rcall, spack, sunpack = redis.call, struct.pack, struct.unpack
 local release, peek, statuses = false, false, nil
 --@exact
---@calendar
+-- Calendar months' conversions, made when first needed (fixed_window.lua, calendar.lua).
+local month_start, month_window
 -- The server's clock, once read (server_time.lua), as a number alone (no state here is scored
 -- by time as text).
 local server_now, server_text, time_text = false, false, false

@@ -6,6 +6,10 @@
 -- call; < 0: refused), wait (refused: the retry-after), rst (the reset), till (when the new state
 -- stops mattering), held (when the stored one did; left nil if none), state (the new one, packed; left nil:
 -- nothing to write).
+-- A window of months needs the calendar's conversions, made on the run's first such window.
+if w < 0 and not month_window then
+  --@calendar
+end
 local idx, start, stop
 if w > 0 then
   start = now - now % w
