@@ -193,6 +193,11 @@ pub fn run(server: &RedisServer, report: &mut Report) {
                 p99[k].push(p);
             }
         }
+        // The rows take the median of the rounds' own ratios: a round's two fronts ran within
+        // seconds of each other, while the machine's speed drifts from round to round.
+        let paired = |xs: &[Vec<f64>; 2]| Figure::of(xs[0].iter().zip(&xs[1]).map(|(o, s)| o / s).collect());
+        let (rate_ratio, p99_ratio) = (paired(&rate), paired(&p99));
+        println!("per round, ours / seed: decisions/s {}, p99 {}", rate_ratio.show("x"), p99_ratio.show("x"));
         let rate = rate.map(Figure::of);
         let p99 = p99.map(Figure::of);
         for (k, label) in ["ratelimit-server (sliding window)", "seed-style script, same gRPC front"].iter().enumerate()
@@ -203,7 +208,7 @@ pub fn run(server: &RedisServer, report: &mut Report) {
             name: "12. RLS decisions/s: ratelimit-server / seed",
             measured: format!("{}/s", fmt(rate[0].median)),
             reference: format!("{}/s", fmt(rate[1].median)),
-            ratio: rate[0].median / rate[1].median,
+            ratio: rate_ratio.median,
             bound: 1.0,
             at_most: false,
         });
@@ -211,7 +216,7 @@ pub fn run(server: &RedisServer, report: &mut Report) {
             name: "12. RLS p99: ratelimit-server / seed",
             measured: format!("{} µs", fmt(p99[0].median)),
             reference: format!("{} µs", fmt(p99[1].median)),
-            ratio: p99[0].median / p99[1].median,
+            ratio: p99_ratio.median,
             bound: 1.1,
             at_most: true,
         });
