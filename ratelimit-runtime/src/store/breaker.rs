@@ -134,7 +134,10 @@ impl Breaker {
                 return Answer::Ready(Err(StoreError::CircuitOpen { retry_in, source }));
             }
         };
-        let fut = call();
+        // Boxed where it is made: a store call's future is several kilobytes (the connection's
+        // own future inside), and each layer around it (the metrics' timer, this block, the
+        // box the answer holds) moved it whole again when it was held by value.
+        let fut = Box::pin(call());
         let mut report = Report { breaker: self.clone(), trial };
         Answer::Remote(Box::pin(async move {
             let result = if timed { report.breaker.metrics.timed(fut).await } else { fut.await };
