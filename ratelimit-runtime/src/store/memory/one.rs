@@ -96,7 +96,7 @@ fn decide_new(shard: &mut Shard, key: &[u8], limit: &CompiledLimit, now: u64, co
 
 /// Decides one limit on its stored `state` (any state: an expired or foreign one counts as
 /// nothing stored) and records the call in it if allowed.
-#[inline]
+#[inline(always)]
 fn decide_in(limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> Decision {
     if let State::Cells(c) = state {
         carry(c, limit, now);
