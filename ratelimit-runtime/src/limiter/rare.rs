@@ -56,17 +56,19 @@ impl<T: Empty> DerefMut for Rare<T> {
 impl<T: Empty> Drop for Rare<T> {
     #[inline(always)]
     fn drop(&mut self) {
-        // Taken, so what `ManuallyDrop` keeps is empty: nothing is left undropped.
         if !self.0.holds_nothing() {
-            free(self.take());
+            free(&mut self.0);
         }
     }
 }
 
+/// Drops what `value` holds, leaving it empty: what `ManuallyDrop` keeps is then nothing to
+/// drop. Takes the place, not the value, so that the caller's drop is a test and a call, with
+/// no move of the value inlined beside it.
 #[cold]
 #[inline(never)]
-fn free<T>(value: T) {
-    drop(value);
+fn free<T: Empty>(value: &mut ManuallyDrop<T>) {
+    drop(std::mem::take(&mut **value));
 }
 
 #[cfg(test)]
