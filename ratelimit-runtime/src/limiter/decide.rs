@@ -74,7 +74,7 @@ pub(super) struct SyncStep {
 pub(crate) struct Deciding<'l, 's, 'a> {
     pub(super) limiter: &'l Limiter,
     /// The limits in force under the overrides file (or a shadow limit), if any.
-    pub(super) snapshot: Option<Arc<Snapshot>>,
+    pub(super) snapshot: Rare<Option<Arc<Snapshot>>>,
     pub(super) subjects: &'s [Subject<'a>],
     pub(super) cost: u64,
     /// The time pinned by the caller (µs since the Unix epoch).
@@ -87,7 +87,7 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     pub(super) allowed: Option<Admitted>,
     pub(super) outcome: Outcome,
     /// The refusal, if the call is refused (else the call is permitted with `allowed`).
-    pub(super) refused: Option<RateLimited>,
+    pub(super) refused: Rare<Option<RateLimited>>,
     /// The store failed and the enforced limits are decided in process memory
     /// (`FailurePolicy::Local`).
     pub(super) local: bool,
@@ -96,7 +96,7 @@ pub(crate) struct Deciding<'l, 's, 'a> {
     pub(super) shadow_asked: bool,
     pub(super) sync: SyncStep,
     /// The call's limits under runtime overrides, when the limiter honours them.
-    pub(super) overriding: Rare<UnderOverride>,
+    pub(super) overriding: Rare<Option<Box<UnderOverride>>>,
 }
 
 impl Limiter {
@@ -114,7 +114,7 @@ impl Limiter {
     ) -> Deciding<'l, 's, 'a> {
         Deciding {
             limiter: self,
-            snapshot: self.snapshot_for(tier),
+            snapshot: Rare::new(self.snapshot_for(tier)),
             subjects,
             cost,
             pinned,
@@ -122,7 +122,7 @@ impl Limiter {
             phase: Phase::Enforced,
             allowed: None,
             outcome: Outcome::Allowed,
-            refused: None,
+            refused: Rare::new(None),
             local: false,
             shadow_asked: false,
             sync: SyncStep::default(),

@@ -19,7 +19,7 @@ impl<'l> Deciding<'l, '_, '_> {
 
     #[inline]
     pub(super) fn done(&mut self, refused: Option<RateLimited>, outcome: Outcome) -> Step {
-        self.refused = refused;
+        *self.refused = refused;
         self.outcome = outcome;
         Step::Done
     }
@@ -57,7 +57,7 @@ impl<'l> Deciding<'l, '_, '_> {
         source: Option<StoreError>,
     ) -> RateLimited {
         // Errors name the enforced rules, whichever phase refused.
-        let policies = match (&self.snapshot, self.overriding.as_ref().and_then(|o| o.set.as_ref())) {
+        let policies = match (&*self.snapshot, self.overriding.as_ref().and_then(|o| o.set.as_ref())) {
             (_, Some(overridden)) => overridden.policies.clone(),
             (Some(s), None) => s.enforced.policies.clone(),
             (None, None) => self.limiter.own().policies.clone(),

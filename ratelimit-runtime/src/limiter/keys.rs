@@ -69,6 +69,20 @@ const INLINE_BYTES: usize = 24;
 #[repr(C, align(8))]
 pub(crate) struct Words([u8; INLINE_BYTES]);
 
+impl Default for SubjectKeys {
+    fn default() -> SubjectKeys {
+        SubjectKeys::EMPTY
+    }
+}
+
+/// Inline keys own nothing: a permit drops them with one test (see `Rare`).
+impl super::rare::Empty for SubjectKeys {
+    #[inline(always)]
+    fn holds_nothing(&self) -> bool {
+        matches!(self, SubjectKeys::Inline { .. })
+    }
+}
+
 impl SubjectKeys {
     pub(crate) const EMPTY: SubjectKeys =
         SubjectKeys::Inline { count: 0, ends: [0; INLINE_KEYS], bytes: Words([0; INLINE_BYTES]) };

@@ -32,15 +32,15 @@ pub use settle::Settle;
 pub struct Permit<'a> {
     limiter: &'a Limiter,
     /// The limits in force it was decided under, when not the limiter's own.
-    snapshot: Option<Arc<Snapshot>>,
+    snapshot: Rare<Option<Arc<Snapshot>>>,
     cost: u64,
     /// What the store admitted it with (meaningful when `decided`).
     admitted: Admitted,
     /// The subjects of the enforced limits, as the store keyed them.
-    keys: SubjectKeys,
+    keys: Rare<SubjectKeys>,
     /// The concurrency slots it holds, freed when the permit goes (boxed: most limiters have
     /// none, and they should not make every permit larger).
-    slots: Rare<Slots>,
+    slots: Rare<Option<Box<Slots>>>,
     /// `false` when the store failed and the policy let the call through (or the call was
     /// exempt): there is nothing to give back.
     decided: bool,
@@ -127,7 +127,8 @@ impl<'a> Permit<'a> {
             return Permit::holding_slots(limiter, d, snapshot, cost, subjects, pinned, local);
         }
         let keys = SubjectKeys::of(set, subjects);
-        Ok(Permit { limiter, snapshot, cost, admitted: *d, keys, slots: Rare::new(None), decided: true, pinned, local })
+        let (snapshot, keys, slots) = (Rare::new(snapshot), Rare::new(keys), Rare::new(None));
+        Ok(Permit { limiter, snapshot, cost, admitted: *d, keys, slots, decided: true, pinned, local })
     }
 
     /// The permit of a call that holds concurrency slots. Out of line (most limiters have
@@ -155,6 +156,7 @@ impl<'a> Permit<'a> {
             local,
             held: true,
         })));
+        let (snapshot, keys) = (Rare::new(snapshot), Rare::new(keys));
         Ok(Permit { limiter, snapshot, cost, admitted: *d, keys, slots, decided: true, pinned, local })
     }
 
@@ -171,7 +173,8 @@ impl<'a> Permit<'a> {
         local: bool,
     ) -> Result<Permit<'a>, RateLimited> {
         let (admitted, keys) = (Admitted::NONE, SubjectKeys::EMPTY);
-        Ok(Permit { limiter, snapshot, cost, admitted, keys, slots: Rare::new(None), decided: false, pinned, local })
+        let (snapshot, keys, slots) = (Rare::new(snapshot), Rare::new(keys), Rare::new(None));
+        Ok(Permit { limiter, snapshot, cost, admitted, keys, slots, decided: false, pinned, local })
     }
 
     fn set(&self) -> &LimitSet {

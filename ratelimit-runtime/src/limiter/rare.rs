@@ -1,51 +1,74 @@
-//! [`Rare`]: an optional box that most values leave empty, tested where the value is dropped
-//! and freed out of line.
+//! [`Rare`]: a value that is almost always empty (an optional box or `Arc`, keys kept inline),
+//! tested where it is dropped and dropped out of line.
 
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 
-/// An `Option<Box<T>>` that is almost always `None` (a permit's concurrency slots, a call's
-/// runtime overrides). The drop of a plain one was an out-of-line call even when empty, about a
-/// dozen instructions on every decision for what is one test.
-pub(crate) struct Rare<T>(ManuallyDrop<Option<Box<T>>>);
+/// A field that is almost always empty: a permit's concurrency slots, a call's runtime overrides,
+/// the snapshot of an overrides file, a refusal. The drop of a plain one was an out-of-line
+/// call even when empty, about a dozen instructions on every decision for what is one test; and
+/// a type holding several of them got drop glue too large to inline, so every permit and every
+/// decision under way paid a call for a few tests.
+pub(crate) struct Rare<T: Empty>(ManuallyDrop<T>);
 
-impl<T> Rare<T> {
-    #[inline]
-    pub(crate) const fn new(value: Option<Box<T>>) -> Rare<T> {
-        Rare(ManuallyDrop::new(value))
+/// A value with an empty state (its `Default`) that owns nothing: left undropped, nothing leaks.
+pub(crate) trait Empty: Default {
+    /// Whether this is a value that owns nothing (nothing to drop).
+    fn holds_nothing(&self) -> bool;
+}
+
+impl<T> Empty for Option<T> {
+    #[inline(always)]
+    fn holds_nothing(&self) -> bool {
+        self.is_none()
     }
 }
 
-impl<T> Deref for Rare<T> {
-    type Target = Option<Box<T>>;
+impl<T: Empty> Rare<T> {
+    #[inline]
+    pub(crate) const fn new(value: T) -> Rare<T> {
+        Rare(ManuallyDrop::new(value))
+    }
+
+    /// The value, the empty one left in its place.
+    #[inline]
+    pub(crate) fn take(&mut self) -> T {
+        std::mem::take(&mut *self.0)
+    }
+}
+
+impl<T: Empty> Deref for Rare<T> {
+    type Target = T;
 
     #[inline]
-    fn deref(&self) -> &Option<Box<T>> {
+    fn deref(&self) -> &T {
         &self.0
     }
 }
 
-impl<T> DerefMut for Rare<T> {
+impl<T: Empty> DerefMut for Rare<T> {
     #[inline]
-    fn deref_mut(&mut self) -> &mut Option<Box<T>> {
+    fn deref_mut(&mut self) -> &mut T {
         &mut self.0
     }
 }
 
-impl<T> Drop for Rare<T> {
-    #[inline]
+impl<T: Empty> Drop for Rare<T> {
+    #[inline(always)]
     fn drop(&mut self) {
-        // Taken, so what `ManuallyDrop` keeps is `None`: nothing is left undropped.
-        if self.0.is_some() {
-            free(self.0.take());
+        if !self.0.holds_nothing() {
+            free(&mut self.0);
         }
     }
 }
 
+/// Drops what `value` holds, leaving it empty: what `ManuallyDrop` keeps is then nothing to
+/// drop. Takes the place, not the value, so that the caller's drop is a test and a call, with
+/// no move of the value inlined beside it.
 #[cold]
 #[inline(never)]
-fn free<T>(boxed: Option<Box<T>>) {
-    drop(boxed);
+fn free<T: Empty>(value: &mut ManuallyDrop<T>) {
+    drop(std::mem::take(&mut **value));
 }
 
 #[cfg(test)]
@@ -65,12 +88,13 @@ mod tests {
 
     #[test]
     fn its_box_is_dropped_once_and_an_empty_one_not_at_all() {
-        drop(Rare::<Counted>::new(None));
+        drop(Rare::<Option<Box<Counted>>>::new(None));
         assert_eq!(DROPPED.load(Ordering::Relaxed), 0);
         drop(Rare::new(Some(Box::new(Counted))));
         assert_eq!(DROPPED.load(Ordering::Relaxed), 1);
         let mut taken = Rare::new(Some(Box::new(Counted)));
         let inner = taken.take();
+        assert!(taken.is_none());
         drop(taken);
         assert_eq!(DROPPED.load(Ordering::Relaxed), 1, "taken out: not dropped with the wrapper");
         drop(inner);

@@ -309,10 +309,27 @@ fn sliding(
     window_us: u64,
     nth_wait: impl Fn(u64) -> u64,
 ) {
+    match sliding_step(count, used, cost, window_us, nth_wait) {
+        Ok(left) => room(d, tightest, limit, rule, left, window_us),
+        Err(wait) => deny(d, limit, rule, wait),
+    }
+}
+
+/// A sliding-window rule of `count` units with `used` of them in its window: the units left
+/// after a call of `cost`, or, refused, the µs until it fits (`nth_wait(n)`: until the window's
+/// `n`th unit leaves it, asked only when needed). Admitted, the quota is whole again when this
+/// call's own units leave the window: the rule's reset is its window.
+#[inline(always)]
+pub(super) fn sliding_step(
+    count: u64,
+    used: u64,
+    cost: u64,
+    window_us: u64,
+    nth_wait: impl Fn(u64) -> u64,
+) -> Result<u64, u64> {
     if used + cost > count {
-        deny(d, limit, rule, if cost <= count { nth_wait(used + cost - count) } else { window_us });
+        Err(if cost <= count { nth_wait(used + cost - count) } else { window_us })
     } else {
-        // The quota is whole again when this call's own units leave the window.
-        room(d, tightest, limit, rule, count - used - cost, window_us);
+        Ok(count - used - cost)
     }
 }

@@ -192,7 +192,7 @@ impl MemoryStore {
             // A call's pinned time may run ahead of the clock (a replay, a test): sweeping by
             // it would drop states that calls at other pinned times still read. Sweeping
             // never runs ahead of the store's own clock.
-            shard.sweep(now.min(self.now_us()));
+            shard.sweep_idle(now.min(self.now_us()));
             self.report(&mut shard);
         }
     }

@@ -6,7 +6,7 @@
 //! below hold the two paths to the same decisions and the same stored state.
 
 use super::carry::{carry, kept_of};
-use super::check::{check_log, deny, room, step_rule};
+use super::check::{check_log, deny, room, sliding_step, step_rule};
 use super::inline::{Values, KEY_BYTES};
 use super::log::Log;
 use super::shard::{shard_of, Cells, Shard, State};
@@ -14,7 +14,7 @@ use super::MemoryStore;
 use crate::algorithm::step;
 use crate::algorithm::Algorithm;
 use crate::model::compiled::CompiledLimit;
-use crate::model::decision::Decision;
+use crate::model::decision::{Decision, Why};
 use crate::store::Call;
 use std::time::Duration;
 
@@ -96,17 +96,17 @@ fn decide_new(shard: &mut Shard, key: &[u8], limit: &CompiledLimit, now: u64, co
 
 /// Decides one limit on its stored `state` (any state: an expired or foreign one counts as
 /// nothing stored) and records the call in it if allowed.
-#[inline]
+#[inline(always)]
 fn decide_in(limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> Decision {
     if let State::Cells(c) = state {
         carry(c, limit, now);
     }
-    if let (false, [rule]) = (limit.algorithm == Algorithm::SlidingWindow, &limit.rules[..]) {
-        // One rule (most O(1) limits): each algorithm's step specialised, nothing in loops. First,
+    if let [rule] = limit.rules[..] {
+        // One rule (most limits): each algorithm's step specialised, nothing in loops. First,
         // before any decision is written: the paths below start from `Decision::admitted`,
         // which the compiler writes out whole before it knows the path (then written again).
-        let rule = *rule;
         return match limit.algorithm {
+            Algorithm::SlidingWindow => one_log(rule, state, now, cost),
             Algorithm::Gcra => one_rule(Algorithm::Gcra, limit, rule, state, now, cost),
             Algorithm::TokenBucket => one_rule(Algorithm::TokenBucket, limit, rule, state, now, cost),
             Algorithm::LeakyBucket => one_rule(Algorithm::LeakyBucket, limit, rule, state, now, cost),
@@ -174,6 +174,33 @@ fn decide_in(limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> D
     d
 }
 
+/// One sliding-window rule: `check_log` and the record of `decide_in`'s general path in one
+/// pass, the decision written once.
+#[inline(always)]
+fn one_log(rule: crate::model::rule::Rule, state: &mut State, now: u64, cost: u64) -> Decision {
+    // An expired log holds nothing any window counts: start it afresh, as recording does.
+    if !matches!(state, State::Log(_)) || state.expired(now) {
+        *state = State::Log(Log::default());
+    }
+    let State::Log(log) = state else { return Decision::admitted(now) };
+    let w = rule.window_us();
+    log.longest_us = w;
+    log.trim(now);
+    // The one window is the longest: it holds everything the trim left.
+    let before = log.base();
+    let nth_wait = |need: u64| log.nth_time(0, before, need).map_or(w, |t| t + w - now);
+    match sliding_step(rule.count(), log.total() - before, cost, w, nth_wait) {
+        Err(wait) => Decision::refused(0, 0, Duration::from_micros(wait), now, Why::Exceeded),
+        Ok(left) => {
+            if cost > 0 {
+                let cum = log.total() + cost;
+                log.push(now, cum);
+            }
+            Decision { remaining: left, reset: Duration::from_micros(w), ..Decision::admitted(now) }
+        }
+    }
+}
+
 /// One O(1) rule: `step_rule` and the records of `decide_in`'s general loop, for one rule of
 /// algorithm `alg` (a constant where it is inlined).
 #[inline(always)]
@@ -194,7 +221,7 @@ fn one_rule(
     let s = step(alg, rule.rate(limit.capacity(0)), now, cost, v, false);
     if !s.allowed {
         let wait = Duration::from_micros(s.wait);
-        return Decision::refused(0, 0, wait, now, crate::model::decision::Why::Exceeded);
+        return Decision::refused(0, 0, wait, now, Why::Exceeded);
     }
     let d = Decision { remaining: s.left, reset: Duration::from_micros(s.wait), ..Decision::admitted(now) };
     let expires_at = now + s.ttl;

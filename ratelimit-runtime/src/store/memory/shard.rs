@@ -49,6 +49,13 @@ pub(super) fn hash_of(key: &[u8]) -> u64 {
     u64::from_le_bytes(hash)
 }
 
+/// How long after a state expired the periodic sweep still keeps it (µs). A bucket that drains
+/// between a subject's calls expires between every two of them: dropped at once, each such call
+/// found nothing and inserted its key again, where a kept state is written in place. The bound on
+/// keys holds as before (a full shard still forgets its least recently used key), and expired
+/// states count as nothing whether kept or not.
+const SWEEP_GRACE_US: u64 = 1_000_000;
+
 /// Keys a shard holds at least, when the bound allows: its least recently used key is then
 /// colder than a thousand others, whichever shard a flood fills first.
 const MIN_PER_SHARD: usize = 1024;
@@ -75,6 +82,11 @@ impl Shard {
     /// Live keys forgotten to make room since the last call.
     pub(super) fn take_evictions(&mut self) -> u64 {
         std::mem::take(&mut self.evicted)
+    }
+
+    /// The periodic sweep: drops the states expired for [`SWEEP_GRACE_US`] by `now`.
+    pub(super) fn sweep_idle(&mut self, now: u64) {
+        self.sweep(now.saturating_sub(SWEEP_GRACE_US));
     }
 
     /// Drops expired states, and gives memory back once most of the map is empty.
