@@ -140,16 +140,9 @@ pub(super) fn record(state: &mut State, limit: &CompiledLimit, now: u64, cost: u
             slots.push((now + limit.lease_us, member));
         }
     } else if limit.algorithm == Algorithm::SlidingWindow {
-        if !matches!(state, State::Log(_)) || state.expired(now) {
-            *state = State::Log(Log::default());
-        }
-        if let State::Log(log) = state {
-            log.longest_us = limit.longest_us();
-            if cost > 0 {
-                let cum = log.total() + cost;
-                log.push(now, cum);
-            }
-        }
+        let log = state.live_log(now);
+        log.longest_us = limit.longest_us();
+        log.admit(now, cost);
     } else {
         let k = limit.algorithm.cells();
         let n = k * limit.rules.len();

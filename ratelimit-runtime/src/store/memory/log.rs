@@ -192,6 +192,15 @@ impl Log {
         }
     }
 
+    /// Records an admitted call of `cost` units at `now` (the newest time; a call of cost 0
+    /// leaves nothing to record).
+    #[inline(always)]
+    pub(super) fn admit(&mut self, now: u64, cost: u64) {
+        if cost > 0 {
+            self.push(now, self.total() + cost);
+        }
+    }
+
     /// Appends an entry (times never decrease).
     pub(super) fn push(&mut self, t: u64, cum: u64) {
         if self.entries.len() == 0 {

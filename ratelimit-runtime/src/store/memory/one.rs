@@ -117,15 +117,10 @@ fn decide_in(limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> D
     let mut d = Decision::admitted(now);
     let mut tightest: Option<u64> = None;
     if limit.algorithm == Algorithm::SlidingWindow {
-        // An expired log holds nothing any window counts: start it afresh, as recording does.
-        if !matches!(state, State::Log(_)) || state.expired(now) {
-            *state = State::Log(Log::default());
-        }
-        let State::Log(log) = state else { return d };
+        let log = state.live_log(now);
         check_log(log, 0, limit, now, cost, &mut d, &mut tightest);
-        if d.allowed && cost > 0 {
-            let cum = log.total() + cost;
-            log.push(now, cum);
+        if d.allowed {
+            log.admit(now, cost);
         }
         return d;
     }
@@ -178,11 +173,7 @@ fn decide_in(limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> D
 /// pass, the decision written once.
 #[inline(always)]
 fn one_log(rule: crate::model::rule::Rule, state: &mut State, now: u64, cost: u64) -> Decision {
-    // An expired log holds nothing any window counts: start it afresh, as recording does.
-    if !matches!(state, State::Log(_)) || state.expired(now) {
-        *state = State::Log(Log::default());
-    }
-    let State::Log(log) = state else { return Decision::admitted(now) };
+    let log = state.live_log(now);
     let w = rule.window_us();
     log.longest_us = w;
     log.trim(now);
@@ -192,10 +183,7 @@ fn one_log(rule: crate::model::rule::Rule, state: &mut State, now: u64, cost: u6
     match sliding_step(rule.count(), log.total() - before, cost, w, nth_wait) {
         Err(wait) => Decision::refused(0, 0, Duration::from_micros(wait), now, Why::Exceeded),
         Ok(left) => {
-            if cost > 0 {
-                let cum = log.total() + cost;
-                log.push(now, cum);
-            }
+            log.admit(now, cost);
             Decision { remaining: left, reset: Duration::from_micros(w), ..Decision::admitted(now) }
         }
     }

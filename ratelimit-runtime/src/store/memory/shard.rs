@@ -200,6 +200,19 @@ pub(super) enum State {
 }
 
 impl State {
+    /// This key's log, started afresh unless it holds a live one: an expired log holds nothing
+    /// any window counts, and a key of another kind is not a log's.
+    #[inline(always)]
+    pub(super) fn live_log(&mut self, now: u64) -> &mut Log {
+        if !matches!(self, State::Log(_)) || self.expired(now) {
+            *self = State::Log(Log::default());
+        }
+        match self {
+            State::Log(log) => log,
+            _ => unreachable!("the state was just made a log"),
+        }
+    }
+
     #[inline]
     pub(super) fn expired(&self, now: u64) -> bool {
         match self {
