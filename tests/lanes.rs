@@ -1,19 +1,17 @@
 //! Calls awaited in a task of a Tokio runtime go on a connection that this runtime drives, so a
 //! reply wakes the caller without a hop through the library's I/O thread. Each such runtime
 //! gets its own connection, made in the background and closed when the runtime is dropped;
-//! blocking calls, and calls awaited outside a task, keep the shared connection. A call that
-//! goes alone with nothing else under way goes on a connection of its own, lent by its
-//! runtime's lane and closed with it: one more connection for calls one after another. It
-//! authenticates and selects the URL's database like the others, loads the scripts again on
-//! `NOSCRIPT`, and a call that gave up midway drops it, so the reply that still comes is never
-//! read as the next call's. Every decision
-//! stays one count on the same keys, whichever connection carried it. A real `redis-server`,
-//! its own `CLIENT LIST` as the witness.
+//! blocking calls, and calls awaited outside a task, keep the shared connection. Calls that go
+//! alone share one more connection of their runtime's lane, written and read by their own
+//! tasks and closed with it. It authenticates and selects the URL's database like the others,
+//! loads the scripts again on `NOSCRIPT`, and each call reads its own reply, whoever reads the
+//! socket and whichever calls gave up midway. Every decision stays one count on the same keys,
+//! whichever connection carried it. A real `redis-server`, its own `CLIENT LIST` as the witness.
 
 mod support;
 
 use ratelimit::store::{RedisStore, StoreHandle};
-use ratelimit::{Cause, FailurePolicy, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
+use ratelimit::{Algorithm, Cause, FailurePolicy, Limit, LimitType, Limiter, RateLimited, Rule, Subject};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{poll_until, RedisServer};
@@ -220,8 +218,8 @@ async fn a_lone_call_loads_the_scripts_again() {
     assert_eq!(clients(&mut admin).len(), base + 3, "the connection was kept");
 }
 
-/// A lone call that gives up while the server is busy drops its connection: the reply that
-/// comes after is read by no one, and each next call reads its own (its remaining quota is the
+/// A lone call that gives up while the server is busy leaves its place: the reply that
+/// comes after is read and dropped, and each next call reads its own (its remaining quota is the
 /// count left after it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_gave_up_leaves_no_reply_to_the_next() {
@@ -247,4 +245,149 @@ async fn a_call_that_gave_up_leaves_no_reply_to_the_next() {
         let units: u64 = redis::cmd("ZCARD").arg(&key[0]).query(&mut admin).unwrap();
         assert_eq!(remaining, LIMIT - units, "a call read another call's reply");
     }
+}
+
+/// Lone calls under way together share the lane's connection for lone calls: each writes its
+/// request and one of them reads the replies for all. Two calls give up while the server is
+/// busy (the one reading among them), and their replies, which come after, are read by no one;
+/// then four tasks call at once, each on a subject of its own whose log holds a count no other
+/// holds, and each reads the remaining quota of its own subject after each call. A reply read
+/// as another call's would show another subject's count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_lone_calls_each_read_their_own_reply() {
+    const LIMIT: u64 = 100_000_000;
+    const SUBJECTS: u64 = 4;
+    const CALLS: u64 = 300;
+    let server = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let mut admin = server.client();
+    // Counted before the store opens: the store's shared connection, its runtime's and the one
+    // for lone calls come after.
+    let base = clients(&mut admin).len();
+    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_millis(300)).unwrap());
+    let limiter = Arc::new(
+        Limiter::builder("direct::shared")
+            // A fixed window: a call of a million units is one count, not a million log entries.
+            .limit(
+                Limit::new(LimitType::Ip, [Rule::from_millis(7 * 86_400_000, LIMIT).unwrap()])
+                    .algorithm(Algorithm::FixedWindow),
+            )
+            .store(store)
+            .on_error(FailurePolicy::Deny)
+            .refusal_cache(false)
+            .build()
+            .unwrap(),
+    );
+    let subject = |k: u64| Subject::ip(std::net::IpAddr::from([10, 0, 0, k as u8]));
+    until_lone_connection(&limiter, &mut admin, base, subject(9)).await;
+    // Subject k starts at (k + 1) million units, taken in one call each, alone.
+    for k in 0..SUBJECTS {
+        let limiter = limiter.clone();
+        tokio::spawn(async move { limiter.check(&[subject(k)]).cost((k + 1) * 1_000_000).await.map(drop) })
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    // The server busy for a second: two calls under way together give up after 300 ms.
+    let busy = {
+        let mut con = server.client();
+        std::thread::spawn(move || redis::cmd("DEBUG").arg("SLEEP").arg(1).query::<()>(&mut con))
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let gave_up: Vec<_> = (0..2)
+        .map(|k| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move { limiter.check(&[subject(k)]).await.map(drop) })
+        })
+        .collect();
+    for call in gave_up {
+        let refused = call.await.unwrap().unwrap_err();
+        assert_eq!(refused.cause(), Cause::StoreUnavailable, "{refused:?}");
+    }
+    busy.join().unwrap().unwrap();
+    // The calls that gave up were decided all the same once the server woke: one unit each.
+    let start = |k: u64| LIMIT - (k + 1) * 1_000_000 - u64::from(k < 2);
+    let callers: Vec<_> = (0..SUBJECTS)
+        .map(|k| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                for j in 1..=CALLS {
+                    let permit = limiter.check(&[subject(k)]).await.expect("admitted");
+                    let remaining = permit.quota().unwrap().remaining;
+                    assert_eq!(remaining, start(k) - j, "subject {k}, call {j} read another call's reply");
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    assert_eq!(clients(&mut admin).len(), base + 3, "the lone calls shared one connection");
+}
+
+/// Calls on `subject` from tasks until the runtime's lane and its connection for lone calls
+/// are made: `base` and three connections (the first calls, on a fresh store, may give up
+/// before the lane is ready).
+async fn until_lone_connection(
+    limiter: &Arc<Limiter>,
+    admin: &mut redis::Connection,
+    base: usize,
+    subject: Subject<'static>,
+) {
+    let deadline = std::time::Instant::now() + WITHIN;
+    while clients(admin).len() < base + 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no connection for lone calls after {WITHIN:?}: {:?} (base {base})",
+            clients(admin)
+        );
+        let limiter = limiter.clone();
+        let subject = subject.clone();
+        let _ = tokio::spawn(async move { limiter.check(&[subject]).await.map(drop) }).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The caller reading the replies stops once its own has come, and the next caller waiting
+/// reads on. Two slow calls (100 000 units each into a sliding log, a fraction of a second of
+/// the server's time), the second written while the server runs the first, so that their
+/// replies come apart; the first caller calls no more. The second is answered within its
+/// timeout only if someone reads its reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_caller_reads_once_the_reader_has_its_reply() {
+    const SLOW: u64 = 100_000;
+    let server = RedisServer::start();
+    let mut admin = server.client();
+    let base = clients(&mut admin).len();
+    // A timeout far longer than the calls take: a call whose reply nobody reads would still be
+    // answered once its timeout wakes it (its own read then finds the reply), so the test
+    // measures how long the second call took.
+    const TIMEOUT: Duration = Duration::from_secs(30);
+    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), TIMEOUT).unwrap());
+    let limiter = Arc::new(
+        Limiter::builder("direct::hand_over")
+            .limit(Limit::new(LimitType::Ip, [Rule::from_millis(3_600_000, 1_000_000).unwrap()]))
+            .store(store)
+            .on_error(FailurePolicy::Deny)
+            .refusal_cache(false)
+            .build()
+            .unwrap(),
+    );
+    let subject = |k: u8| Subject::ip(std::net::IpAddr::from([10, 0, 1, k]));
+    until_lone_connection(&limiter, &mut admin, base, subject(9)).await;
+    let slow = |k: u8| {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            let start = std::time::Instant::now();
+            let remaining = limiter.check(&[subject(k)]).cost(SLOW).await.map(|p| p.quota().unwrap().remaining);
+            (remaining, start.elapsed())
+        })
+    };
+    let first = slow(1);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = slow(2);
+    assert_eq!(first.await.unwrap().0.unwrap(), 1_000_000 - SLOW);
+    let (remaining, took) = second.await.unwrap();
+    assert_eq!(remaining.unwrap(), 1_000_000 - SLOW);
+    assert!(took < TIMEOUT / 2, "the second call's reply waited {took:?} for a reader");
+    assert_eq!(clients(&mut admin).len(), base + 3, "both went on the connection for lone calls");
 }

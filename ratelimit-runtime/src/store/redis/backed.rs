@@ -86,12 +86,11 @@ impl<L: Link> Operations for RedisBacked<L> {
                 let lane = lanes.here();
                 match lane.batcher.route(call) {
                     Route::Queued(batcher, call) => batcher.decide(call, member).await,
-                    // The slot, if any, is given back when this future ends. A call that found
-                    // nothing else under way goes on a connection of its own, if the lane has
-                    // them (direct.rs); with others under way, it shares their connection,
-                    // where the server reads and answers several requests at once.
+                    // The slot, if any, is given back when this future ends. A call that went
+                    // alone goes on the lane's connection for lone calls, if it has one
+                    // (direct/), written and read by its callers' own tasks.
                     Route::Direct(cmd, slot) => match (&lane.direct, slot) {
-                        (Some(direct), Some(slot)) if slot.only() => {
+                        (Some(direct), Some(slot)) => {
                             let decision = direct.send(&Decide(cmd, member)).await;
                             drop(slot);
                             decision

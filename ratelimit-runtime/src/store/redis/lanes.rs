@@ -9,7 +9,7 @@
 //! connection dies with that runtime (each `#[tokio::test]` has its own), cannot serve blocking
 //! callers (their thread is not driving any runtime) and must not be used from a runtime that
 //! is not running. So each runtime that calls from a task gets its own lane (a connection and
-//! the batcher that coalesces on it, and the connections of its lone calls, see direct.rs),
+//! the batcher that coalesces on it, and the connection of its lone calls, see direct/),
 //! made in the background on that runtime and ended with it or with the store; every other
 //! call, and a call made before its lane is ready, goes on the shared lane.
 
@@ -41,7 +41,7 @@ pub(crate) type MakeLink<L> = Arc<dyn Fn() -> Result<L, StoreError> + Send + Syn
 pub(crate) struct Lane<L: Link> {
     pub(crate) link: L,
     pub(crate) batcher: Arc<Batcher>,
-    /// The connections of lone calls (direct.rs), on a runtime's own lane where the server
+    /// The connection of lone calls (direct/), on a runtime's own lane where the server
     /// allows them.
     pub(crate) direct: Option<Arc<Direct>>,
 }

@@ -66,7 +66,7 @@ impl RedisStore {
             let _guard = io::handle()?.enter();
             ConnectionManager::new_lazy_with_config(client.clone(), config.clone()).map_err(redis_error)?
         };
-        // Lone calls on a connection of their own, where the connection can be plain (direct.rs).
+        // Lone calls on a connection of their own, where the connection can be plain (direct/).
         let direct = direct::DirectConfig::of(client.get_connection_info());
         let make: MakeLink<ConnectionManager> = Arc::new(move || {
             ConnectionManager::new_lazy_with_config(client.clone(), config.clone()).map_err(redis_error)

@@ -111,17 +111,6 @@ struct State {
 pub(crate) struct Slot {
     batcher: Arc<Batcher>,
     batch: bool,
-    /// Nothing else was under way when this lone call took its slot.
-    only: bool,
-}
-
-impl Slot {
-    /// Whether nothing else was under way on the connection when this lone call took its slot:
-    /// then it gains by a connection of its own (no other call's request to share a write and
-    /// a read of the server with, see direct.rs).
-    pub(crate) fn only(&self) -> bool {
-        self.only
-    }
 }
 
 impl Drop for Slot {
@@ -173,9 +162,8 @@ impl Batcher {
     fn alone(self: &Arc<Self>) -> Option<Slot> {
         let mut state = crate::rt::lock::lock(&self.state);
         if state.in_flight < IN_FLIGHT && state.batches == 0 && state.entries.is_empty() && !state.closed {
-            let only = state.in_flight == 0;
             state.in_flight += 1;
-            return Some(Slot { batcher: self.clone(), batch: false, only });
+            return Some(Slot { batcher: self.clone(), batch: false });
         }
         None
     }
@@ -223,7 +211,7 @@ impl Batcher {
                     };
                     state.in_flight += 1;
                     state.batches += 1;
-                    return Some((batch, Slot { batcher: self.clone(), batch: true, only: false }));
+                    return Some((batch, Slot { batcher: self.clone(), batch: true }));
                 }
                 if queued == 0 && state.closed {
                     return None;
