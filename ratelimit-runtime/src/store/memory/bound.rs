@@ -1,7 +1,7 @@
 //! The store's bound on keys: how it is set, and what it reports while it holds.
 //! (Where room is made, least recently used first, is the shard's job: `shard.rs`.)
 
-use super::shard::{self, Shard};
+use super::shard::{self, Locked, Shard};
 use super::MemoryStore;
 use crate::rt::throttle::Throttle;
 use parking_lot::Mutex;
@@ -25,7 +25,7 @@ impl MemoryStore {
     #[must_use]
     pub fn max_keys(mut self, keys: usize) -> MemoryStore {
         let (shards, capacity) = shard::split(keys);
-        self.shards = (0..shards).map(|i| Mutex::new(Shard::new(capacity(i)))).collect();
+        self.shards = (0..shards).map(|i| Locked::new(Mutex::new(Shard::new(capacity(i))))).collect();
         self.mask = shards - 1;
         self.max_keys = keys.max(1);
         self

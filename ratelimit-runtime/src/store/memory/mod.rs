@@ -13,7 +13,6 @@ use crate::model::decision::Decision;
 use crate::model::policy::RuleStatus;
 use crate::rt::clock::Clock;
 use foldhash::fast::RandomState;
-use parking_lot::Mutex;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -32,7 +31,7 @@ mod shard;
 pub use bound::DEFAULT_MAX_KEYS;
 use check::{check_limit, peek_cells, peek_log, record, start_blocks};
 use log::Log;
-use shard::{block_key, shard_of, Guards, Shard, State};
+use shard::{block_key, shard_of, Guards, Locked, State};
 
 /// Every this many decisions (per thread) the next shard in turn drops its expired states, so
 /// every shard is swept while there is any traffic, whichever subjects it concerns.
@@ -46,7 +45,7 @@ const SWEEP_EVERY: u32 = 256;
 /// again: under a flood of new subjects, the bound keeps the process alive and the subjects
 /// that keep calling keep their counts.
 pub struct MemoryStore {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[Locked]>,
     /// `shards.len() - 1` (a power of two less one): picks a key's shard.
     mask: usize,
     max_keys: usize,

@@ -11,8 +11,14 @@ use super::log::Log;
 use crate::rt::hash::Prehashed;
 use hashlink::linked_hash_map::RawEntryMut;
 use hashlink::LinkedHashMap;
+use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, MutexGuard};
 use std::hash::{Hash, Hasher};
+
+/// A shard behind its lock, on cache lines no other shard writes: every call writes its
+/// shard's lock, and a neighbour's lock on the same line would bounce it between two threads
+/// deciding for unrelated keys.
+pub(super) type Locked = CachePadded<Mutex<Shard>>;
 
 /// The most shards a store has (fewer when its bound is small: see `split`).
 pub(super) const MAX_SHARDS: usize = 64;
@@ -254,7 +260,7 @@ pub(super) enum Guards<'a> {
 }
 
 impl<'a> Guards<'a> {
-    pub(super) fn lock(shards: &'a [Mutex<Shard>], wanted: impl Iterator<Item = usize> + Clone) -> Guards<'a> {
+    pub(super) fn lock(shards: &'a [Locked], wanted: impl Iterator<Item = usize> + Clone) -> Guards<'a> {
         let mut it = wanted.clone();
         let first = it.next().unwrap_or(0);
         if it.all(|s| s == first) {
