@@ -1,5 +1,5 @@
-//! The memory store's bound on keys: never more than it, the least recently used subject
-//! forgotten first, and a subject that keeps calling (refused or not) never the one forgotten.
+//! The memory store's bound on keys: never more than it, a subject not used since it was placed
+//! forgotten first (the oldest such), and a subject that keeps calling (refused or not) never the one forgotten.
 //! All on a manual clock: nothing here waits.
 
 use ratelimit::clock::ManualClock;
@@ -29,7 +29,8 @@ fn admitted(limiter: &Limiter, who: &str) -> bool {
     limiter.check(&[user(who)]).blocking().is_ok()
 }
 
-/// Below 2048 keys the store is one table: exactly the least recently used goes first.
+/// Below 2048 keys the store is one table: the oldest key not used since it was placed goes
+/// first; a key used since goes to the back instead (a second chance).
 #[test]
 fn a_full_store_forgets_the_least_recently_used_subject() {
     let (limiter, store) = one_a_minute("bound::lru", 100);
@@ -37,7 +38,7 @@ fn a_full_store_forgets_the_least_recently_used_subject() {
         assert!(admitted(&limiter, &format!("u{i}")));
     }
     assert_eq!(store.len(), 100);
-    // u0 calls again (refused: its minute is not over): now u1 is the least recently used.
+    // u0 calls again (refused: its minute is not over): now u1 is the oldest not used since.
     assert!(!admitted(&limiter, "u0"));
     assert!(admitted(&limiter, "new"));
     assert_eq!(store.len(), 100, "the bound holds");

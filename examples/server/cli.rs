@@ -47,7 +47,7 @@ none: counts in process memory):
   RATELIMIT_REFUSAL_CACHE_SIZE
                             refusals the cache holds, 1 or more [default: 100000]
   RATELIMIT_MEMORY_MAX_KEYS keys (a subject under one limit) the memory store holds, 1 or more;
-                            when full, the least recently used is forgotten [default: 250000]
+                            when full, one not used lately is forgotten [default: 250000]
   RATELIMIT_CONFIG          a TOML file that overrides the limits (rules, tiers, mode = shadow|off,
                             [exempt] ips and users); re-read on SIGHUP [default: unset]
   RATELIMIT_ADMIN_TOKEN     serve /admin/ (runtime overrides per subject; see

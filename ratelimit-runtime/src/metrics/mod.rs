@@ -267,7 +267,7 @@ fn describe() {
         metrics::describe_gauge!(MEMORY_KEYS, "Keys (a subject under one limit) held by the in-memory stores.");
         metrics::describe_counter!(
             MEMORY_EVICTIONS,
-            "Live keys the in-memory stores forgot, least recently used first, to stay within their bound."
+            "Live keys the in-memory stores forgot, not used lately, to stay within their bound."
         );
     });
 }

@@ -1,5 +1,5 @@
 //! The store's bound on keys: how it is set, and what it reports while it holds.
-//! (Where room is made, least recently used first, is the shard's job: `shard.rs`.)
+//! (Where room is made, a key not used lately first, is the shard's job: `shard.rs`.)
 
 use super::shard::{self, Locked, Shard};
 use super::MemoryStore;
@@ -54,7 +54,7 @@ impl MemoryStore {
             tracing::warn!(
                 evicted,
                 max_keys = self.max_keys,
-                "memory store full: forgetting the least recently used subjects to make room \
+                "memory store full: forgetting subjects not used lately to make room \
                  (the bound is too small for the subjects in use, or this is a flood of new ones)"
             );
         }

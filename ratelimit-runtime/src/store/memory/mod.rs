@@ -40,8 +40,9 @@ const SWEEP_EVERY: u32 = 256;
 /// The in-memory store: the default when no Redis is configured.
 ///
 /// It holds at most [`max_keys`](MemoryStore::max_keys) keys (a subject's state under one
-/// limit, or its penalty): when full, a new subject makes room by forgetting the least recently
-/// used one, as nginx's `limit_req` zones do. A forgotten subject starts afresh when it calls
+/// limit, or its penalty): when full, a new subject makes room by forgetting one not used
+/// lately (the oldest not used since it was placed, a second chance), as nginx's `limit_req`
+/// zones do. A forgotten subject starts afresh when it calls
 /// again: under a flood of new subjects, the bound keeps the process alive and the subjects
 /// that keep calling keep their counts.
 pub struct MemoryStore {

@@ -1,17 +1,20 @@
 //! Where the in-memory store keeps its states: up to [`MAX_SHARDS`] hash tables behind mutexes,
 //! each key's [`State`], and the shards one call holds locked ([`Guards`]).
 //!
-//! Each shard holds at most its share of the store's bound on keys, in order of use: a full
-//! shard forgets its least recently used key to make room for a new one. Keys are spread over
-//! the shards by a seeded hash, so a flood of new subjects fills every shard alike and evicts
-//! each shard's coldest keys, never a subject that keeps calling while colder ones wait there.
+//! Each shard holds at most its share of the store's bound on keys, in the order they were
+//! placed, with a bit that says whether each was used since (a second chance, as CLOCK gives
+//! it): a full shard looks at its oldest key, sends it to the back with its bit cleared if it was
+//! used, and forgets the first one that was not. A use writes only the key's own entry (a move to
+//! the back wrote the list's links in three other entries, lines every thread of the shard
+//! shares). Keys are spread over the shards by a seeded hash, so a flood of new subjects fills
+//! every shard alike and evicts each shard's coldest keys, never a subject that keeps calling.
 
 use super::inline::{self, Key, Values};
 use super::log::Log;
 use crate::rt::hash::Prehashed;
+use crossbeam_utils::CachePadded;
 use hashlink::linked_hash_map::RawEntryMut;
 use hashlink::LinkedHashMap;
-use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, MutexGuard};
 use std::hash::{Hash, Hasher};
 
@@ -27,8 +30,9 @@ pub(super) const MAX_SHARDS: usize = 64;
 /// short keys, not predictable from outside). Every key starts with 8 bytes of its own seeded
 /// hash, written once when the key is built: the table reads them back instead of hashing again.
 pub(super) struct Shard {
-    /// Least recently used first: a lookup that decides moves its key to the back.
-    states: LinkedHashMap<Key, State, Prehashed>,
+    /// Oldest placed first: a new key goes to the back, and so does a used key that reaches
+    /// the front when room is made (see `make_room`).
+    states: LinkedHashMap<Key, Entry, Prehashed>,
     /// The most keys this shard holds.
     capacity: usize,
     /// Live keys forgotten to make room since the store last read it (see `take_evictions`).
@@ -97,7 +101,7 @@ impl Shard {
 
     /// Drops expired states, and gives memory back once most of the map is empty.
     pub(super) fn sweep(&mut self, now: u64) {
-        self.states.retain(|_, st| !st.expired(now));
+        self.states.retain(|_, e| !e.state.expired(now));
         if self.states.capacity() > 64 && self.states.len() < self.states.capacity() / 4 {
             self.states.shrink_to_fit();
         }
@@ -106,17 +110,14 @@ impl Shard {
     /// `key`'s state without marking it used (a peek reads, it does not call).
     #[inline]
     pub(super) fn read(&self, key: &[u8]) -> Option<&State> {
-        self.states.raw_entry().from_hash(hash_of(key), |k| k.is(key)).map(|(_, st)| st)
+        self.states.raw_entry().from_hash(hash_of(key), |k| k.is(key)).map(|(_, e)| &e.state)
     }
 
-    /// `key`'s state, marked as the shard's most recently used.
+    /// `key`'s state, marked used.
     #[inline(always)]
     pub(super) fn get_mut(&mut self, key: &[u8]) -> Option<&mut State> {
         match self.states.raw_entry_mut().from_hash(hash_of(key), |k| k.is(key)) {
-            RawEntryMut::Occupied(mut entry) => {
-                entry.to_back();
-                Some(entry.into_mut())
-            }
+            RawEntryMut::Occupied(entry) => Some(entry.into_mut().used()),
             RawEntryMut::Vacant(_) => None,
         }
     }
@@ -126,16 +127,13 @@ impl Shard {
     #[inline(always)]
     pub(super) fn get_mut_padded(&mut self, padded: &[u8; inline::KEY_BYTES], len: usize) -> Option<&mut State> {
         match self.states.raw_entry_mut().from_hash(hash_of(&padded[..]), |k| k.is_padded(padded, len)) {
-            RawEntryMut::Occupied(mut entry) => {
-                entry.to_back();
-                Some(entry.into_mut())
-            }
+            RawEntryMut::Occupied(entry) => Some(entry.into_mut().used()),
             RawEntryMut::Vacant(_) => None,
         }
     }
 
-    /// `key`'s state (marked used), or `new()` stored for it at `now` (room made as `insert`
-    /// makes it).
+    /// `key`'s state (marked used), or `new()` stored for it at `now` at the back, not yet
+    /// used (room made as `make_room` makes it).
     #[inline]
     pub(super) fn get_or_insert(&mut self, key: &[u8], now: u64, new: impl FnOnce() -> State) -> &mut State {
         let hash = hash_of(key);
@@ -143,11 +141,13 @@ impl Shard {
             self.make_room(now);
         }
         match self.states.raw_entry_mut().from_hash(hash, |k| k.is(key)) {
-            RawEntryMut::Occupied(mut entry) => {
-                entry.to_back();
-                entry.into_mut()
+            RawEntryMut::Occupied(entry) => entry.into_mut().used(),
+            RawEntryMut::Vacant(entry) => {
+                &mut entry
+                    .insert_with_hasher(hash, Key::from(key), Entry { state: new(), used: false }, Key::hash)
+                    .1
+                    .state
             }
-            RawEntryMut::Vacant(entry) => entry.insert_with_hasher(hash, Key::from(key), new(), Key::hash).1,
         }
     }
 
@@ -157,14 +157,27 @@ impl Shard {
         *self.get_or_insert(key, now, || State::Block { until: 0, rule: 0 }) = state;
     }
 
-    /// A full shard forgets its least recently used key, counted when it still held a live
-    /// state at `now` (the bound, not time, ended it).
+    /// A full shard forgets its oldest key not used since it was placed: a used one met on the
+    /// way goes to the back, its bit cleared (a second chance). Counted when the forgotten key
+    /// still held a live state at `now` (the bound, not time, ended it). Each pass over a used
+    /// key was paid for by the use that set its bit, so room costs O(1) a call on average.
     #[cold]
     fn make_room(&mut self, now: u64) {
-        if let Some((_, old)) = self.states.pop_front() {
-            if !old.expired(now) {
-                self.evicted += 1;
+        while let Some((front, entry)) = self.states.front() {
+            let (hash, used, at) = (front.hash(), entry.used, std::ptr::from_ref(front));
+            // The front key itself, found by its address (no key compared).
+            let RawEntryMut::Occupied(mut found) = self.states.raw_entry_mut().from_hash(hash, |k| std::ptr::eq(k, at))
+            else {
+                return;
+            };
+            if !used {
+                if !found.remove().state.expired(now) {
+                    self.evicted += 1;
+                }
+                return;
             }
+            found.get_mut().used = false;
+            found.to_back();
         }
     }
 
@@ -172,6 +185,24 @@ impl Shard {
         if let RawEntryMut::Occupied(entry) = self.states.raw_entry_mut().from_hash(hash_of(key), |k| k.is(key)) {
             entry.remove();
         }
+    }
+}
+
+/// A key's state, and whether it was used since it was placed at the back of its shard.
+pub(super) struct Entry {
+    state: State,
+    used: bool,
+}
+
+impl Entry {
+    /// Its state, marked used. Written only when not yet marked: a line written by one core
+    /// must be fetched back by the next core that reads it.
+    #[inline(always)]
+    fn used(&mut self) -> &mut State {
+        if !self.used {
+            self.used = true;
+        }
+        &mut self.state
     }
 }
 
