@@ -331,7 +331,7 @@ impl Config {
     /// The most keys (a subject under one limit) an in-memory store holds, 1 or more: the
     /// memory store, and the local fallback of `on_error = local`, each. A full store forgets
     /// a subject not used lately to make room for a new one (a second chance: see
-    /// [`MemoryStore`](crate::store::MemoryStore)). Default
+    /// [`MemoryStore`]). Default
     /// [`DEFAULT_MAX_KEYS`] (250 000, about 60 MB when full);
     /// [`init`] refuses 0. `RATELIMIT_MEMORY_MAX_KEYS`.
     pub fn memory_max_keys(mut self, keys: usize) -> Config {
