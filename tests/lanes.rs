@@ -391,3 +391,88 @@ async fn the_next_caller_reads_once_the_reader_has_its_reply() {
     assert!(took < TIMEOUT / 2, "the second call's reply waited {took:?} for a reader");
     assert_eq!(clients(&mut admin).len(), base + 3, "both went on the connection for lone calls");
 }
+
+/// The server killed under four tasks' lone calls, then started again on its port: the calls
+/// fail meanwhile (the store is unavailable, never a wrong answer), and afterwards the lone
+/// calls' connection is made anew and each call again reads its own reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lone_calls_come_back_after_the_server_restarts() {
+    const LIMIT: u64 = 100_000_000;
+    const SUBJECTS: u64 = 4;
+    let mut server = RedisServer::start();
+    let mut admin = server.client();
+    let base = clients(&mut admin).len();
+    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_millis(500)).unwrap());
+    let limiter = Arc::new(
+        Limiter::builder("direct::restart")
+            .limit(
+                Limit::new(LimitType::Ip, [Rule::from_millis(7 * 86_400_000, LIMIT).unwrap()])
+                    .algorithm(Algorithm::FixedWindow),
+            )
+            .store(store)
+            .on_error(FailurePolicy::Deny)
+            .refusal_cache(false)
+            .build()
+            .unwrap(),
+    );
+    let subject = |k: u64| Subject::ip(std::net::IpAddr::from([10, 0, 2, k as u8]));
+    until_lone_connection(&limiter, &mut admin, base, subject(9)).await;
+    // Four tasks call until told to stop, counting what was admitted and what failed.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let callers: Vec<_> = (0..SUBJECTS)
+        .map(|k| {
+            let (limiter, stop) = (limiter.clone(), stop.clone());
+            tokio::spawn(async move {
+                let (mut admitted, mut failed) = (0u64, 0u64);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match limiter.check(&[subject(k)]).await {
+                        Ok(_) => admitted += 1,
+                        Err(refused) => {
+                            assert_eq!(refused.cause(), Cause::StoreUnavailable, "{refused:?}");
+                            failed += 1;
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                    }
+                }
+                (admitted, failed)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.restart();
+    // Back: a lone call from a task is decided again (the breaker may hold calls a while).
+    let deadline = std::time::Instant::now() + WITHIN;
+    loop {
+        let limiter = limiter.clone();
+        if tokio::spawn(async move { limiter.check(&[subject(8)]).await.is_ok() }).await.unwrap() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no decision after the restart within {WITHIN:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for caller in callers {
+        let (admitted, failed) = caller.await.unwrap();
+        assert!(admitted > 0 && failed > 0, "admitted {admitted}, failed {failed}");
+    }
+    // Four tasks at once, on subjects of their own, each read their own subject's count after
+    // every call.
+    let callers: Vec<_> = (0..SUBJECTS)
+        .map(|k| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let fresh = [subject(SUBJECTS + k)];
+                limiter.check(&fresh).cost((k + 1) * 1_000_000).await.expect("admitted");
+                for j in 1..=200 {
+                    let remaining = limiter.check(&fresh).await.expect("admitted").quota().unwrap().remaining;
+                    assert_eq!(remaining, LIMIT - (k + 1) * 1_000_000 - j, "subject {k}, call {j}");
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.await.unwrap();
+    }
+}
