@@ -255,7 +255,6 @@ async fn a_call_that_gave_up_leaves_no_reply_to_the_next() {
 /// as another call's would show another subject's count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_lone_calls_each_read_their_own_reply() {
-    const LIMIT: u64 = 100_000_000;
     const SUBJECTS: u64 = 4;
     const CALLS: u64 = 300;
     let server = RedisServer::start_with(&["--enable-debug-command", "yes"]);
@@ -263,30 +262,11 @@ async fn concurrent_lone_calls_each_read_their_own_reply() {
     // Counted before the store opens: the store's shared connection, its runtime's and the one
     // for lone calls come after.
     let base = clients(&mut admin).len();
-    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_millis(300)).unwrap());
-    let limiter = Arc::new(
-        Limiter::builder("direct::shared")
-            // A fixed window: a call of a million units is one count, not a million log entries.
-            .limit(
-                Limit::new(LimitType::Ip, [Rule::from_millis(7 * 86_400_000, LIMIT).unwrap()])
-                    .algorithm(Algorithm::FixedWindow),
-            )
-            .store(store)
-            .on_error(FailurePolicy::Deny)
-            .refusal_cache(false)
-            .build()
-            .unwrap(),
-    );
+    let limiter = counting_limiter(&server, "direct::shared", Duration::from_millis(300));
     let subject = |k: u64| Subject::ip(std::net::IpAddr::from([10, 0, 0, k as u8]));
     until_lone_connection(&limiter, &mut admin, base, subject(9)).await;
-    // Subject k starts at (k + 1) million units, taken in one call each, alone.
-    for k in 0..SUBJECTS {
-        let limiter = limiter.clone();
-        tokio::spawn(async move { limiter.check(&[subject(k)]).cost((k + 1) * 1_000_000).await.map(drop) })
-            .await
-            .unwrap()
-            .unwrap();
-    }
+    let subjects: Vec<_> = (0..SUBJECTS).map(subject).collect();
+    apart(&limiter, &subjects).await;
     // The server busy for a second: two calls under way together give up after 300 ms.
     let busy = {
         let mut con = server.client();
@@ -305,22 +285,7 @@ async fn concurrent_lone_calls_each_read_their_own_reply() {
     }
     busy.join().unwrap().unwrap();
     // The calls that gave up were decided all the same once the server woke: one unit each.
-    let start = |k: u64| LIMIT - (k + 1) * 1_000_000 - u64::from(k < 2);
-    let callers: Vec<_> = (0..SUBJECTS)
-        .map(|k| {
-            let limiter = limiter.clone();
-            tokio::spawn(async move {
-                for j in 1..=CALLS {
-                    let permit = limiter.check(&[subject(k)]).await.expect("admitted");
-                    let remaining = permit.quota().unwrap().remaining;
-                    assert_eq!(remaining, start(k) - j, "subject {k}, call {j} read another call's reply");
-                }
-            })
-        })
-        .collect();
-    for caller in callers {
-        caller.await.unwrap();
-    }
+    each_reads_its_own_count(&limiter, &subjects, |k| u64::from(k < 2), CALLS).await;
     assert_eq!(clients(&mut admin).len(), base + 3, "the lone calls shared one connection");
 }
 
@@ -397,24 +362,11 @@ async fn the_next_caller_reads_once_the_reader_has_its_reply() {
 /// calls' connection is made anew and each call again reads its own reply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lone_calls_come_back_after_the_server_restarts() {
-    const LIMIT: u64 = 100_000_000;
     const SUBJECTS: u64 = 4;
     let mut server = RedisServer::start();
     let mut admin = server.client();
     let base = clients(&mut admin).len();
-    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), Duration::from_millis(500)).unwrap());
-    let limiter = Arc::new(
-        Limiter::builder("direct::restart")
-            .limit(
-                Limit::new(LimitType::Ip, [Rule::from_millis(7 * 86_400_000, LIMIT).unwrap()])
-                    .algorithm(Algorithm::FixedWindow),
-            )
-            .store(store)
-            .on_error(FailurePolicy::Deny)
-            .refusal_cache(false)
-            .build()
-            .unwrap(),
-    );
+    let limiter = counting_limiter(&server, "direct::restart", Duration::from_millis(500));
     let subject = |k: u64| Subject::ip(std::net::IpAddr::from([10, 0, 2, k as u8]));
     until_lone_connection(&limiter, &mut admin, base, subject(9)).await;
     // Four tasks call until told to stop, counting what was admitted and what failed.
@@ -457,17 +409,62 @@ async fn lone_calls_come_back_after_the_server_restarts() {
         let (admitted, failed) = caller.await.unwrap();
         assert!(admitted > 0 && failed > 0, "admitted {admitted}, failed {failed}");
     }
-    // Four tasks at once, on subjects of their own, each read their own subject's count after
-    // every call.
-    let callers: Vec<_> = (0..SUBJECTS)
-        .map(|k| {
-            let limiter = limiter.clone();
+    // On subjects the callers above did not use.
+    let fresh: Vec<_> = (SUBJECTS..2 * SUBJECTS).map(subject).collect();
+    apart(&limiter, &fresh).await;
+    each_reads_its_own_count(&limiter, &fresh, |_| 0, 200).await;
+}
+
+/// The quota of [`counting_limiter`]: far above any test's calls.
+const COUNTED: u64 = 100_000_000;
+
+/// A limiter of [`COUNTED`] calls a week per IP on `server`, refusing when the store fails. A
+/// fixed window, so that a call of a million units is one count, not a million log entries.
+fn counting_limiter(server: &RedisServer, name: &'static str, timeout: Duration) -> Arc<Limiter> {
+    let store: StoreHandle = Arc::new(RedisStore::open(&server.url(), timeout).unwrap());
+    Arc::new(
+        Limiter::builder(name)
+            .limit(
+                Limit::new(LimitType::Ip, [Rule::from_millis(7 * 86_400_000, COUNTED).unwrap()])
+                    .algorithm(Algorithm::FixedWindow),
+            )
+            .store(store)
+            .on_error(FailurePolicy::Deny)
+            .refusal_cache(false)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// Sets the `k`-th subject's count apart from every other's: (k + 1) million units, taken in
+/// one call from a task.
+async fn apart(limiter: &Arc<Limiter>, subjects: &[Subject<'static>]) {
+    for (k, subject) in subjects.iter().enumerate() {
+        let (limiter, subject) = (limiter.clone(), [subject.clone()]);
+        let units = (k as u64 + 1) * 1_000_000;
+        tokio::spawn(async move { limiter.check(&subject).cost(units).await.map(drop) }).await.unwrap().unwrap();
+    }
+}
+
+/// One task per subject, all at once, each making `calls` calls on its own subject (set
+/// [`apart`], then `extra(k)` units more) and checking the remaining quota after each: a reply
+/// read as another call's shows another subject's count.
+async fn each_reads_its_own_count(
+    limiter: &Arc<Limiter>,
+    subjects: &[Subject<'static>],
+    extra: impl Fn(u64) -> u64,
+    calls: u64,
+) {
+    let callers: Vec<_> = subjects
+        .iter()
+        .enumerate()
+        .map(|(k, subject)| {
+            let (limiter, subject) = (limiter.clone(), [subject.clone()]);
+            let start = COUNTED - (k as u64 + 1) * 1_000_000 - extra(k as u64);
             tokio::spawn(async move {
-                let fresh = [subject(SUBJECTS + k)];
-                limiter.check(&fresh).cost((k + 1) * 1_000_000).await.expect("admitted");
-                for j in 1..=200 {
-                    let remaining = limiter.check(&fresh).await.expect("admitted").quota().unwrap().remaining;
-                    assert_eq!(remaining, LIMIT - (k + 1) * 1_000_000 - j, "subject {k}, call {j}");
+                for j in 1..=calls {
+                    let remaining = limiter.check(&subject).await.expect("admitted").quota().unwrap().remaining;
+                    assert_eq!(remaining, start - j, "subject {k}, call {j} read another call's reply");
                 }
             })
         })
