@@ -19,6 +19,7 @@
 mod support;
 
 mod abuse;
+mod floor;
 mod gcra_reference;
 mod hot_key;
 mod hung;

@@ -145,9 +145,16 @@ pub fn run_child() {
     let gc3 = |i: usize| {
         black_box(gcra3.check(&[Subject::ip(ips[i % SUBJECTS])]).blocking()).expect("allowed");
     };
+    let floor = crate::floor::Floor::new(60_000_000, HUGE);
+    let fl = |i: usize| {
+        match black_box(floor.check(&[crate::floor::Ip::of(ips[i % SUBJECTS])], 1)) {
+            Ok(p) => black_box((p.floor, p.cost, p.remaining, p.reset_us, p.at_us, p.subject)),
+            Err(refused) => panic!("the floor refused for {} µs", refused.retry_after_us),
+        };
+    };
 
     println!("== 4. In-memory store, ns per decision (1000 client IPs) ==");
-    let cases: [Case; 7] = [
+    let cases: [Case; 8] = [
         ("governor keyed (reference)", &gov),
         ("ratelimit SlidingWindow", &sw),
         ("ratelimit Gcra", &gc),
@@ -155,6 +162,7 @@ pub fn run_child() {
         ("#[rate_limiter] fn", &attr),
         ("governor keyed x3, in turn", &gov3),
         ("ratelimit Gcra, 3 rules at once", &gc3),
+        ("floor: exact GCRA, no layers (yardstick)", &fl),
     ];
     // One case alone, for an instruction count: `BENCH_CASE=3 BENCH_CALLS=100000 valgrind
     // --tool=callgrind <bench> --in-memory` (3: by hand, 4: the attribute).
@@ -311,13 +319,18 @@ pub fn run_from_parent(report: &mut Report) {
         });
     }
     // A one-limit decision's instructions against governor's: repeatable on any host.
-    if let Some(governor) = instructions_per_call(0) {
+    let governor = instructions_per_call(0);
+    let mut gcra = None;
+    if let Some(governor) = governor {
         for (name, case, bound) in [
             ("4. memory Gcra / governor, instructions", 2, 1.5),
             ("4. memory SlidingWindow / governor, instructions", 1, 2.5),
         ] {
             let Some(ours) = instructions_per_call(case) else { continue };
             println!("{name}: {ours:.0} against {governor:.0} instructions per call");
+            if case == 2 {
+                gcra = Some(ours);
+            }
             report.target(Target {
                 name,
                 measured: format!("{ours:.0} instr"),
@@ -327,6 +340,15 @@ pub fn run_from_parent(report: &mut Report) {
                 at_most: true,
             });
         }
+    }
+    // The yardstick (src/floor.rs): what the library's building blocks cost without its layers.
+    if let (Some(governor), Some(gcra), Some(floor)) = (governor, gcra, instructions_per_call(7)) {
+        println!(
+            "floor (exact GCRA from the store's crates, no layers): {floor:.0} instructions per call, \
+             {:.2}x governor's {governor:.0}; the library's Gcra is {:.2}x the floor",
+            floor / governor,
+            gcra / floor
+        );
     }
     match (instructions_per_call(3), instructions_per_call(4)) {
         (Some(hand), Some(attr)) => {
