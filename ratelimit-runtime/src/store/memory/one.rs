@@ -6,7 +6,7 @@
 //! below hold the two paths to the same decisions and the same stored state.
 
 use super::carry::{carry, kept_of};
-use super::check::{check_log, deny, room, sliding_step, step_rule};
+use super::check::{check_log, sliding_step};
 use super::inline::{Values, KEY_BYTES};
 use super::log::Log;
 use super::shard::{shard_of, Cells, Shard, State};
@@ -114,9 +114,8 @@ fn decide_in(limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> D
             _ => one_rule(Algorithm::SlidingWindowCounter, limit, rule, state, now, cost),
         };
     }
-    let mut d = Decision::admitted(now);
-    let mut tightest: Option<u64> = None;
     if limit.algorithm == Algorithm::SlidingWindow {
+        let (mut d, mut tightest) = (Decision::admitted(now), None);
         let log = state.live_log(now);
         check_log(log, 0, limit, now, cost, &mut d, &mut tightest);
         if d.allowed {
@@ -124,43 +123,72 @@ fn decide_in(limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> D
         }
         return d;
     }
+    // Several rules of an O(1) algorithm: as for one, each algorithm's loop specialised.
+    match limit.algorithm {
+        Algorithm::Gcra => many_rules(Algorithm::Gcra, limit, state, now, cost),
+        Algorithm::TokenBucket => many_rules(Algorithm::TokenBucket, limit, state, now, cost),
+        Algorithm::LeakyBucket => many_rules(Algorithm::LeakyBucket, limit, state, now, cost),
+        Algorithm::FixedWindow => many_rules(Algorithm::FixedWindow, limit, state, now, cost),
+        _ => many_rules(Algorithm::SlidingWindowCounter, limit, state, now, cost),
+    }
+}
 
-    let k = limit.algorithm.cells();
-    let n = k * limit.rules.len();
+/// Several rules (at most [`INLINE_RULES`]) of an O(1) algorithm `alg` (a constant where it is
+/// inlined): every rule stepped, then all recorded or none. The decision is folded as the
+/// script's `room` and `deny` fold it (the tightest rule, the earlier on ties; else the refusal
+/// with the longest wait, the earlier on ties), in locals, and written once: folded into a
+/// decision per rule, it was written whole at each rule.
+#[inline(always)]
+fn many_rules(alg: Algorithm, limit: &CompiledLimit, state: &mut State, now: u64, cost: u64) -> Decision {
+    let k = alg.cells();
+    // `one_limit` sends no more rules than the steps kept on the stack.
+    debug_assert!(limit.rules.len() <= INLINE_RULES);
+    let rules = &limit.rules[..];
+    let n = k * rules.len();
     let stored = match state {
-        State::Cells(c) if c.expires_at > now => Some(&c.values[..]),
+        State::Cells(c) if c.expires_at > now && c.values.len() == n => Some(&c.values[..]),
         _ => None,
     };
+    let none = [None; 3];
     let mut steps = [[0u64; 3]; INLINE_RULES];
     let mut ttl: u64 = 0;
-    for (r, slot) in steps[..limit.rules.len()].iter_mut().enumerate() {
-        let s = step_rule(limit, r, stored, now, cost, false);
-        if s.allowed {
-            room(&mut d, &mut tightest, 0, r, s.left, s.wait);
-        } else {
-            deny(&mut d, 0, r, s.wait);
+    // (rule, units left, reset) of the tightest rule so far; (rule, wait) of the refusal.
+    let mut tightest: Option<(usize, u64, u64)> = None;
+    let mut refusal: Option<(usize, u64)> = None;
+    for (r, (rule, slot)) in rules.iter().zip(&mut steps).enumerate() {
+        let v = stored.and_then(|s| s.get(r * k..(r + 1) * k)).unwrap_or(&none[..k]);
+        let s = step(alg, rule.rate(limit.capacity(r)), now, cost, v, false);
+        if !s.allowed {
+            if refusal.is_none_or(|(_, wait)| s.wait > wait) {
+                refusal = Some((r, s.wait));
+            }
+        } else if tightest.is_none_or(|(_, left, _)| s.left < left) {
+            tightest = Some((r, s.left, s.wait));
         }
         *slot = s.state;
         ttl = ttl.max(s.ttl);
     }
-    if !d.allowed {
-        return d;
+    if let Some((r, wait)) = refusal {
+        return Decision::refused(0, r, Duration::from_micros(wait), now, Why::Exceeded);
     }
+    let (rule, remaining, reset) = tightest.unwrap_or((0, 0, 0));
+    let d = Decision { rule, remaining, reset: Duration::from_micros(reset), ..Decision::admitted(now) };
     let expires_at = now + ttl;
+    let steps = &steps[..rules.len()];
     match state {
         State::Cells(c) if c.values.len() == n => {
-            for (r, st) in steps[..limit.rules.len()].iter().enumerate() {
-                for (j, v) in st[..k].iter().enumerate() {
-                    c.values[r * k + j] = Some(*v);
+            for (slots, st) in c.values.chunks_exact_mut(k).zip(steps) {
+                for (slot, v) in slots.iter_mut().zip(st) {
+                    *slot = Some(*v);
                 }
             }
             c.expires_at = expires_at;
         }
         _ => {
             let mut values = Values::new(n);
-            for (r, st) in steps[..limit.rules.len()].iter().enumerate() {
-                for (j, v) in st[..k].iter().enumerate() {
-                    values[r * k + j] = Some(*v);
+            for (slots, st) in values.chunks_exact_mut(k).zip(steps) {
+                for (slot, v) in slots.iter_mut().zip(st) {
+                    *slot = Some(*v);
                 }
             }
             *state = State::Cells(Cells { values, expires_at, kept: kept_of(limit) });
