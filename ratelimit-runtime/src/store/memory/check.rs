@@ -230,7 +230,7 @@ pub(super) fn peek_cells(limit: &CompiledLimit, r: usize, stored: Option<&[Optio
 }
 
 /// One rule of an O(1) limit, from its stored values (`None`: nothing stored).
-#[inline]
+#[inline(always)]
 pub(super) fn step_rule(
     limit: &CompiledLimit,
     r: usize,

@@ -284,11 +284,17 @@ pub(super) struct Cells {
 pub(super) struct Kept(pub(super) Vec<crate::model::rule::Rule>);
 
 /// The shards a call holds, locked in index order so two calls cannot deadlock. One shard (the
-/// usual case) needs no allocation.
+/// usual case) or a few (a call of up to four limits) need no allocation: a vector of guards
+/// was a `malloc` and a `free` on every call of two stacked limits.
 pub(super) enum Guards<'a> {
     One(MutexGuard<'a, Shard>),
+    /// In index order; the first `None` ends them.
+    Few([Option<(usize, MutexGuard<'a, Shard>)>; FEW]),
     Many(Vec<(usize, MutexGuard<'a, Shard>)>),
 }
+
+/// The most shards a call holds without allocating.
+const FEW: usize = 4;
 
 impl<'a> Guards<'a> {
     pub(super) fn lock(shards: &'a [Locked], wanted: impl Iterator<Item = usize> + Clone) -> Guards<'a> {
@@ -296,6 +302,25 @@ impl<'a> Guards<'a> {
         let first = it.next().unwrap_or(0);
         if it.all(|s| s == first) {
             return Guards::One(shards[first].lock());
+        }
+        let (mut few, mut n) = ([0usize; FEW], 0);
+        for s in wanted.clone() {
+            if n == FEW {
+                n += 1;
+                break;
+            }
+            few[n] = s;
+            n += 1;
+        }
+        if n <= FEW {
+            let order = &mut few[..n];
+            order.sort_unstable();
+            let mut guards = [None, None, None, None];
+            let mut last = None;
+            for (slot, &i) in guards.iter_mut().zip(order.iter().filter(|&&i| last.replace(i) != Some(i))) {
+                *slot = Some((i, shards[i].lock()));
+            }
+            return Guards::Few(guards);
         }
         let mut order: Vec<usize> = wanted.collect();
         order.sort_unstable();
@@ -306,6 +331,14 @@ impl<'a> Guards<'a> {
     pub(super) fn get(&mut self, index: usize) -> &mut Shard {
         match self {
             Guards::One(g) => g,
+            Guards::Few(guards) => {
+                // Every shard of the call was locked, so the search finds it.
+                let at = guards.iter().position(|g| g.as_ref().is_some_and(|(i, _)| *i == index));
+                match &mut guards[at.unwrap_or(FEW)] {
+                    Some((_, g)) => g,
+                    None => unreachable!("shard {index} was locked for the call"),
+                }
+            }
             Guards::Many(v) => {
                 // Every shard of the call was locked, so the search finds it.
                 let at = v.partition_point(|(i, _)| *i < index);
