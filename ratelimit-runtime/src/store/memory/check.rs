@@ -17,9 +17,22 @@ use std::time::Duration;
 /// ends, which no one can predict; its lease's end is only the latest it frees.
 const CONCURRENCY_RETRY_US: u64 = 100_000;
 
+/// The values a plain O(1) limit's rules would store if the call is admitted, as its check
+/// stepped them: the record writes them rather than stepping every rule again (the record's
+/// state is the one the check read, carried to the same rules, so its steps are these).
+#[derive(Clone, Copy)]
+pub(super) struct Stepped {
+    values: [[u64; 3]; STEPPED_RULES],
+    ttl: u64,
+}
+
+/// The most rules whose steps a check keeps for the record.
+const STEPPED_RULES: usize = 4;
+
 /// Checks limit `g` (its key `key` in `shard`) against what is stored at `now`, folding its
 /// refusal or its room into `d` and `tightest`. A limit with a penalty that refused the call
-/// itself (not a block already running) joins `starts`, with its refusing rule.
+/// itself (not a block already running) joins `starts`, with its refusing rule. Returns the
+/// new values of a plain O(1) limit of at most [`STEPPED_RULES`] rules (see [`Stepped`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn check_limit(
     shard: &mut Shard,
@@ -31,7 +44,7 @@ pub(super) fn check_limit(
     d: &mut Decision,
     tightest: &mut Option<u64>,
     starts: &mut Vec<(usize, usize)>,
-) {
+) -> Option<Stepped> {
     if limit.is_concurrency() {
         let held: Vec<u64> = match shard.get_mut(key).map(|st| &*st).filter(|st| !st.expired(now)) {
             Some(State::Slots(slots)) => slots.iter().filter(|&&(end, _)| end > now).map(|&(end, _)| end).collect(),
@@ -41,11 +54,10 @@ pub(super) fn check_limit(
             let first = held.iter().min().map_or(0, |&end| end - now);
             deny_why(d, g, 0, first.min(CONCURRENCY_RETRY_US), Why::Concurrency);
         }
-        return;
+        return None;
     }
     if !limit.has_block_or_slots() {
-        check_rules(shard.get_mut(key), g, limit, now, cost, d, tightest);
-        return;
+        return check_rules(shard.get_mut(key), g, limit, now, cost, d, tightest);
     }
     // A limit with a penalty is decided on its own, then merged, to know whether it refused
     // the call itself.
@@ -64,9 +76,11 @@ pub(super) fn check_limit(
         starts.push((g, own.rule));
     }
     (*d, *tightest) = merge((*d, *tightest), (own, own_tightest));
+    None
 }
 
-/// Checks the rules of limit `g` against its stored `state` (expired: nothing stored).
+/// Checks the rules of limit `g` against its stored `state` (expired: nothing stored); the new
+/// values of an O(1) limit of at most [`STEPPED_RULES`] rules.
 fn check_rules(
     state: Option<&mut State>,
     g: usize,
@@ -75,7 +89,7 @@ fn check_rules(
     cost: u64,
     d: &mut Decision,
     tightest: &mut Option<u64>,
-) {
+) -> Option<Stepped> {
     let state = state.filter(|st| !st.expired(now));
     if limit.algorithm != Algorithm::SlidingWindow {
         let stored = match state {
@@ -85,23 +99,29 @@ fn check_rules(
             }
             _ => None,
         };
+        let mut stepped = Stepped { values: [[0; 3]; STEPPED_RULES], ttl: 0 };
         each_step(limit, stored, now, cost, |r, s| {
             if s.allowed {
                 room(d, tightest, g, r, s.left, s.wait);
             } else {
                 deny(d, g, r, s.wait);
             }
+            if let Some(slot) = stepped.values.get_mut(r) {
+                *slot = s.state;
+            }
+            stepped.ttl = stepped.ttl.max(s.ttl);
         });
-        return;
+        return (limit.rules.len() <= STEPPED_RULES).then_some(stepped);
     }
     let Some(State::Log(log)) = state else {
         // An empty log: every rule has `count` room.
         for (r, rule) in limit.rules.iter().enumerate() {
             sliding(d, tightest, g, r, rule.count(), 0, cost, rule.window_us(), |_| 0);
         }
-        return;
+        return None;
     };
     check_log(log, g, limit, now, cost, d, tightest);
+    None
 }
 
 /// Checks the rules of sliding-window limit `g` against its `log` (trimmed to its longest
@@ -129,8 +149,16 @@ pub(super) fn check_log(
     }
 }
 
-/// Records an admitted call of `cost` units (its id `member`) in one limit's `state`.
-pub(super) fn record(state: &mut State, limit: &CompiledLimit, now: u64, cost: u64, member: [u8; 16]) {
+/// Records an admitted call of `cost` units (its id `member`) in one limit's `state`: the values
+/// its check stepped, when it kept them.
+pub(super) fn record(
+    state: &mut State,
+    limit: &CompiledLimit,
+    now: u64,
+    cost: u64,
+    member: [u8; 16],
+    stepped: Option<&Stepped>,
+) {
     if limit.is_concurrency() {
         if !matches!(state, State::Slots(_)) {
             *state = State::Slots(Vec::new());
@@ -157,6 +185,15 @@ pub(super) fn record(state: &mut State, limit: &CompiledLimit, now: u64, cost: u
         }
         if let State::Cells(cells) = state {
             carry(cells, limit, now);
+            if let Some(stepped) = stepped {
+                for (slots, new) in cells.values.chunks_exact_mut(k).zip(&stepped.values) {
+                    for (slot, v) in slots.iter_mut().zip(new) {
+                        *slot = Some(*v);
+                    }
+                }
+                cells.expires_at = now + stepped.ttl;
+                return;
+            }
             // The same pure steps as the check, now written in place.
             let mut new = [0u64; 3];
             let mut ttl: u64 = 0;

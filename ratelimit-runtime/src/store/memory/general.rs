@@ -1,7 +1,7 @@
 //! The in-memory store's path for any call (several limits, a shadow group, penalties): every
 //! key built in a reused buffer, the shards locked in order, every limit checked, then recorded.
 
-use super::check::{check_limit, record, start_blocks};
+use super::check::{check_limit, record, start_blocks, Stepped};
 use super::log::Log;
 use super::shard::{shard_of, Guards, State};
 use super::MemoryStore;
@@ -65,6 +65,8 @@ impl MemoryStore {
         // admitted the call (whose decision waits here meanwhile).
         let enforced = call.enforced();
         let mut kept: Option<Decision> = None;
+        // What the checks of the first few limits stepped, for the record (see `Stepped`).
+        let mut stepped: [Option<Stepped>; 4] = [None; 4];
         for (g, limit) in call.limits.iter().enumerate() {
             if g == enforced {
                 if !d.allowed {
@@ -74,7 +76,20 @@ impl MemoryStore {
                 tightest = None;
             }
             let (start, end, shard) = spans[g];
-            check_limit(guards.get(shard), &buf[start..end], g, limit, now, cost, &mut d, &mut tightest, &mut starts);
+            let s = check_limit(
+                guards.get(shard),
+                &buf[start..end],
+                g,
+                limit,
+                now,
+                cost,
+                &mut d,
+                &mut tightest,
+                &mut starts,
+            );
+            if let Some(slot) = stepped.get_mut(g) {
+                *slot = s;
+            }
         }
         // Which limits record the call: all of them, or the enforced ones alone when the shadow
         // limits would refuse it (their refusal then rides on the enforced limits' admission).
@@ -99,12 +114,53 @@ impl MemoryStore {
             d.member = unique_member();
         }
 
+        // Two limits of one identity share a key: the second records on top of the first, so it
+        // steps again rather than write what its check stepped (rare: a stack repeating a limit).
+        let shared = call
+            .limits
+            .iter()
+            .enumerate()
+            .any(|(i, a)| call.limits[..i].iter().any(|b| b.memory_id() == a.memory_id()));
+        if shared {
+            stepped = [None; 4];
+        }
         // Commit: every limit records the call.
         for (g, limit) in call.limits.iter().enumerate().take(commit) {
             let (start, end, shard) = spans[g];
             let state = guards.get(shard).get_or_insert(&buf[start..end], now, || State::Log(Log::default()));
-            record(state, limit, now, cost, d.member);
+            record(state, limit, now, cost, d.member, stepped.get(g).and_then(Option::as_ref));
         }
         (d, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::Algorithm;
+    use crate::model::limit::Limit;
+    use crate::model::limit_type::LimitType;
+    use crate::model::rule::Rule;
+    use crate::rt::clock::ManualClock;
+    use std::sync::Arc;
+
+    /// Two limits of one identity in one call share their key: each checks the state as it was,
+    /// and each records the call, the second on top of the first (the check's steps are not
+    /// reused for it). Four units a second, two taken per call: two calls pass, not four.
+    #[test]
+    fn a_repeated_limit_records_twice() {
+        let compile = || {
+            let spec = Limit::new(LimitType::User, [Rule::from_millis(1000, 4).expect("rule")])
+                .algorithm(Algorithm::Gcra)
+                .prefix("t:");
+            CompiledLimit::compile("general::repeated", spec, 0).expect("limit")
+        };
+        let limits = [compile(), compile()];
+        assert_eq!(limits[0].memory_id(), limits[1].memory_id(), "one identity, one key");
+        let store = MemoryStore::with_clock(Arc::new(ManualClock::new(1_700_000_000_000_000)));
+        let subjects: [&[u8]; 2] = [b"alice", b"alice"];
+        let call = Call { limits: &limits, subjects: &subjects, cost: 1, now_us: None, shadow: 0 };
+        let passed = (0..4).filter(|_| store.decide_general(&call, 1).allowed).count();
+        assert_eq!(passed, 2);
     }
 }
