@@ -119,6 +119,15 @@ pub fn run_child() {
     let governors =
         [Quota::per_second(per(u32::MAX)), Quota::per_minute(per(u32::MAX)), Quota::per_hour(per(u32::MAX))]
             .map(RateLimiter::keyed);
+    // Two stacked limits (the README's shape): an Ip limit of two rules and a Global one, against
+    // governor's two keyed limiters and one direct limiter called in turn.
+    let stacked = Limiter::builder("bench::memory::stacked")
+        .limit(Limit::new(LimitType::Ip, [rules3[0], rules3[1]]).algorithm(Algorithm::Gcra).prefix("m:"))
+        .limit(Limit::new(LimitType::Global, [rules3[2]]).algorithm(Algorithm::Gcra).prefix("m:"))
+        .store(Arc::new(MemoryStore::new()))
+        .build()
+        .expect("limiter");
+    let global = RateLimiter::direct(Quota::per_hour(per(u32::MAX)));
     let by_hand = Limiter::builder("bench::by_hand")
         .limit(Limit::new(LimitType::Ip, [Rule::from_millis(60_000, HUGE).expect("rule")]))
         .build()
@@ -145,6 +154,14 @@ pub fn run_child() {
     let gc3 = |i: usize| {
         black_box(gcra3.check(&[Subject::ip(ips[i % SUBJECTS])]).blocking()).expect("allowed");
     };
+    let st = |i: usize| {
+        black_box(stacked.check(&[Subject::ip(ips[i % SUBJECTS]), Subject::global()]).blocking()).expect("allowed");
+    };
+    let gov_st = |i: usize| {
+        let _ = black_box(governors[0].check_key(&ips[i % SUBJECTS]));
+        let _ = black_box(governors[1].check_key(&ips[i % SUBJECTS]));
+        let _ = black_box(global.check());
+    };
     let floor = crate::floor::Floor::new(60_000_000, HUGE);
     let fl = |i: usize| {
         match black_box(floor.check(&[crate::floor::Ip::of(ips[i % SUBJECTS])], 1)) {
@@ -154,7 +171,7 @@ pub fn run_child() {
     };
 
     println!("== 4. In-memory store, ns per decision (1000 client IPs) ==");
-    let cases: [Case; 8] = [
+    let cases: [Case; 10] = [
         ("governor keyed (reference)", &gov),
         ("ratelimit SlidingWindow", &sw),
         ("ratelimit Gcra", &gc),
@@ -163,6 +180,8 @@ pub fn run_child() {
         ("governor keyed x3, in turn", &gov3),
         ("ratelimit Gcra, 3 rules at once", &gc3),
         ("floor: exact GCRA, no layers (yardstick)", &fl),
+        ("ratelimit Gcra, 2 stacked limits", &st),
+        ("governor keyed x2 + direct, in turn", &gov_st),
     ];
     // One case alone, for an instruction count: `BENCH_CASE=3 BENCH_CALLS=100000 valgrind
     // --tool=callgrind <bench> --in-memory` (3: by hand, 4: the attribute).
@@ -212,6 +231,13 @@ pub fn run_child() {
     target("5. #[rate_limiter] fn / Limiter by hand", 4, 3, 0, 1.05);
     target("4. memory Gcra 3 rules / governor x3, 1 thread", 6, 5, 0, 1.0);
     target("4. memory Gcra 3 rules / governor x3, 2 threads", 6, 5, 1, 1.0);
+
+    println!(
+        "stacked limits (Ip of 2 rules + Global of 1) / governor (2 keyed + 1 direct, in turn): {:.2}x on 1 thread, \
+         {:.2}x on 2",
+        figures[8][0].median / figures[9][0].median,
+        figures[8][1].median / figures[9][1].median
+    );
 
     println!("\n== 6. In-memory store, heap bytes per subject ==");
     bytes_per_subject();
@@ -342,6 +368,9 @@ pub fn run_from_parent(report: &mut Report) {
         }
     }
     // The yardstick (src/floor.rs): what the library's building blocks cost without its layers.
+    if let (Some(stacked), Some(theirs)) = (instructions_per_call(8), instructions_per_call(9)) {
+        println!("stacked limits under callgrind: {stacked:.0} against governor's {theirs:.0} instructions per call");
+    }
     if let (Some(governor), Some(gcra), Some(floor)) = (governor, gcra, instructions_per_call(7)) {
         println!(
             "floor (exact GCRA from the store's crates, no layers): {floor:.0} instructions per call, \
