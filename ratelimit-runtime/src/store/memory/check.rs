@@ -186,11 +186,7 @@ pub(super) fn record(
         if let State::Cells(cells) = state {
             carry(cells, limit, now);
             if let Some(stepped) = stepped {
-                for (slots, new) in cells.values.chunks_exact_mut(k).zip(&stepped.values) {
-                    for (slot, v) in slots.iter_mut().zip(new) {
-                        *slot = Some(*v);
-                    }
-                }
+                cells.values.set_steps(k, &stepped.values);
                 cells.expires_at = now + stepped.ttl;
                 return;
             }

@@ -125,6 +125,17 @@ impl Values {
             Values::Heap(vec![None; n])
         }
     }
+
+    /// Writes each rule's new values, `k` a rule: the first `k` of each step's state, rule by
+    /// rule (a rule beyond `steps` keeps what it holds).
+    #[inline(always)]
+    pub(super) fn set_steps(&mut self, k: usize, steps: &[[u64; 3]]) {
+        for (slots, new) in self.chunks_exact_mut(k).zip(steps) {
+            for (slot, v) in slots.iter_mut().zip(new) {
+                *slot = Some(*v);
+            }
+        }
+    }
 }
 
 impl Deref for Values {

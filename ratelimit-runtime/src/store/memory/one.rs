@@ -177,20 +177,12 @@ fn many_rules(alg: Algorithm, limit: &CompiledLimit, state: &mut State, now: u64
     let steps = &steps[..rules.len()];
     match state {
         State::Cells(c) if c.values.len() == n => {
-            for (slots, st) in c.values.chunks_exact_mut(k).zip(steps) {
-                for (slot, v) in slots.iter_mut().zip(st) {
-                    *slot = Some(*v);
-                }
-            }
+            c.values.set_steps(k, steps);
             c.expires_at = expires_at;
         }
         _ => {
             let mut values = Values::new(n);
-            for (slots, st) in values.chunks_exact_mut(k).zip(steps) {
-                for (slot, v) in slots.iter_mut().zip(st) {
-                    *slot = Some(*v);
-                }
-            }
+            values.set_steps(k, steps);
             *state = State::Cells(Cells { values, expires_at, kept: kept_of(limit) });
         }
     }
@@ -243,16 +235,12 @@ fn one_rule(
     let expires_at = now + s.ttl;
     match state {
         State::Cells(c) if c.values.len() == k => {
-            for (slot, v) in c.values.iter_mut().zip(&s.state[..k]) {
-                *slot = Some(*v);
-            }
+            c.values.set_steps(k, &[s.state]);
             c.expires_at = expires_at;
         }
         _ => {
             let mut values = Values::new(k);
-            for (slot, v) in values.iter_mut().zip(&s.state[..k]) {
-                *slot = Some(*v);
-            }
+            values.set_steps(k, &[s.state]);
             *state = State::Cells(Cells { values, expires_at, kept: kept_of(limit) });
         }
     }
