@@ -47,7 +47,7 @@ impl Deciding<'_, '_, '_> {
                         (Cause::Exceeded, set.policy_of(d.limit, d.rule))
                     }
                 };
-                let refused = self.refusal(set.limit_type(d.limit), policy, d.retry_after, cause, None);
+                let refused = self.refusal(set.limit_type(d.limit), policy, d.retry_after(), cause, None);
                 self.give_back_synced();
                 self.done(Some(refused), Outcome::Denied)
             }

@@ -12,6 +12,7 @@ use crate::model::policy::{Headroom, Policy};
 use crate::model::subject::Subject;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Limits decided together in one store call, with what names their rules and caches their
 /// refusals: a limiter's own limits, or the enforced (or shadow) part of a snapshot.
@@ -135,7 +136,12 @@ impl LimitSet {
     #[inline]
     pub(crate) fn quota(&self, d: &Decision) -> Option<Headroom> {
         let policy = self.policy_of(d.limit, d.rule)?;
-        Some(Headroom { policy, remaining: d.remaining, reset: d.reset, policies: self.policies.clone() })
+        Some(Headroom {
+            policy,
+            remaining: d.remaining,
+            reset: Duration::from_micros(d.reset_us),
+            policies: self.policies.clone(),
+        })
     }
 
     /// The refusal cache's key owner for this set on `store`.

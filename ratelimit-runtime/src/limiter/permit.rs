@@ -16,7 +16,6 @@ use crate::rt::io;
 use crate::store::{Answer, Call, Release, Store};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 mod settle;
 
@@ -57,14 +56,14 @@ pub(crate) struct Admitted {
     limit: u32,
     rule: u32,
     remaining: u64,
-    /// The reset in ns (a store's resets are whole µs; beyond 584 years it saturates).
-    reset_ns: u64,
+    /// The reset, µs.
+    reset_us: u64,
     at_us: u64,
     member: [u8; 16],
 }
 
 impl Admitted {
-    const NONE: Admitted = Admitted { limit: 0, rule: 0, remaining: 0, reset_ns: 0, at_us: 0, member: [0; 16] };
+    const NONE: Admitted = Admitted { limit: 0, rule: 0, remaining: 0, reset_us: 0, at_us: 0, member: [0; 16] };
 
     /// Taken from the store's answer where it lies (the decision under way keeps this, not the
     /// whole decision: one move of the decision fewer on its way to the permit).
@@ -75,7 +74,7 @@ impl Admitted {
             limit: u32::try_from(d.limit).unwrap_or(u32::MAX),
             rule: u32::try_from(d.rule).unwrap_or(u32::MAX),
             remaining: d.remaining,
-            reset_ns: u64::try_from(d.reset.as_nanos()).unwrap_or(u64::MAX),
+            reset_us: d.reset_us,
             at_us: d.at_us,
             member: d.member,
         }
@@ -88,7 +87,7 @@ impl Admitted {
             limit: index(self.limit),
             rule: index(self.rule),
             remaining: self.remaining,
-            reset: Duration::from_nanos(self.reset_ns),
+            reset_us: self.reset_us,
             member: self.member,
             ..Decision::admitted(self.at_us)
         }

@@ -49,11 +49,11 @@ impl Refusal {
     /// point, rounded up to the µs, and redone later from the stored state it can come out a µs
     /// or two shorter: the cache stops answering that much early (the store decides those µs).
     pub(crate) fn of(decision: &Decision, sliding: bool, at_us: u64, cost: u64, pinned: bool) -> Option<Refusal> {
-        if decision.allowed || decision.retry_after.is_zero() {
+        if decision.allowed || decision.retry_after_us == 0 {
             return None;
         }
         let slack = if sliding { 0 } else { FLOAT_SLACK_US };
-        let retry_us = u64::try_from(decision.retry_after.as_micros()).unwrap_or(u64::MAX);
+        let retry_us = decision.retry_after_us;
         let until_us = at_us.saturating_add(retry_us);
         Some(Refusal {
             until_us,

@@ -55,7 +55,7 @@ impl Deciding<'_, '_, '_> {
         match answer {
             Ok(d) if !d.allowed => {
                 let policy = self.set().policy_of(d.limit, d.rule);
-                shadow_refusal(self.limiter.metrics(), self.limiter.name(), policy, d.retry_after);
+                shadow_refusal(self.limiter.metrics(), self.limiter.name(), policy, d.retry_after());
             }
             Ok(_) => {}
             // Shadow limits never refuse, whatever the failure policy.

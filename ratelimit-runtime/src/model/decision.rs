@@ -43,12 +43,13 @@ pub struct Decision {
     pub rule: usize,
     /// Units left in that rule after this call (0 when denied).
     pub remaining: u64,
-    /// When denied: how long until the call would fit (exact for the sliding window).
-    pub retry_after: Duration,
-    /// When allowed: how long until that rule's quota is whole again if no other call comes
-    /// (for the sliding window, its full window: this call's units leave last). When denied:
-    /// the retry-after.
-    pub reset: Duration,
+    /// When denied: how long until the call would fit, µs (exact for the sliding window).
+    pub retry_after_us: u64,
+    /// When allowed: how long until that rule's quota is whole again if no other call comes,
+    /// µs (for the sliding window, its full window: this call's units leave last). When denied:
+    /// the retry-after. (Whole µs, as every store counts: a `Duration` here cost every allowed
+    /// call a conversion each way.)
+    pub reset_us: u64,
     /// The call's unique id in the store (its sliding-window entries and concurrency slots),
     /// zero when the store keeps none.
     pub(crate) member: [u8; 16],
@@ -66,9 +67,9 @@ impl Decision {
             allowed: true,
             limit: 0,
             rule: 0,
-            retry_after: Duration::ZERO,
+            retry_after_us: 0,
             remaining: 0,
-            reset: Duration::ZERO,
+            reset_us: 0,
             at_us,
             member: [0; 16],
             why: Why::Exceeded,
@@ -79,15 +80,15 @@ impl Decision {
         }
     }
 
-    /// A refusal by rule `rule` of limit `limit` for `wait`.
-    pub(crate) const fn refused(limit: usize, rule: usize, wait: Duration, at_us: u64, why: Why) -> Decision {
+    /// A refusal by rule `rule` of limit `limit` for `wait_us` µs.
+    pub(crate) const fn refused(limit: usize, rule: usize, wait_us: u64, at_us: u64, why: Why) -> Decision {
         Decision {
             allowed: false,
             limit,
             rule,
-            retry_after: wait,
+            retry_after_us: wait_us,
             remaining: 0,
-            reset: wait,
+            reset_us: wait_us,
             at_us,
             member: [0; 16],
             why,
@@ -101,14 +102,14 @@ impl Decision {
     /// Builds a decision from the integers of the script (1-based indexes, µs): allowed, limit,
     /// rule, retry-after, remaining, reset, now, and why (0 exceeded, 1 blocked, 2 concurrency).
     pub(crate) fn from_script(v: [i64; 8]) -> Decision {
-        let us = |x: i64| Duration::from_micros(u64::try_from(x).unwrap_or(0));
+        let us = |x: i64| u64::try_from(x).unwrap_or(0);
         Decision {
             allowed: v[0] == 1,
             limit: usize::try_from(v[1] - 1).unwrap_or(0),
             rule: usize::try_from(v[2] - 1).unwrap_or(0),
-            retry_after: us(v[3]),
+            retry_after_us: us(v[3]),
             remaining: u64::try_from(v[4]).unwrap_or(0),
-            reset: us(v[5]),
+            reset_us: us(v[5]),
             at_us: u64::try_from(v[6]).unwrap_or(0),
             member: [0; 16],
             why: match v[7] {
@@ -133,6 +134,12 @@ impl Decision {
         self.shadow_wait_us = wait_us;
     }
 
+    /// The retry-after of a refusal.
+    #[inline]
+    pub(crate) const fn retry_after(&self) -> Duration {
+        Duration::from_micros(self.retry_after_us)
+    }
+
     /// The shadow limits' refusal, if they would have refused: their limit (among the shadow
     /// limits), rule and retry-after.
     #[inline]
@@ -145,11 +152,11 @@ impl Decision {
 
 #[cfg(test)]
 mod tests {
-    /// The shadow refusal's fields fill padding: a decision is no larger for them (96 bytes
+    /// The shadow refusal's fields fill padding: a decision is no larger for them (80 bytes
     /// before them, on 64-bit targets).
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn a_decision_stays_small() {
-        assert_eq!(std::mem::size_of::<super::Decision>(), 96);
+        assert_eq!(std::mem::size_of::<super::Decision>(), 80);
     }
 }

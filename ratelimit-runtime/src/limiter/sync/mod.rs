@@ -109,14 +109,14 @@ impl Deciding<'_, '_, '_> {
                 self.pending(pending)
             }
             Ok(d) => {
-                let until = now_us.saturating_add(u64::try_from(d.retry_after.as_micros()).unwrap_or(u64::MAX));
+                let until = now_us.saturating_add(d.retry_after_us);
                 if fill {
                     reserves.refused(key, batch, self.cost, Some((until, d.rule)));
                 } else {
                     reserves.refuse_until(key, until, d.rule);
                 }
                 let refused =
-                    self.refusal(set.limit_type(at), set.policy_of(at, d.rule), d.retry_after, Cause::Exceeded, None);
+                    self.refusal(set.limit_type(at), set.policy_of(at, d.rule), d.retry_after(), Cause::Exceeded, None);
                 self.give_back_synced();
                 self.done(Some(refused), Outcome::Denied)
             }

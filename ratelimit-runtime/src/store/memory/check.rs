@@ -11,7 +11,6 @@ use crate::algorithm::{step, Algorithm};
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::{Decision, Why};
 use crate::store::Call;
-use std::time::Duration;
 
 /// How soon a refused call may try a full concurrency limit again: a slot frees when a call
 /// ends, which no one can predict; its lease's end is only the latest it frees.
@@ -231,7 +230,7 @@ pub(super) fn start_blocks(
 fn merge(a: (Decision, Option<u64>), b: (Decision, Option<u64>)) -> (Decision, Option<u64>) {
     let ((da, ta), (db, tb)) = (a, b);
     match (da.allowed, db.allowed) {
-        (false, false) if db.retry_after > da.retry_after => (db, tb),
+        (false, false) if db.retry_after_us > da.retry_after_us => (db, tb),
         (false, _) => (da, ta),
         (true, false) => (db, tb),
         (true, true) => match (ta, tb) {
@@ -300,9 +299,8 @@ pub(super) fn deny(d: &mut Decision, limit: usize, rule: usize, wait_us: u64) {
 /// [`deny`], for a refusal other than by a rule.
 #[inline]
 fn deny_why(d: &mut Decision, limit: usize, rule: usize, wait_us: u64, why: Why) {
-    let wait = Duration::from_micros(wait_us);
-    if d.allowed || wait > d.retry_after {
-        *d = Decision::refused(limit, rule, wait, d.at_us, why);
+    if d.allowed || wait_us > d.retry_after_us {
+        *d = Decision::refused(limit, rule, wait_us, d.at_us, why);
     }
 }
 
@@ -311,13 +309,7 @@ fn deny_why(d: &mut Decision, limit: usize, rule: usize, wait_us: u64, why: Why)
 pub(super) fn room(d: &mut Decision, tightest: &mut Option<u64>, limit: usize, rule: usize, left: u64, reset_us: u64) {
     if d.allowed && tightest.is_none_or(|t| left < t) {
         *tightest = Some(left);
-        *d = Decision {
-            limit,
-            rule,
-            remaining: left,
-            reset: Duration::from_micros(reset_us),
-            ..Decision::admitted(d.at_us)
-        };
+        *d = Decision { limit, rule, remaining: left, reset_us, ..Decision::admitted(d.at_us) };
     }
 }
 

@@ -97,7 +97,7 @@ impl MemoryStore {
         if let Some(admitted) = kept {
             if !d.allowed {
                 start_blocks(&mut guards, call, buf, spans, starts.drain(..), now, &mut d);
-                let wait = u64::try_from(d.retry_after.as_micros()).unwrap_or(u64::MAX);
+                let wait = d.retry_after_us;
                 let (limit, rule) = (d.limit.saturating_sub(enforced), d.rule);
                 d = admitted;
                 d.refused_in_shadow(limit, rule, wait);

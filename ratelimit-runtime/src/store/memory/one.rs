@@ -16,7 +16,6 @@ use crate::algorithm::Algorithm;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::{Decision, Why};
 use crate::store::Call;
-use std::time::Duration;
 
 /// Keys up to this many bytes (hash, limit id, subject) are built on the stack; longer ones go
 /// the general way.
@@ -169,10 +168,10 @@ fn many_rules(alg: Algorithm, limit: &CompiledLimit, state: &mut State, now: u64
         ttl = ttl.max(s.ttl);
     }
     if let Some((r, wait)) = refusal {
-        return Decision::refused(0, r, Duration::from_micros(wait), now, Why::Exceeded);
+        return Decision::refused(0, r, wait, now, Why::Exceeded);
     }
-    let (rule, remaining, reset) = tightest.unwrap_or((0, 0, 0));
-    let d = Decision { rule, remaining, reset: Duration::from_micros(reset), ..Decision::admitted(now) };
+    let (rule, remaining, reset_us) = tightest.unwrap_or((0, 0, 0));
+    let d = Decision { rule, remaining, reset_us, ..Decision::admitted(now) };
     let expires_at = now + ttl;
     let steps = &steps[..rules.len()];
     match state {
@@ -201,10 +200,10 @@ fn one_log(rule: crate::model::rule::Rule, state: &mut State, now: u64, cost: u6
     let before = log.base();
     let nth_wait = |need: u64| log.nth_time(0, before, need).map_or(w, |t| t + w - now);
     match sliding_step(rule.count(), log.total() - before, cost, w, nth_wait) {
-        Err(wait) => Decision::refused(0, 0, Duration::from_micros(wait), now, Why::Exceeded),
+        Err(wait) => Decision::refused(0, 0, wait, now, Why::Exceeded),
         Ok(left) => {
             log.admit(now, cost);
-            Decision { remaining: left, reset: Duration::from_micros(w), ..Decision::admitted(now) }
+            Decision { remaining: left, reset_us: w, ..Decision::admitted(now) }
         }
     }
 }
@@ -228,10 +227,9 @@ fn one_rule(
     };
     let s = step(alg, rule.rate(limit.capacity(0)), now, cost, v, false);
     if !s.allowed {
-        let wait = Duration::from_micros(s.wait);
-        return Decision::refused(0, 0, wait, now, Why::Exceeded);
+        return Decision::refused(0, 0, s.wait, now, Why::Exceeded);
     }
-    let d = Decision { remaining: s.left, reset: Duration::from_micros(s.wait), ..Decision::admitted(now) };
+    let d = Decision { remaining: s.left, reset_us: s.wait, ..Decision::admitted(now) };
     let expires_at = now + s.ttl;
     match state {
         State::Cells(c) if c.values.len() == k => {
@@ -256,6 +254,7 @@ mod tests {
     use crate::model::rule::Rule;
     use crate::rt::clock::ManualClock;
     use std::sync::Arc;
+    use std::time::Duration;
 
     fn limit(alg: Algorithm, rules: &[(u64, u64)], burst: Option<u64>, name: &str) -> CompiledLimit {
         let rules = rules.iter().map(|&(ms, c)| Rule::from_millis(ms, c).expect("rule"));

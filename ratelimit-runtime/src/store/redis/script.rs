@@ -77,8 +77,7 @@ pub(crate) async fn eval_checked(
                 other => return Err(StoreError::Protocol(format!("unexpected overrides {other:?}"))),
             }
         }
-        let wait = std::time::Duration::ZERO;
-        return Ok(Decision::refused(0, 0, wait, 0, crate::model::decision::Why::OverridesChanged));
+        return Ok(Decision::refused(0, 0, 0, 0, crate::model::decision::Why::OverridesChanged));
     }
     let mut decision = Decision::from_script(unpack_reply(&answer)?);
     if let Some((limit, rule, wait)) = shadow_refusal(&answer) {
