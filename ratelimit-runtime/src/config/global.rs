@@ -5,11 +5,13 @@
 use super::overrides::in_force::{InForce, UNSET};
 use super::{env, Config, FailurePolicy, Overrides, DEFAULT_REFUSAL_CACHE_SIZE};
 use crate::error::{ConfigError, OverridesError, StoreError};
-use crate::store::{StoreHandle, Unavailable, DEFAULT_MAX_KEYS};
+use crate::store::{memory_of, MemoryStore, StoreHandle, Unavailable, DEFAULT_MAX_KEYS};
 use std::sync::{Arc, OnceLock};
 
 pub(crate) struct Global {
     pub(crate) store: StoreHandle,
+    /// `store`, when it is the memory store.
+    pub(crate) memory: Option<Arc<MemoryStore>>,
     /// The overrides table in force (the file's, and the tiers given in code).
     pub(crate) overrides: Arc<InForce>,
     pub(crate) on_error: FailurePolicy,
@@ -37,6 +39,7 @@ pub fn init(config: Config) -> Result<(), ConfigError> {
     }
     GLOBAL
         .set(Global {
+            memory: memory_of(&store),
             store,
             overrides: InForce::new(config.overrides_file, overrides, config.tiers),
             on_error: config.on_error,
@@ -82,7 +85,7 @@ pub(crate) fn global() -> &'static Global {
             let unusable = StoreError::Misconfigured { context: String::new(), source: Some(Arc::new(e)) };
             Arc::new(Unavailable::new(unusable))
         });
-        Global { store, overrides, on_error, refusal_cache, refusal_cache_size, memory_max_keys, runtime_overrides }
+        Global { memory: memory_of(&store), store, overrides, on_error, refusal_cache, refusal_cache_size, memory_max_keys, runtime_overrides }
     })
 }
 

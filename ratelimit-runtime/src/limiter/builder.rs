@@ -130,6 +130,7 @@ impl LimiterBuilder {
                 name,
                 own: LimitSet::new(limits, None, policies.into()),
                 on_error: self.on_error,
+                memory: self.store.as_ref().and_then(crate::store::memory_of),
                 store: self.store,
                 plan,
                 refusal_cache: self.refusal_cache,

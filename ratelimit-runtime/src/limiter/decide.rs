@@ -1,6 +1,7 @@
 //! The one decision path, from a call's subjects to a decision: [`Limiter::decide`].
 //!
-//! Async and blocking calls, with or without the overrides file, all go through it. It does
+//! Async and blocking calls, with or without the overrides file, all go through it (a plain call
+//! on the memory store takes its store call and its ending, and nothing else: `plain.rs`). It does
 //! everything that needs no store (exemptions, missing subjects, the refusal cache) and stops
 //! where a store's answer is needed: [`Step::Store`] hands back the store's future with the
 //! decision so far. An awaited request (`request::CheckFuture`) polls that future, a blocking

@@ -36,20 +36,8 @@ impl Deciding<'_, '_, '_> {
                 self.shadow_after(&d)
             }
             Ok(d) => {
-                // A full concurrency limit can free a slot any moment: such a refusal is never
-                // cached. A block stands until its end, as a refusal by a rule does.
-                let (cause, policy) = match d.why {
-                    Why::Concurrency => (Cause::Concurrency, None),
-                    // Only a checked decision says so, and `checked` takes it.
-                    Why::OverridesChanged => (Cause::Exceeded, None),
-                    Why::Exceeded | Why::Blocked => {
-                        self.remember(&d);
-                        (Cause::Exceeded, set.policy_of(d.limit, d.rule))
-                    }
-                };
-                let refused = self.refusal(set.limit_type(d.limit), policy, d.retry_after(), cause, None);
-                self.give_back_synced();
-                self.done(Some(refused), Outcome::Denied)
+                self.refuse(&d);
+                Step::Done
             }
             Err(e) if self.phase == Phase::Exact => {
                 // The `sync` limits' units go back; the failure policy decides the whole call.
@@ -77,6 +65,26 @@ impl Deciding<'_, '_, '_> {
                 }
             },
         }
+    }
+
+    /// The enforced limits refused the call with `d`: the refusal, naming the rule in force,
+    /// and remembered by the refusal cache when it stands. The decision is then done.
+    pub(super) fn refuse(&mut self, d: &Decision) {
+        let set = self.set();
+        // A full concurrency limit can free a slot any moment: such a refusal is never
+        // cached. A block stands until its end, as a refusal by a rule does.
+        let (cause, policy) = match d.why {
+            Why::Concurrency => (Cause::Concurrency, None),
+            // Only a checked decision says so, and `checked` takes it.
+            Why::OverridesChanged => (Cause::Exceeded, None),
+            Why::Exceeded | Why::Blocked => {
+                self.remember(d);
+                (Cause::Exceeded, set.policy_of(d.limit, d.rule))
+            }
+        };
+        let refused = self.refusal(set.limit_type(d.limit), policy, d.retry_after(), cause, None);
+        self.give_back_synced();
+        self.done(Some(refused), Outcome::Denied);
     }
 
     /// `d` with its limit's index in the enforced set (a decision of the limits without

@@ -2,7 +2,8 @@
 //! [`Limit`](crate::Limit)s; what the attribute expands to, usable by hand. A call is described
 //! once ([`Check`], [`Peek`], [`Reset`]) and run awaited or blocking.
 //!
-//! Inside: `decide` is the one decision path (no I/O in it), `sync` the local reserves of synced
+//! Inside: `decide` is the one decision path (no I/O in it; `plain` its shortcut for a plain call
+//! on the memory store), `sync` the local reserves of synced
 //! limits, `snapshot` the limits in force under the overrides file and tiers, `limit_set` the
 //! limits one store call decides with their refusal cache (`refusal_cache`), `permit` what an
 //! admitted call gives back, `request` and `wait` the requests and their waiting, `registry` the
@@ -18,6 +19,7 @@ pub(crate) mod limit_set;
 mod logs;
 pub(crate) mod overrides;
 pub(crate) mod permit;
+mod plain;
 mod rare;
 pub(crate) mod refusal_cache;
 pub(crate) mod registry;
@@ -73,6 +75,8 @@ struct Inner {
     own: LimitSet,
     on_error: Option<FailurePolicy>,
     store: Option<StoreHandle>,
+    /// `store`, when it is the memory store.
+    memory: Option<Arc<MemoryStore>>,
     /// The limits in force under the overrides file.
     plan: Plan,
     metrics: LimiterMetrics,
@@ -165,6 +169,13 @@ impl Limiter {
         self.inner.plan.current(&self.inner.name)
     }
 
+    /// Whether the limits as built are in force, known without a snapshot (see
+    /// [`Plan::unchanged`]).
+    #[inline(always)]
+    pub(crate) fn unchanged(&self) -> bool {
+        self.inner.plan.unchanged()
+    }
+
     /// The limits in force for a call in `tier`: the tier's, when code or the overrides file
     /// gives it rules; else those of calls without a tier.
     #[inline]
@@ -211,6 +222,15 @@ impl Limiter {
         match &self.inner.store {
             Some(s) => s,
             None => global_store(),
+        }
+    }
+
+    /// The store, when it is the memory store (the limiter's own, or the global one).
+    #[inline(always)]
+    pub(crate) fn memory_store(&self) -> Option<&MemoryStore> {
+        match &self.inner.store {
+            Some(_) => self.inner.memory.as_deref(),
+            None => config::global::global().memory.as_deref(),
         }
     }
 

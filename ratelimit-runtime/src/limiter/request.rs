@@ -135,6 +135,16 @@ impl<'l, 's, 'a> Check<'l, 's, 'a> {
     #[inline]
     pub(super) fn once_blocking(&self, pinned: Option<u64>) -> Result<Permit<'l>, RateLimited> {
         let started = metrics::start_timer();
+        match self.limiter.plain_call(self.subjects, self.cost) {
+            Some((memory, key)) => self.limiter.decide_plain(memory, key, self.subjects, self.cost, pinned, started),
+            None => self.along_the_path(pinned, started),
+        }
+    }
+
+    /// One decision along the decision path, blocking on the store's answers. Out of line: a
+    /// plain call never comes here.
+    #[inline(never)]
+    fn along_the_path(&self, pinned: Option<u64>, started: Option<Instant>) -> Result<Permit<'l>, RateLimited> {
         let mut deciding = self.limiter.decide(self.subjects, self.cost, pinned, self.tier);
         let mut step = deciding.start();
         while let Step::Store(answer) = step {
@@ -197,6 +207,16 @@ impl<'l> Future for CheckFuture<'l, '_, '_> {
                     };
                     this.since.get_or_insert_with(Instant::now);
                     let started = metrics::start_timer();
+                    if let Some((memory, key)) = check.limiter.plain_call(check.subjects, check.cost) {
+                        let (limiter, subjects, cost) = (check.limiter, check.subjects, check.cost);
+                        match limiter.decide_plain(memory, key, subjects, cost, pinned, started) {
+                            Ok(permit) => return Poll::Ready(Ok(permit)),
+                            Err(refused) => match this.sleep_before_next_try(refused) {
+                                Some(refused) => return Poll::Ready(Err(refused)),
+                                None => continue,
+                            },
+                        }
+                    }
                     let mut deciding = check.limiter.decide(check.subjects, check.cost, pinned, check.tier);
                     let step = deciding.start();
                     (deciding, started, step)
@@ -208,15 +228,29 @@ impl<'l> Future for CheckFuture<'l, '_, '_> {
             }
             let check = &this.check;
             check.limiter.metrics().report(deciding.outcome(), started, check.subjects);
-            let refused = match deciding.decided() {
+            match deciding.decided() {
                 Ok(permit) => return Poll::Ready(Ok(permit)),
-                Err(refused) => refused,
-            };
-            let since = this.since.map_or(Duration::ZERO, |s| s.elapsed());
-            match check.wait.and_then(|max| wait::next_sleep(&refused, since, max)).map(io::sleep) {
-                Some(Ok(sleep)) => this.sleep = Some(sleep),
-                _ => return Poll::Ready(Err(refused)),
+                Err(refused) => {
+                    if let Some(refused) = this.sleep_before_next_try(refused) {
+                        return Poll::Ready(Err(refused));
+                    }
+                }
             }
+        }
+    }
+}
+
+impl CheckFuture<'_, '_, '_> {
+    /// After a refusal: the sleep before the next try when the call waits for room (and its
+    /// wait allows one more), else the refusal to return.
+    fn sleep_before_next_try(&mut self, refused: RateLimited) -> Option<RateLimited> {
+        let since = self.since.map_or(Duration::ZERO, |s| s.elapsed());
+        match self.check.wait.and_then(|max| wait::next_sleep(&refused, since, max)).map(io::sleep) {
+            Some(Ok(sleep)) => {
+                self.sleep = Some(sleep);
+                None
+            }
+            _ => Some(refused),
         }
     }
 }

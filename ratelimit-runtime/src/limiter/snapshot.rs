@@ -48,11 +48,24 @@ impl Plan {
     #[inline]
     pub(crate) fn current(&self, name: &str) -> Option<Arc<Snapshot>> {
         let generation = overrides_generation();
-        // Before any global configuration, a limiter with its own store has no overrides.
-        if (generation == 0 || (generation == UNSET && !self.global_store)) && !self.moded {
+        if self.unchanged_at(generation) {
             return None;
         }
         self.slow(name, generation)
+    }
+
+    /// Whether the limits as built are in force unchanged, known without a snapshot: no
+    /// overrides file, no tier, no shadow limit. (`false` does not mean they changed: the
+    /// file may leave this limiter alone; [`current`](Self::current) then answers `None`.)
+    #[inline(always)]
+    pub(crate) fn unchanged(&self) -> bool {
+        self.unchanged_at(overrides_generation())
+    }
+
+    #[inline(always)]
+    fn unchanged_at(&self, generation: u64) -> bool {
+        // Before any global configuration, a limiter with its own store has no overrides.
+        (generation == 0 || (generation == UNSET && !self.global_store)) && !self.moded
     }
 
     #[cold]

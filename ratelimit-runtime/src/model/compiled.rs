@@ -60,6 +60,7 @@ pub(crate) struct CompiledLimit {
 
 impl CompiledLimit {
     /// How many units rule `r` can ever hold at once: the burst of a bucket, else its count.
+    #[inline]
     pub(crate) fn capacity(&self, r: usize) -> u64 {
         let count = self.rules.get(r).map_or(0, |rule| rule.count());
         match self.burst {

@@ -32,7 +32,7 @@ pub(crate) use unavailable::Unavailable;
 /// `ClusterStore` (feature `cluster`). Implemented by these stores only: what a store does for
 /// a limiter is the library's own, out of users' reach (they hand a store to a limiter or a
 /// [`Config`](crate::Config), which call it).
-pub trait Store: Operations + Send + Sync + 'static {
+pub trait Store: Operations + std::any::Any + Send + Sync + 'static {
     /// A short description for logs, never holding a password: `memory`,
     /// `redis (redis://127.0.0.1:6379)`.
     fn describe(&self) -> String;
@@ -40,6 +40,13 @@ pub trait Store: Operations + Send + Sync + 'static {
 
 /// A shared handle to a store.
 pub type StoreHandle = Arc<dyn Store>;
+
+/// The memory store behind `store`, if that is what it is: found once, by the limiter and the
+/// global configuration, so that their plain calls reach it without a virtual call.
+pub(crate) fn memory_of(store: &StoreHandle) -> Option<Arc<MemoryStore>> {
+    let any: Arc<dyn std::any::Any + Send + Sync> = store.clone();
+    any.downcast::<MemoryStore>().ok()
+}
 
 #[cfg(test)]
 mod tests {

@@ -143,7 +143,7 @@ impl<'a> Subject<'a> {
 
     /// The subject's key, as the stores take it: empty for the global subject, binary for a
     /// client IP (written as text only by the stores that need text, see [`with_key_text`]).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn key_bytes(&self) -> Option<&[u8]> {
         match &self.0 {
             Inner::Global => Some(&[]),

@@ -1,0 +1,153 @@
+//! The decision of a plain limiter on the memory store (the default store, and most limiters):
+//! no overrides file, tiers or shadow limits in force, no runtime overrides, no refusal cache,
+//! no `sync` limits. Such a call needs nothing of the decision path but the store's answer, so
+//! it asks the memory store directly, and builds the permit from the answer where it lies.
+//!
+//! It decides as the decision path does, with the same store call: the path's state machine,
+//! the `Pending` wrapping and the moves of the decision between its steps cost a plain call more
+//! than the store's decision itself. Anything else (a refusal, a missing subject, a cost above a
+//! rule) goes on along the decision path, which answers it as it answers every call.
+
+use super::decide::record_quota;
+use super::permit::Permit;
+use super::Limiter;
+use crate::metrics::Outcome;
+use crate::model::decision::Decision;
+use crate::model::refusal::RateLimited;
+use crate::model::subject::Subject;
+use crate::store::{Call, MemoryStore};
+use std::time::Instant;
+
+impl Limiter {
+    /// The memory store and the key of a plain call (see the module's documentation) of
+    /// `cost` units; `None` when the call is not such a call. The caller decides it with
+    /// [`decide_plain`](Self::decide_plain). (Two steps, so that no decision or permit is
+    /// returned wrapped: each wrapping moved one whole once more.) Calls of several limits go
+    /// along the decision path: their keys, copied from step to step, cost more than it.
+    #[inline(always)]
+    pub(crate) fn plain_call<'s>(&self, subjects: &'s [Subject<'_>], cost: u64) -> Option<(&MemoryStore, &'s [u8])> {
+        let set = self.own();
+        if set.limits.len() != 1 || set.synced.is_some() || cost > set.min_capacity {
+            return None;
+        }
+        let store = self.store();
+        if !self.switches(store).plain() {
+            return None;
+        }
+        let memory = self.memory_store()?;
+        if !self.unchanged() {
+            return None;
+        }
+        let key = subjects.get(set.subject_of(0))?.key_bytes()?;
+        Some((memory, key))
+    }
+
+    /// Decides a plain call of `subjects` (keyed `keys`) on `memory`, and counts it.
+    #[inline(always)]
+    pub(crate) fn decide_plain<'l>(
+        &'l self,
+        memory: &MemoryStore,
+        key: &[u8],
+        subjects: &[Subject<'_>],
+        cost: u64,
+        pinned: Option<u64>,
+        started: Option<Instant>,
+    ) -> Result<Permit<'l>, RateLimited> {
+        let set = self.own();
+        let call = Call { limits: &set.limits, subjects: &[key], cost, now_us: pinned, shadow: 0 };
+        let d = memory.decide_ready(&call);
+        if !d.allowed {
+            return self.refused_plain(subjects, cost, pinned, started, &d);
+        }
+        record_quota(|| set, &d);
+        self.metrics().report(Outcome::Allowed, started, subjects);
+        Permit::plain(self, set, &d, cost, subjects, pinned.is_some())
+    }
+
+    /// A plain call refused by the store with `d`: named and counted as the decision path
+    /// names and counts a refusal (it is that path's own code).
+    #[cold]
+    #[inline(never)]
+    fn refused_plain<'l>(
+        &'l self,
+        subjects: &[Subject<'_>],
+        cost: u64,
+        pinned: Option<u64>,
+        started: Option<Instant>,
+        d: &Decision,
+    ) -> Result<Permit<'l>, RateLimited> {
+        let mut deciding = self.decide(subjects, cost, pinned, None);
+        deciding.refuse(d);
+        self.metrics().report(deciding.outcome(), started, subjects);
+        deciding.decided()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::algorithm::Algorithm;
+    use crate::limiter::decide::Step;
+    use crate::model::refusal::RateLimited;
+    use crate::rt::clock::ManualClock;
+    use crate::store::MemoryStore;
+    use crate::{Limit, LimitType, Limiter, Permit, Rule, Subject};
+    use std::future::IntoFuture;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn limiter(name: &str, alg: Algorithm, clock: &Arc<ManualClock>) -> Limiter {
+        let rules = [Rule::new(Duration::from_secs(1), 3).unwrap(), Rule::new(Duration::from_secs(10), 7).unwrap()];
+        let limit = Limit::new(LimitType::Key, rules).algorithm(alg);
+        let limit = if alg.supports_burst() { limit.burst(4) } else { limit };
+        Limiter::builder(name).limit(limit).store(Arc::new(MemoryStore::with_clock(clock.clone()))).build().unwrap()
+    }
+
+    /// What a caller reads of a call's result.
+    fn seen(r: &Result<Permit<'_>, RateLimited>) -> String {
+        match r {
+            Ok(p) => format!("ok {:?}", p.quota().map(|q| (q.remaining, q.reset, q.policy))),
+            Err(e) => format!("refused {:?} {:?} {:?} {:?}", e.cause(), e.retry_after(), e.policy(), e.limit_type()),
+        }
+    }
+
+    /// A plain call (one limit on the memory store, nothing else in force) is decided without
+    /// the decision path: its permits, refusals and refunds are the path's, call by call, for
+    /// every algorithm, blocking and awaited, on twin stores driven by twin clocks.
+    #[test]
+    fn a_plain_call_decides_as_the_decision_path() {
+        let mut rng = fastrand::Rng::with_seed(0x5eed_0f91);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        for alg in Algorithm::ALL {
+            let (ca, cb) =
+                (Arc::new(ManualClock::new(1_700_000_000_000_000)), Arc::new(ManualClock::new(1_700_000_000_000_000)));
+            let (plain, path) = (limiter("plain::a", alg, &ca), limiter("plain::b", alg, &cb));
+            let mut refused = 0;
+            for call in 0..3000 {
+                let name = [b'a' + rng.u8(..3)];
+                let subjects = [Subject::bytes(&name[..])];
+                let cost = [0, 1, 1, 1, 2, 3][rng.usize(..6)];
+                assert!(plain.plain_call(&subjects, cost).is_some(), "{alg:?}: a plain call");
+                // Blocking, or awaited (the future's own plain path).
+                let a = match call % 2 {
+                    0 => plain.check(&subjects).cost(cost).blocking(),
+                    _ => rt.block_on(plain.check(&subjects).cost(cost).into_future()),
+                };
+                let mut deciding = path.decide(&subjects, cost, None, None);
+                assert!(matches!(deciding.start(), Step::Done), "the memory store answers at once");
+                let b = deciding.decided();
+                assert_eq!(seen(&a), seen(&b), "{alg:?} call {call}");
+                refused += usize::from(a.is_err());
+                if let (Ok(a), Ok(b)) = (a, b) {
+                    if rng.u8(..5) == 0 {
+                        a.refund().blocking().unwrap();
+                        b.refund().blocking().unwrap();
+                    }
+                }
+                let by = Duration::from_micros([0, 1, 999, 40_000, 333_333, 2_500_000][rng.usize(..6)]);
+                ca.advance(by);
+                cb.advance(by);
+            }
+            assert!(refused > 300, "{alg:?}: refusals were compared too ({refused})");
+        }
+    }
+}
