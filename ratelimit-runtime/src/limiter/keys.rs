@@ -88,7 +88,8 @@ impl SubjectKeys {
         SubjectKeys::Inline { count: 0, ends: [0; INLINE_KEYS], bytes: Words([0; INLINE_BYTES]) };
 
     /// The keys of `set`'s subjects, as `Keys::of` finds them (none if one is missing).
-    #[inline]
+    /// Inlined into both permits' constructors (left to the compiler, it was a call in each).
+    #[inline(always)]
     pub(crate) fn of(set: &LimitSet, subjects: &[Subject<'_>]) -> SubjectKeys {
         let n = set.limits.len();
         let key = |i: usize| subjects.get(set.subject_of(i)).and_then(Subject::key_bytes);

@@ -178,7 +178,7 @@ impl Limiter {
 
     /// The limits in force for a call in `tier`: the tier's, when code or the overrides file
     /// gives it rules; else those of calls without a tier.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn snapshot_for(&self, tier: Option<&str>) -> Option<Arc<Snapshot>> {
         let snapshot = self.snapshot()?;
         match tier.and_then(|t| snapshot.tier(t)) {

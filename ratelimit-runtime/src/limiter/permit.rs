@@ -110,7 +110,7 @@ impl<'a> Permit<'a> {
     /// to give back) under `snapshot` (`None`: the limiter's own limits), as the call's result:
     /// built where the caller returns it (a permit returned, then wrapped in `Ok`, was built
     /// on the stack and copied, each 16 bytes read right after being written in pieces).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(
         limiter: &'a Limiter,
         decision: Option<&Admitted>,
