@@ -385,7 +385,8 @@ impl StoreMetrics {
 
     /// Whether the in-memory call numbered `tick` (the store's per-thread call count) should be
     /// timed: one in [`MEMORY_SAMPLE`], from the first (so that the series shows up at once).
-    /// The store counts its calls anyway (to sweep), so sampling adds only this test.
+    /// The store counts its calls anyway (to sweep), and asks only on its rare calls (one of
+    /// these tests covers both), so sampling costs the usual call nothing.
     #[inline(always)]
     pub(crate) fn sampled(tick: u32) -> bool {
         !cfg!(ratelimit_no_instrumentation) && tick % MEMORY_SAMPLE == 1

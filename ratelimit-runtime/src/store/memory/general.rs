@@ -12,7 +12,7 @@ use crate::store::Call;
 
 impl MemoryStore {
     /// Any call: every key in a reused buffer, the shards locked in order, checked then recorded.
-    pub(super) fn decide_general(&self, call: &Call<'_>, tick: u32) -> Decision {
+    pub(super) fn decide_general(&self, call: &Call<'_>) -> Decision {
         thread_local! {
             /// Every key of a call, back to back: reused, so deciding allocates nothing.
             static KEYS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -37,21 +37,14 @@ impl MemoryStore {
                 }
             }
             let spans = if fits { &inline[..call.limits.len()] } else { &spans[..] };
-            let decision = self.decide_keys(call, &buf, spans, tick);
+            let decision = self.decide_locked(call, &buf, spans);
             cell.replace(buf);
             decision
         })
     }
 
-    /// Decides with every key of the call at `spans` of `buf` (start, end, shard).
-    fn decide_keys(&self, call: &Call<'_>, buf: &[u8], spans: &[(usize, usize, usize)], tick: u32) -> Decision {
-        let (decision, now) = self.decide_locked(call, buf, spans);
-        self.maybe_sweep(now, tick);
-        decision
-    }
-
-    /// Decides under the shards' locks; the decision and its time.
-    fn decide_locked(&self, call: &Call<'_>, buf: &[u8], spans: &[(usize, usize, usize)]) -> (Decision, u64) {
+    /// Decides under the shards' locks.
+    fn decide_locked(&self, call: &Call<'_>, buf: &[u8], spans: &[(usize, usize, usize)]) -> Decision {
         let mut guards = Guards::lock(&self.shards, spans.iter().map(|s| s.2));
         // Read under the locks (see `decide_one`): a log's times never go back.
         let now = call.now_us.unwrap_or_else(|| self.now_us());
@@ -108,7 +101,7 @@ impl MemoryStore {
         }
         if !d.allowed {
             start_blocks(&mut guards, call, buf, spans, starts.drain(..), now, &mut d);
-            return (d, now);
+            return d;
         }
         if call.limits.iter().any(CompiledLimit::is_concurrency) {
             d.member = unique_member();
@@ -130,7 +123,7 @@ impl MemoryStore {
             let state = guards.get(shard).get_or_insert(&buf[start..end], now, || State::Log(Log::default()));
             record(state, limit, now, cost, d.member, stepped.get(g).and_then(Option::as_ref));
         }
-        (d, now)
+        d
     }
 }
 
@@ -160,7 +153,7 @@ mod tests {
         let store = MemoryStore::with_clock(Arc::new(ManualClock::new(1_700_000_000_000_000)));
         let subjects: [&[u8]; 2] = [b"alice", b"alice"];
         let call = Call { limits: &limits, subjects: &subjects, cost: 1, now_us: None, shadow: 0 };
-        let passed = (0..4).filter(|_| store.decide_general(&call, 1).allowed).count();
+        let passed = (0..4).filter(|_| store.decide_general(&call).allowed).count();
         assert_eq!(passed, 2);
     }
 }

@@ -7,7 +7,7 @@
 use super::peek_reset::Targets;
 use super::{Answer, Call, Internal, Operations, Pending, Release, Store};
 use crate::algorithm::Algorithm;
-use crate::metrics::StoreMetrics;
+use crate::metrics::{StoreMetrics, MEMORY_SAMPLE};
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
 use crate::model::policy::RuleStatus;
@@ -36,6 +36,11 @@ use shard::{block_key, shard_of, Locked, State};
 /// Every this many decisions (per thread) the next shard in turn drops its expired states, so
 /// every shard is swept while there is any traffic, whichever subjects it concerns.
 const SWEEP_EVERY: u32 = 256;
+
+/// Of every [`MEMORY_SAMPLE`] decisions of a thread, the first two are its rare ones: the one
+/// whose duration the metrics sample, and the one that may sweep (see [`SWEEP_EVERY`]). One test
+/// sends both out of line; the other calls test nothing else.
+const _: () = assert!(SWEEP_EVERY.is_multiple_of(MEMORY_SAMPLE));
 
 /// The in-memory store: the default when no Redis is configured.
 ///
@@ -127,23 +132,30 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    /// Decides `call`, this thread's call number `tick` (see [`next_tick`]).
+    /// Decides `call`.
     #[inline]
-    fn decide_now(&self, call: &Call<'_>, tick: u32) -> Decision {
+    fn decide_now(&self, call: &Call<'_>) -> Decision {
         // Most calls have one limit: one key on the stack, one lookup, one pass (one.rs).
         if let Some((limit, subject)) = Self::one_limit(call) {
-            return self.decide_one(call, limit, subject, tick);
+            return self.decide_one(call, limit, subject);
         }
-        self.decide_general(call, tick)
+        self.decide_general(call)
     }
 
-    /// Sweeps one shard in turn every `SWEEP_EVERY` calls of this thread (`tick` is this call's
-    /// number), unless it is busy.
-    #[inline]
-    fn maybe_sweep(&self, now: u64, tick: u32) {
+    /// Decides one of a thread's rare calls, numbered `tick` (see [`next_tick`]): timed for the
+    /// metrics' sample, then, every `SWEEP_EVERY` calls, one shard in turn swept (unless it is
+    /// busy) at the decision's time.
+    #[cold]
+    #[inline(never)]
+    fn decide_rare(&self, call: &Call<'_>, tick: u32) -> Decision {
+        let decision = match StoreMetrics::sampled(tick) {
+            true => self.decide_timed(call),
+            false => self.decide_now(call),
+        };
         if tick.is_multiple_of(SWEEP_EVERY) {
-            self.sweep_one((tick / SWEEP_EVERY) as usize & self.mask, now);
+            self.sweep_one((tick / SWEEP_EVERY) as usize & self.mask, decision.at_us);
         }
+        decision
     }
 
     #[cold]
@@ -216,13 +228,10 @@ impl MemoryStore {
         }
     }
 
-    /// [`decide_now`](Self::decide_now), timed for the store's duration histogram. Out of
-    /// line, so that the untimed call keeps the store's path inlined.
-    #[cold]
-    #[inline(never)]
-    fn decide_timed(&self, call: &Call<'_>, tick: u32) -> Decision {
+    /// [`decide_now`](Self::decide_now), timed for the store's duration histogram.
+    fn decide_timed(&self, call: &Call<'_>) -> Decision {
         let started = Instant::now();
-        let decision = self.decide_now(call, tick);
+        let decision = self.decide_now(call);
         self.metrics.duration(started.elapsed());
         decision
     }
@@ -249,10 +258,10 @@ impl MemoryStore {
     #[inline(always)]
     pub(crate) fn decide_ready(&self, call: &Call<'_>) -> Decision {
         let tick = next_tick();
-        if StoreMetrics::sampled(tick) {
-            return self.decide_timed(call, tick);
+        if tick % MEMORY_SAMPLE > 1 {
+            return self.decide_now(call);
         }
-        self.decide_now(call, tick)
+        self.decide_rare(call, tick)
     }
 }
 

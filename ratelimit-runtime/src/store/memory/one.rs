@@ -45,7 +45,7 @@ impl MemoryStore {
     /// Returns the decision itself, not an `Option` of it: wrapping it moved the whole decision
     /// once more, piecewise around the niche, right before the caller read it back.
     #[inline]
-    pub(super) fn decide_one(&self, call: &Call<'_>, limit: &CompiledLimit, subject: &[u8], tick: u32) -> Decision {
+    pub(super) fn decide_one(&self, call: &Call<'_>, limit: &CompiledLimit, subject: &[u8]) -> Decision {
         let len = 16 + subject.len();
         // The key as `decide_general` builds it: its seeded hash, the limit's id, the subject.
         let mut buf = [0u8; INLINE_KEY];
@@ -56,28 +56,23 @@ impl MemoryStore {
         let key = &buf[..len];
 
         let now = call.now_us.unwrap_or_else(|| self.now_us());
-        let (decision, now) = {
-            let mut shard = self.shards[shard_of(hash, self.mask)].lock();
-            let found = match buf.first_chunk::<{ KEY_BYTES }>() {
-                Some(padded) if len <= KEY_BYTES => shard.get_mut_padded(padded, len),
-                _ => shard.get_mut(key),
-            };
-            // The clock was read before the lock (reading it under the lock costs every call
-            // more than this look): a call that read it earlier may take the lock later. A log
-            // appends in time order, and a refund finds its units by time, so its time never
-            // goes back. (A pinned time is the caller's.)
-            let now = match &found {
-                Some(State::Log(log)) if call.now_us.is_none() => now.max(log.newest_time()),
-                _ => now,
-            };
-            let decision = match found {
-                Some(state) => decide_in(limit, state, now, call.cost),
-                None => decide_new(&mut shard, key, limit, now, call.cost),
-            };
-            (decision, now)
+        let mut shard = self.shards[shard_of(hash, self.mask)].lock();
+        let found = match buf.first_chunk::<{ KEY_BYTES }>() {
+            Some(padded) if len <= KEY_BYTES => shard.get_mut_padded(padded, len),
+            _ => shard.get_mut(key),
         };
-        self.maybe_sweep(now, tick);
-        decision
+        // The clock was read before the lock (reading it under the lock costs every call
+        // more than this look): a call that read it earlier may take the lock later. A log
+        // appends in time order, and a refund finds its units by time, so its time never
+        // goes back. (A pinned time is the caller's.)
+        let now = match &found {
+            Some(State::Log(log)) if call.now_us.is_none() => now.max(log.newest_time()),
+            _ => now,
+        };
+        match found {
+            Some(state) => decide_in(limit, state, now, call.cost),
+            None => decide_new(&mut shard, key, limit, now, call.cost),
+        }
     }
 }
 
@@ -294,8 +289,8 @@ mod tests {
                         let subject = [subjects[rng.u64(..5) as usize]];
                         let cost = [0, 1, 1, 1, 2, 3, 9][rng.u64(..7) as usize];
                         let call = Call { limits, subjects: &subject, cost, now_us: None, shadow: 0 };
-                        let fast = a.decide_now(&call, 1);
-                        let general = b.decide_general(&call, 1);
+                        let fast = a.decide_now(&call);
+                        let general = b.decide_general(&call);
                         assert_eq!(fast, general, "{alg:?} rules {rules:?} burst {burst:?} call {step}");
                         seen[usize::from(fast.allowed)] += 1;
                         let by =
