@@ -130,25 +130,6 @@ impl<'a> Permit<'a> {
         Ok(Permit { limiter, snapshot, cost, admitted: *d, keys, slots, decided: true, pinned, local })
     }
 
-    /// The permit of a plain call (see `plain.rs`) that `set`, the limiter's own limits,
-    /// allowed with `d`.
-    #[inline(always)]
-    pub(crate) fn plain(
-        limiter: &'a Limiter,
-        set: &LimitSet,
-        d: &Decision,
-        cost: u64,
-        subjects: &[Subject<'_>],
-        pinned: bool,
-    ) -> Result<Permit<'a>, RateLimited> {
-        let admitted = Admitted::of(d);
-        if set.has_concurrency {
-            return Permit::holding_slots(limiter, &admitted, None, cost, subjects, pinned, false);
-        }
-        let (snapshot, keys, slots) = (Rare::new(None), Rare::new(SubjectKeys::of(set, subjects)), Rare::new(None));
-        Ok(Permit { limiter, snapshot, cost, admitted, keys, slots, decided: true, pinned, local: false })
-    }
-
     /// The permit of a call that holds concurrency slots. Out of line (most limiters have
     /// none), so that the usual permit is built where it is returned.
     #[cold]

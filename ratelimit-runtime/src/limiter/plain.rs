@@ -9,7 +9,7 @@
 //! rule) goes on along the decision path, which answers it as it answers every call.
 
 use super::decide::record_quota;
-use super::permit::Permit;
+use super::permit::{Admitted, Permit};
 use super::Limiter;
 use crate::metrics::Outcome;
 use crate::model::decision::Decision;
@@ -61,7 +61,7 @@ impl Limiter {
         }
         record_quota(|| set, &d);
         self.metrics().report(Outcome::Allowed, started, subjects);
-        Permit::plain(self, set, &d, cost, subjects, pinned.is_some())
+        Permit::new(self, Some(&Admitted::of(&d)), None, cost, subjects, pinned.is_some(), false)
     }
 
     /// A plain call refused by the store with `d`: named and counted as the decision path
