@@ -131,8 +131,10 @@ impl<'l, 's, 'a> Check<'l, 's, 'a> {
         })
     }
 
-    /// One decision at `pinned` (µs since the epoch, or the store's time), blocking.
-    #[inline]
+    /// One decision at `pinned` (µs since the epoch, or the store's time), blocking. Inlined
+    /// where it is called: left a call, its permit was written to a slot of its own and copied
+    /// out again, and a plain call paid a frame more (32 instructions of 665).
+    #[inline(always)]
     pub(super) fn once_blocking(&self, pinned: Option<u64>) -> Result<Permit<'l>, RateLimited> {
         let started = metrics::start_timer();
         match self.limiter.plain_call(self.subjects, self.cost) {
