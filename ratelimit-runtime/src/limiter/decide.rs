@@ -165,7 +165,7 @@ impl<'l, 's, 'a> Deciding<'l, 's, 'a> {
     #[inline(always)]
     pub(super) fn enforce(&mut self) -> Step {
         let store = self.limiter.store();
-        let switches = self.limiter.switches(store);
+        let switches = self.limiter.switches();
         // A plain limiter finds its set once (it was found twice, a dozen instructions each).
         if !switches.plain() && !self.set().limits.is_empty() {
             self.switch_on(switches, store);

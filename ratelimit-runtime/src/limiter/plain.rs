@@ -27,17 +27,12 @@ impl Limiter {
     #[inline(always)]
     pub(crate) fn plain_call<'s>(&self, subjects: &'s [Subject<'_>], cost: u64) -> Option<(&MemoryStore, &'s [u8])> {
         let set = self.own();
-        if set.limits.len() != 1 || set.synced.is_some() || cost > set.min_capacity {
-            return None;
-        }
-        let store = self.store();
-        if !self.switches(store).plain() {
+        // What never changes for a limiter is one bit, resolved with its switches; what
+        // changes (an overrides file loaded, the call's cost) is looked at here.
+        if !self.switches().plain_on_memory() || cost > set.min_capacity || !self.unchanged() {
             return None;
         }
         let memory = self.memory_store()?;
-        if !self.unchanged() {
-            return None;
-        }
         let key = subjects.get(set.subject_of(0))?.key_bytes()?;
         Some((memory, key))
     }
@@ -100,6 +95,39 @@ mod tests {
         let limit = Limit::new(LimitType::Key, rules).algorithm(alg);
         let limit = if alg.supports_burst() { limit.burst(4) } else { limit };
         Limiter::builder(name).limit(limit).store(Arc::new(MemoryStore::with_clock(clock.clone()))).build().unwrap()
+    }
+
+    /// Only a plain limiter's calls go straight to the memory store: a switch, a second limit,
+    /// a `sync`, tier or shadow limit, a cost above a rule or a missing subject sends the call
+    /// along the decision path.
+    #[test]
+    fn only_plain_calls_go_straight_to_the_store() {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+        let rule = || [Rule::new(Duration::from_secs(1), 3).unwrap()];
+        let build = |name: &str, limits: Vec<Limit>, on: fn(crate::LimiterBuilder) -> crate::LimiterBuilder| {
+            let mut b = Limiter::builder(name).store(Arc::new(MemoryStore::with_clock(clock.clone())));
+            for l in limits {
+                b = b.limit(l);
+            }
+            on(b).build().unwrap()
+        };
+        let key = || Limit::new(LimitType::Key, rule());
+        let (one, two) = ([Subject::bytes(&b"a"[..])], [Subject::bytes(&b"a"[..]), Subject::bytes(&b"b"[..])]);
+        let plain = build("plain::only", vec![key()], |b| b);
+        assert!(plain.plain_call(&one, 1).is_some());
+        assert!(plain.plain_call(&one, 4).is_none(), "a cost above the rule");
+        assert!(plain.plain_call(&[Subject::missing()], 1).is_none(), "a missing subject");
+        let not_plain = [
+            build("plain::cache", vec![key()], |b| b.refusal_cache(true)),
+            build("plain::overrides", vec![key()], |b| b.runtime_overrides(true)),
+            build("plain::two", vec![key(), key()], |b| b),
+            build("plain::shadow", vec![key().mode(crate::Mode::Shadow)], |b| b),
+            build("plain::tier", vec![key().tier("gold", rule())], |b| b),
+            build("plain::sync", vec![key().sync(Duration::from_millis(100))], |b| b),
+        ];
+        for limiter in &not_plain {
+            assert!(limiter.plain_call(&two, 1).is_none(), "{limiter:?}");
+        }
     }
 
     /// What a caller reads of a call's result.

@@ -1,10 +1,12 @@
 //! What a limiter's calls look at besides their limits (the subjects' runtime overrides, the
 //! local refusal cache), resolved once per limiter and read as one byte per call: most
-//! limiters have neither, and a call of such a "plain" limiter tests one bit for both.
+//! limiters have neither, and a call of such a "plain" limiter tests one bit for both. The same
+//! byte says whether its calls can go straight to the memory store (see `plain.rs`): what that
+//! takes besides the switches never changes for a limiter, so it is resolved with them.
 
 use super::Limiter;
 use crate::config;
-use crate::store::{StoreHandle, INTERNAL};
+use crate::store::INTERNAL;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// A limiter's switches, as resolved ([`Limiter::switches`]).
@@ -20,12 +22,21 @@ const REFUSAL_CACHE: u8 = 2;
 const PROVISIONAL: u8 = 4;
 /// Resolved for good: given in code, or read from the global configuration.
 const FOR_GOOD: u8 = 8;
+/// Neither switch, one limit, no `sync` limit, and the memory store: a call asks the store
+/// directly when its limits are in force as built (see `plain.rs`).
+const PLAIN_ON_MEMORY: u8 = 16;
 
 impl Switches {
     /// Neither runtime overrides nor the refusal cache.
     #[inline]
     pub(crate) fn plain(self) -> bool {
         self.0 & (OVERRIDES | REFUSAL_CACHE) == 0
+    }
+
+    /// A limiter whose calls may go straight to the memory store (see [`PLAIN_ON_MEMORY`]).
+    #[inline]
+    pub(crate) fn plain_on_memory(self) -> bool {
+        self.0 & PLAIN_ON_MEMORY != 0
     }
 
     #[inline]
@@ -51,30 +62,35 @@ impl Resolved {
 impl Limiter {
     /// Whether calls decide with the subjects' runtime overrides (see
     /// [`LimiterBuilder::runtime_overrides`](super::LimiterBuilder::runtime_overrides)), and
-    /// whether the local refusal cache answers for this limiter on `store`. Resolved once: the
-    /// answers change only when the global configuration is first set (until then the
+    /// whether the local refusal cache answers for this limiter on its store. Resolved once:
+    /// the answers change only when the global configuration is first set (until then the
     /// environment's switches stand in for it), and a limiter's store never.
-    #[inline]
-    pub(crate) fn switches(&self, store: &StoreHandle) -> Switches {
+    #[inline(always)]
+    pub(crate) fn switches(&self) -> Switches {
         let s = self.inner.switches.0.load(Ordering::Relaxed);
         if s & FOR_GOOD != 0 || (s & PROVISIONAL != 0 && !config::global::is_set()) {
             return Switches(s);
         }
-        self.resolve_switches(store)
+        self.resolve_switches()
     }
 
     #[cold]
     #[inline(never)]
-    fn resolve_switches(&self, store: &StoreHandle) -> Switches {
+    fn resolve_switches(&self) -> Switches {
         // Read first: a configuration set after this look is seen on a later call.
         let global = config::global::is_set();
+        let store = self.store();
         let (overrides, cache) = (self.inner.runtime_overrides, self.inner.refusal_cache);
         let for_good = global || (overrides.is_some() && cache.is_some());
         let overrides = overrides.unwrap_or_else(config::global::runtime_overrides);
         let cache = cache
             .unwrap_or_else(|| config::global::refusal_cache_settings().0.unwrap_or_else(|| store.is_remote(INTERNAL)));
+        let own = self.own();
+        let plain =
+            !overrides && !cache && own.limits.len() == 1 && own.synced.is_none() && self.memory_store().is_some();
         let s = if overrides { OVERRIDES } else { 0 }
             | if cache { REFUSAL_CACHE } else { 0 }
+            | if plain { PLAIN_ON_MEMORY } else { 0 }
             | if for_good { FOR_GOOD } else { PROVISIONAL };
         self.inner.switches.0.store(s, Ordering::Relaxed);
         Switches(s)
