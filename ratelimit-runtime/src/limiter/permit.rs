@@ -70,9 +70,10 @@ impl Admitted {
     #[inline]
     pub(crate) fn of(d: &Decision) -> Admitted {
         Admitted {
-            // Beyond u32::MAX limits or rules an index names nothing (no quota, as out of range).
-            limit: u32::try_from(d.limit).unwrap_or(u32::MAX),
-            rule: u32::try_from(d.rule).unwrap_or(u32::MAX),
+            // An index fits: a limiter's limits and rules are built from vectors far shorter
+            // than u32::MAX (a checked conversion cost every permit four instructions).
+            limit: d.limit as u32,
+            rule: d.rule as u32,
             remaining: d.remaining,
             reset_us: d.reset_us,
             at_us: d.at_us,
