@@ -22,6 +22,8 @@ use crate::store::Call;
 const INLINE_KEY: usize = 80;
 /// Rules of an O(1) limit whose steps are kept on the stack between check and record.
 const INLINE_RULES: usize = 4;
+/// A rule's values when nothing is stored.
+const NONE: [Option<u64>; 3] = [None; 3];
 
 impl MemoryStore {
     /// The limit and subject of `call` when the one-limit path decides it (else `None`: the
@@ -143,14 +145,13 @@ fn many_rules(alg: Algorithm, limit: &CompiledLimit, state: &mut State, now: u64
         State::Cells(c) if c.expires_at > now && c.values.len() == n => Some(&c.values[..]),
         _ => None,
     };
-    let none = [None; 3];
     let mut steps = [[0u64; 3]; INLINE_RULES];
     let mut ttl: u64 = 0;
     // (rule, units left, reset) of the tightest rule so far; (rule, wait) of the refusal.
     let mut tightest: Option<(usize, u64, u64)> = None;
     let mut refusal: Option<(usize, u64)> = None;
     for (r, (rule, slot)) in rules.iter().zip(&mut steps).enumerate() {
-        let v = stored.and_then(|s| s.get(r * k..(r + 1) * k)).unwrap_or(&none[..k]);
+        let v = stored.and_then(|s| s.get(r * k..(r + 1) * k)).unwrap_or(&NONE[..k]);
         let s = step(alg, rule.rate(limit.capacity(r)), now, cost, v, false);
         if !s.allowed {
             if refusal.is_none_or(|(_, wait)| s.wait > wait) {
@@ -215,10 +216,11 @@ fn one_rule(
     cost: u64,
 ) -> Decision {
     let k = alg.cells();
-    let none = [None; 3];
+    // Nothing stored reads as `None`s kept as a constant: an array of them here was written on
+    // every call, found or not.
     let v = match state {
         State::Cells(c) if c.expires_at > now && c.values.len() == k => &c.values[..],
-        _ => &none[..k],
+        _ => &NONE[..k],
     };
     let s = step(alg, rule.rate(limit.capacity(0)), now, cost, v, false);
     if !s.allowed {
