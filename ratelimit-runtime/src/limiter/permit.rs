@@ -9,6 +9,7 @@ use super::rare::Rare;
 use super::snapshot::Snapshot;
 use super::Limiter;
 use crate::model::decision::Decision;
+use crate::model::member::Member;
 use crate::model::policy::Headroom;
 use crate::model::refusal::RateLimited;
 use crate::model::subject::Subject;
@@ -59,11 +60,11 @@ pub(crate) struct Admitted {
     /// The reset, µs.
     reset_us: u64,
     at_us: u64,
-    member: [u8; 16],
+    member: Member,
 }
 
 impl Admitted {
-    const NONE: Admitted = Admitted { limit: 0, rule: 0, remaining: 0, reset_us: 0, at_us: 0, member: [0; 16] };
+    const NONE: Admitted = Admitted { limit: 0, rule: 0, remaining: 0, reset_us: 0, at_us: 0, member: Member::NONE };
 
     /// Taken from the store's answer where it lies (the decision under way keeps this, not the
     /// whole decision: one move of the decision fewer on its way to the permit).
@@ -270,7 +271,7 @@ struct Slots {
     snapshot: Option<Arc<Snapshot>>,
     keys: SubjectKeys,
     at_us: u64,
-    member: [u8; 16],
+    member: Member,
     pinned: bool,
     /// Taken in process memory while the store failed: freed there.
     local: bool,

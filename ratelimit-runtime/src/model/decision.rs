@@ -1,5 +1,6 @@
 //! What a store answers for one call.
 
+use super::member::Member;
 use std::time::Duration;
 
 /// Why a store refused a call.
@@ -51,8 +52,8 @@ pub struct Decision {
     /// call a conversion each way.)
     pub reset_us: u64,
     /// The call's unique id in the store (its sliding-window entries and concurrency slots),
-    /// zero when the store keeps none.
-    pub(crate) member: [u8; 16],
+    /// [`Member::NONE`] when the store keeps none.
+    pub(crate) member: Member,
     /// When the store decided, in µs since the Unix epoch on the store's clock: a refund finds
     /// the call's units by it (the window they were counted in).
     pub(crate) at_us: u64,
@@ -71,7 +72,7 @@ impl Decision {
             remaining: 0,
             reset_us: 0,
             at_us,
-            member: [0; 16],
+            member: Member::NONE,
             why: Why::Exceeded,
             shadow_refused: false,
             shadow_rule: 0,
@@ -90,7 +91,7 @@ impl Decision {
             remaining: 0,
             reset_us: wait_us,
             at_us,
-            member: [0; 16],
+            member: Member::NONE,
             why,
             shadow_refused: false,
             shadow_rule: 0,
@@ -111,7 +112,7 @@ impl Decision {
             remaining: u64::try_from(v[4]).unwrap_or(0),
             reset_us: us(v[5]),
             at_us: u64::try_from(v[6]).unwrap_or(0),
-            member: [0; 16],
+            member: Member::NONE,
             why: match v[7] {
                 1 => Why::Blocked,
                 2 => Why::Concurrency,

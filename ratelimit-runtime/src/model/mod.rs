@@ -8,6 +8,7 @@ pub(crate) mod decision;
 pub(crate) mod key;
 pub(crate) mod limit;
 pub(crate) mod limit_type;
+pub(crate) mod member;
 pub(crate) mod mode;
 pub(crate) mod overriding;
 pub(crate) mod policy;

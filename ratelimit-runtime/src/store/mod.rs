@@ -14,10 +14,9 @@ mod unavailable;
 
 pub use crate::error::StoreError;
 pub use crate::model::key::{DEFAULT_PREFIX, MAX_PREFIX_LEN};
+pub(crate) use crate::model::member::unique_member;
 pub use memory::{MemoryStore, DEFAULT_MAX_KEYS};
-pub(crate) use operations::{
-    unique_member, Answer, Call, Internal, Operations, Pending, Release, RemoteDecision, INTERNAL,
-};
+pub(crate) use operations::{Answer, Call, Internal, Operations, Pending, Release, RemoteDecision, INTERNAL};
 pub(crate) use overrides::{IndexEntries, OverrideCheck, OverrideWrite};
 pub(crate) use peek_reset::Targets;
 #[cfg(feature = "cluster")]

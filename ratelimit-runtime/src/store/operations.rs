@@ -11,9 +11,8 @@ use super::peek_reset::Targets;
 use crate::error::StoreError;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
+use crate::model::member::Member;
 use crate::model::policy::RuleStatus;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 
 /// Everything a store does for the limiter. No method has a default: each store states each
 /// answer, what it decides as well as whether it is remote and which clock times its refusals.
@@ -136,7 +135,7 @@ pub struct Release<'a> {
     /// When the call was admitted (µs, the store's clock): the window its units count in.
     pub(crate) at_us: u64,
     /// The call's id in the store (its sliding-window entries and slots).
-    pub(crate) member: [u8; 16],
+    pub(crate) member: Member,
     /// The units the call comes to (a settle; 0: a refund): fewer than its cost give the
     /// difference back where it still counts, more take the extra past the limit (debt).
     pub(crate) actual: u64,
@@ -147,25 +146,5 @@ impl Release<'_> {
     /// actual units less the cost): one of them is 0.
     pub(crate) fn settled(&self) -> (u64, u64) {
         (self.call.cost.saturating_sub(self.actual), self.actual.saturating_sub(self.call.cost))
-    }
-}
-
-/// A call's id in a store (the member of its sliding-window entries and concurrency slots): one
-/// no other call, in this process or any other, will use. A random per-process UUID with a
-/// per-call counter folded into its low half; 16 raw bytes keep a Redis ZSET small.
-pub(crate) fn unique_member() -> [u8; 16] {
-    static PROCESS: OnceLock<u128> = OnceLock::new();
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let base = *PROCESS.get_or_init(|| uuid::Uuid::new_v4().as_u128());
-    (base ^ u128::from(COUNTER.fetch_add(1, Ordering::Relaxed))).to_be_bytes()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn members_are_unique() {
-        let a = super::unique_member();
-        let b = super::unique_member();
-        assert_ne!(a, b);
     }
 }

@@ -10,6 +10,7 @@ use super::shard::{block_key, Cells, Guards, Shard, State};
 use crate::algorithm::{step, Algorithm};
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::{Decision, Why};
+use crate::model::member::Member;
 use crate::store::Call;
 
 /// How soon a refused call may try a full concurrency limit again: a slot frees when a call
@@ -155,7 +156,7 @@ pub(super) fn record(
     limit: &CompiledLimit,
     now: u64,
     cost: u64,
-    member: [u8; 16],
+    member: Member,
     stepped: Option<&Stepped>,
 ) {
     if limit.is_concurrency() {

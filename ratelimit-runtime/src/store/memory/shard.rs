@@ -11,6 +11,7 @@
 
 use super::inline::{self, Key, Values};
 use super::log::Log;
+use crate::model::member::Member;
 use crate::rt::hash::Prehashed;
 use crossbeam_utils::CachePadded;
 use hashlink::linked_hash_map::RawEntryMut;
@@ -233,7 +234,7 @@ pub(super) enum State {
         rule: usize,
     },
     /// (end of lease µs, member) of each call in flight.
-    Slots(Vec<(u64, [u8; 16])>),
+    Slots(Vec<(u64, Member)>),
 }
 
 impl State {

@@ -9,6 +9,7 @@ use super::script::{eval, eval_raw, load_scripts, query_script, Script, GENERAL}
 use crate::error::StoreError;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
+use crate::model::member::Member;
 use crate::store::{Call, Release, Targets};
 use redis::aio::ConnectionLike;
 use redis::Cmd;
@@ -31,7 +32,7 @@ pub(crate) enum ScriptOp {
 pub(crate) fn general_command(
     call: &Call<'_>,
     indices: impl Iterator<Item = usize> + Clone,
-    member: &[u8; 16],
+    member: &Member,
     mode: ScriptOp,
 ) -> (Cmd, &'static Script) {
     let enforced = call.enforced();
@@ -53,7 +54,7 @@ pub(crate) fn general_command(
     for i in indices.clone() {
         cmd.arg(KeyArg { limit: &call.limits[i], subject: call.subjects[i] });
     }
-    cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(&member[..]);
+    cmd.arg(call.now_us.unwrap_or(0)).arg(call.cost).arg(&member.bytes()[..]);
     match mode {
         ScriptOp::Decide => cmd.arg("d").arg(shadow),
         ScriptOp::Checked => cmd.arg("o").arg(shadow),
@@ -80,7 +81,7 @@ pub(crate) fn checked_command(
     call: &Call<'_>,
     checks: &[crate::store::OverrideCheck],
     indices: impl Iterator<Item = usize> + Clone,
-    member: &[u8; 16],
+    member: &Member,
 ) -> (Cmd, &'static Script) {
     let (mut cmd, script) = general_command(call, indices.clone(), member, ScriptOp::Checked);
     for i in indices {
@@ -129,7 +130,7 @@ pub(crate) fn peek_command(targets: &Targets<'_>, indices: &[usize]) -> (Cmd, &'
     let subjects: Vec<&[u8]> = targets.subjects.iter().map(|s| s.unwrap_or(&[])).collect();
     let call = Call { limits: targets.limits, subjects: &subjects, cost: 0, now_us: targets.now_us, shadow: 0 };
     // A peek gives back nothing by member: any will do.
-    general_command(&call, indices.iter().copied(), &[0; 16], ScriptOp::Peek)
+    general_command(&call, indices.iter().copied(), &Member::NONE, ScriptOp::Peek)
 }
 
 /// `DEL` of the targets' keys for the limits `indices`, with their blocks.
@@ -148,7 +149,7 @@ pub(crate) fn del_command(targets: &Targets<'_>, indices: &[usize]) -> Cmd {
 }
 
 /// A decision script's run, its reply read as the decision of the call whose member it holds.
-pub(crate) struct Decide(pub(crate) (Cmd, &'static Script), pub(crate) [u8; 16]);
+pub(crate) struct Decide(pub(crate) (Cmd, &'static Script), pub(crate) Member);
 
 impl Request for Decide {
     type Reply = Decision;

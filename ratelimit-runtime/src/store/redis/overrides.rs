@@ -8,6 +8,7 @@ use super::link::{Link, Request};
 use super::script::{eval_checked, Script};
 use crate::error::StoreError;
 use crate::model::decision::Decision;
+use crate::model::member::Member;
 use crate::model::overriding::{index_entry_ended, index_value};
 use crate::rt::io;
 use crate::store::breaker::Breaker;
@@ -21,7 +22,7 @@ use std::time::Duration;
 /// A decision whose script checks the runtime overrides first; what it learns goes to `known`.
 pub(crate) struct DecideChecked {
     pub(crate) command: (Cmd, &'static Script),
-    pub(crate) member: [u8; 16],
+    pub(crate) member: Member,
     pub(crate) known: Arc<Known>,
 }
 

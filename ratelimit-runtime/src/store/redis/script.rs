@@ -6,6 +6,7 @@
 use super::error::redis_error;
 use crate::error::StoreError;
 use crate::model::decision::Decision;
+use crate::model::member::Member;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, ServerErrorKind};
 use std::sync::OnceLock;
@@ -50,7 +51,7 @@ pub(crate) static O1_BATCH: Script = Script::new(include_str!("lua/decide_o1_bat
 pub(crate) async fn eval(
     conn: &mut impl ConnectionLike,
     command: &(Cmd, &Script),
-    member: [u8; 16],
+    member: Member,
 ) -> Result<Decision, StoreError> {
     let answer: redis::Value = query_script(conn, command).await?;
     let mut decision = Decision::from_script(unpack_reply(&answer)?);
@@ -66,7 +67,7 @@ pub(crate) async fn eval(
 pub(crate) async fn eval_checked(
     conn: &mut impl ConnectionLike,
     command: &(Cmd, &Script),
-    member: [u8; 16],
+    member: Member,
     known: &crate::store::overrides::Known,
 ) -> Result<Decision, StoreError> {
     let answer: redis::Value = query_script(conn, command).await?;

@@ -4,6 +4,7 @@
 use super::super::script::{double, unpack, Script, BATCH, O1_BATCH, REPLY_ADMITTED_LEN, REPLY_LEN};
 use crate::algorithm::Algorithm;
 use crate::error::StoreError;
+use crate::model::member::Member;
 use crate::store::Call;
 use redis::Cmd;
 
@@ -64,7 +65,7 @@ pub(crate) fn batchable(call: &Call<'_>, indices: impl Iterator<Item = usize> + 
 pub(crate) fn encode(
     call: &Call<'_>,
     indices: impl Iterator<Item = usize> + Clone,
-    member: &[u8; 16],
+    member: &Member,
     kind: Kind,
 ) -> Encoded {
     match kind {
@@ -75,7 +76,7 @@ pub(crate) fn encode(
 
 /// A sliding-window call: little-endian doubles, as decide_sw_batch.lua reads them (every value
 /// below 2^53 but a cost or pinned time past it, which becomes the double its text would have).
-fn encode_sliding(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone, member: &[u8; 16]) -> Encoded {
+fn encode_sliding(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone, member: &Member) -> Encoded {
     let (mut nums, mut bytes, mut keys) = (16 + 3 * 8, 0, 0);
     for i in indices.clone() {
         let limit = &call.limits[i];
@@ -85,7 +86,7 @@ fn encode_sliding(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone,
     }
     let mut buf = Vec::with_capacity(nums + bytes);
     let put = |buf: &mut Vec<u8>, x: u64| buf.extend_from_slice(&(x as f64).to_le_bytes());
-    buf.extend_from_slice(member);
+    buf.extend_from_slice(&member.bytes());
     put(&mut buf, call.now_us.unwrap_or(0));
     put(&mut buf, call.cost);
     put(&mut buf, keys as u64);

@@ -24,6 +24,7 @@ use super::link::Link;
 use super::script::Script;
 use crate::error::StoreError;
 use crate::model::decision::Decision;
+use crate::model::member::Member;
 use crate::rt::io;
 use crate::store::Call;
 pub(crate) use encode::{batchable, encode, one_command, Encoded};
@@ -71,11 +72,7 @@ pub(crate) enum Prepared {
 
 /// `call` (all its limits) with its member, for a batch script if one can decide it, else as
 /// `general` builds its command.
-pub(crate) fn prepare(
-    call: &Call<'_>,
-    member: &[u8; 16],
-    general: impl FnOnce() -> (Cmd, &'static Script),
-) -> Prepared {
+pub(crate) fn prepare(call: &Call<'_>, member: &Member, general: impl FnOnce() -> (Cmd, &'static Script)) -> Prepared {
     let all = 0..call.limits.len();
     match batchable(call, all.clone()) {
         Some(kind) => Prepared::Batchable(encode(call, all, member, kind)),
@@ -171,7 +168,7 @@ impl Batcher {
     /// Decides `call`, whose member is `member`, in the next batch. The caller's timeout is the
     /// caller's: dropping this future only stops the waiting (the call may still be decided, as
     /// any call whose reply never came).
-    pub(crate) async fn decide(&self, call: Encoded, member: [u8; 16]) -> Result<Decision, StoreError> {
+    pub(crate) async fn decide(&self, call: Encoded, member: Member) -> Result<Decision, StoreError> {
         let (reply, answer) = oneshot::channel();
         {
             let mut state = crate::rt::lock::lock(&self.state);

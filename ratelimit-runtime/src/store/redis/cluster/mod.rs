@@ -28,6 +28,7 @@ use super::tls::{is_tls_url, TlsConfig};
 use crate::error::StoreError;
 use crate::metrics::StoreMetrics;
 use crate::model::decision::Decision;
+use crate::model::member::Member;
 use crate::model::policy::RuleStatus;
 use crate::rt::clock::{Clock, SystemClock};
 use crate::rt::io;
@@ -236,7 +237,7 @@ impl ClusterStore {
         async move {
             io::timeout(timeout, async {
                 for cmd in &cmds {
-                    eval(&mut conn, cmd, [0; 16]).await?;
+                    eval(&mut conn, cmd, Member::NONE).await?;
                 }
                 Ok(())
             })

@@ -6,6 +6,7 @@ use crate::error::StoreError;
 use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
 use crate::model::key::cluster_slot;
+use crate::model::member::Member;
 use crate::store::overrides::Known;
 use crate::store::redis::batch;
 use crate::store::redis::commands::{general_command, ScriptOp};
@@ -19,7 +20,7 @@ use redis::Cmd;
 pub(super) fn decide_command(
     call: &Call<'_>,
     indices: impl Iterator<Item = usize> + Clone,
-    member: &[u8; 16],
+    member: &Member,
 ) -> (Cmd, &'static Script) {
     match batch::batchable(call, indices.clone()) {
         Some(kind) => batch::one_command(&batch::encode(call, indices, member, kind)),
@@ -29,7 +30,7 @@ pub(super) fn decide_command(
 
 /// The limits `indices` of `call` grouped by the slot of their key, in the order the slots first
 /// appear, each group with its decide and release commands.
-pub(super) fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &[u8; 16]) -> Vec<SlotPart> {
+pub(super) fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &Member) -> Vec<SlotPart> {
     slot_parts_by(call, indices, member, |limits| decide_command(call, limits.iter().copied(), member))
 }
 
@@ -37,7 +38,7 @@ pub(super) fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, membe
 pub(super) fn slot_parts_by(
     call: &Call<'_>,
     indices: std::ops::Range<usize>,
-    member: &[u8; 16],
+    member: &Member,
     decide: impl Fn(&[usize]) -> (Cmd, &'static Script),
 ) -> Vec<SlotPart> {
     by_slot(indices.map(|i| (i, &call.limits[i], call.subjects[i])))
@@ -58,7 +59,7 @@ pub(super) fn slot_parts_by(
 pub(super) async fn shadow_by_slot(
     conn: &mut ClusterConnection,
     parts: &[SlotPart],
-    member: [u8; 16],
+    member: Member,
     enforced: usize,
     d: &mut Decision,
 ) {
@@ -109,7 +110,7 @@ pub(super) fn by_slot<'a>(limits: impl Iterator<Item = (usize, &'a CompiledLimit
 pub(super) async fn decide_by_slot(
     conn: &mut ClusterConnection,
     parts: &[SlotPart],
-    member: [u8; 16],
+    member: Member,
     known: Option<&Known>,
 ) -> Result<Decision, StoreError> {
     let mut tightest: Option<Decision> = None;
