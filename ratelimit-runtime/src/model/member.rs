@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 /// made from, 8 bytes: every decision and permit carries one, and most (in memory) carry none.
 /// Its bytes, as a store keeps them, are a random per-process UUID with the counter folded
 /// into its low half ([`bytes`](Self::bytes)); 16 raw bytes keep a Redis ZSET small.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Member(u64);
 
 impl Member {

@@ -79,8 +79,7 @@ impl<L: Link> Operations for RedisBacked<L> {
             // A call a batch script can decide is coalesced with the calls concurrent with it,
             // but for one that finds nothing to join: that one goes as a batch of its own, from
             // its caller's task. The others go to the general script.
-            let call =
-                prepare(call, &member, || general_command(call, 0..call.limits.len(), &member, ScriptOp::Decide));
+            let call = prepare(call, member, || general_command(call, 0..call.limits.len(), member, ScriptOp::Decide));
             let lanes = self.lanes.clone();
             io::timeout(self.timeout, async move {
                 let lane = lanes.here();
@@ -148,7 +147,7 @@ impl<L: Link> Operations for RedisBacked<L> {
         self.breaker.decide(|| {
             // Never coalesced: the batch scripts know nothing of overrides.
             let member = unique_member();
-            let command = checked_command(call, checks, 0..call.limits.len(), &member);
+            let command = checked_command(call, checks, 0..call.limits.len(), member);
             let request = DecideChecked { command, member, known: self.known.clone() };
             let lanes = self.lanes.clone();
             io::timeout(self.timeout, async move { lanes.here().link.send(&request).await })

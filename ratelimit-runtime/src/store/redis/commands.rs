@@ -32,7 +32,7 @@ pub(crate) enum ScriptOp {
 pub(crate) fn general_command(
     call: &Call<'_>,
     indices: impl Iterator<Item = usize> + Clone,
-    member: &Member,
+    member: Member,
     mode: ScriptOp,
 ) -> (Cmd, &'static Script) {
     let enforced = call.enforced();
@@ -81,7 +81,7 @@ pub(crate) fn checked_command(
     call: &Call<'_>,
     checks: &[crate::store::OverrideCheck],
     indices: impl Iterator<Item = usize> + Clone,
-    member: &Member,
+    member: Member,
 ) -> (Cmd, &'static Script) {
     let (mut cmd, script) = general_command(call, indices.clone(), member, ScriptOp::Checked);
     for i in indices {
@@ -107,7 +107,7 @@ pub(crate) fn release_command(
     release: &Release<'_>,
     indices: impl Iterator<Item = usize> + Clone,
 ) -> (Cmd, &'static Script) {
-    general_command(&release.call, indices, &release.member, ScriptOp::Release(release.at_us, release.actual))
+    general_command(&release.call, indices, release.member, ScriptOp::Release(release.at_us, release.actual))
 }
 
 /// A limit's key for one subject as a command argument, written straight into the command's
@@ -130,7 +130,7 @@ pub(crate) fn peek_command(targets: &Targets<'_>, indices: &[usize]) -> (Cmd, &'
     let subjects: Vec<&[u8]> = targets.subjects.iter().map(|s| s.unwrap_or(&[])).collect();
     let call = Call { limits: targets.limits, subjects: &subjects, cost: 0, now_us: targets.now_us, shadow: 0 };
     // A peek gives back nothing by member: any will do.
-    general_command(&call, indices.iter().copied(), &Member::NONE, ScriptOp::Peek)
+    general_command(&call, indices.iter().copied(), Member::NONE, ScriptOp::Peek)
 }
 
 /// `DEL` of the targets' keys for the limits `indices`, with their blocks.

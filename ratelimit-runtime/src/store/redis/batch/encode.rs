@@ -65,7 +65,7 @@ pub(crate) fn batchable(call: &Call<'_>, indices: impl Iterator<Item = usize> + 
 pub(crate) fn encode(
     call: &Call<'_>,
     indices: impl Iterator<Item = usize> + Clone,
-    member: &Member,
+    member: Member,
     kind: Kind,
 ) -> Encoded {
     match kind {
@@ -76,7 +76,7 @@ pub(crate) fn encode(
 
 /// A sliding-window call: little-endian doubles, as decide_sw_batch.lua reads them (every value
 /// below 2^53 but a cost or pinned time past it, which becomes the double its text would have).
-fn encode_sliding(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone, member: &Member) -> Encoded {
+fn encode_sliding(call: &Call<'_>, indices: impl Iterator<Item = usize> + Clone, member: Member) -> Encoded {
     let (mut nums, mut bytes, mut keys) = (16 + 3 * 8, 0, 0);
     for i in indices.clone() {
         let limit = &call.limits[i];

@@ -72,7 +72,7 @@ pub(crate) enum Prepared {
 
 /// `call` (all its limits) with its member, for a batch script if one can decide it, else as
 /// `general` builds its command.
-pub(crate) fn prepare(call: &Call<'_>, member: &Member, general: impl FnOnce() -> (Cmd, &'static Script)) -> Prepared {
+pub(crate) fn prepare(call: &Call<'_>, member: Member, general: impl FnOnce() -> (Cmd, &'static Script)) -> Prepared {
     let all = 0..call.limits.len();
     match batchable(call, all.clone()) {
         Some(kind) => Prepared::Batchable(encode(call, all, member, kind)),

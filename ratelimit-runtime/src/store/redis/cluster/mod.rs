@@ -155,8 +155,8 @@ impl Operations for ClusterStore {
         self.breaker.decide(|| {
             let member = unique_member();
             // Each slot's script checks the overrides of its own limits (same hash tag).
-            let parts = slot_parts_by(call, 0..call.limits.len(), &member, |limits| {
-                checked_command(call, checks, limits.iter().copied(), &member)
+            let parts = slot_parts_by(call, 0..call.limits.len(), member, |limits| {
+                checked_command(call, checks, limits.iter().copied(), member)
             });
             let (mut conn, known) = (self.conn.clone(), self.known.clone());
             io::timeout(self.timeout, async move {
@@ -199,13 +199,13 @@ impl ClusterStore {
     fn decide_call(&self, call: &Call<'_>) -> impl Future<Output = Result<Decision, StoreError>> + Send + 'static {
         let member = unique_member();
         let enforced = call.enforced();
-        let all = slot_parts(call, 0..call.limits.len(), &member);
+        let all = slot_parts(call, 0..call.limits.len(), member);
         // Every limit in one slot (or no shadow limit): one round, the script deciding the
         // shadow limits with the others.
         let (parts, shadow) = if all.len() == 1 || enforced == call.limits.len() {
             (all, Vec::new())
         } else {
-            (slot_parts(call, 0..enforced, &member), slot_parts(call, enforced..call.limits.len(), &member))
+            (slot_parts(call, 0..enforced, member), slot_parts(call, enforced..call.limits.len(), member))
         };
         let mut conn = self.conn.clone();
         let timeout = self.timeout;

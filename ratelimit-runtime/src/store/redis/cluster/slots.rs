@@ -20,7 +20,7 @@ use redis::Cmd;
 pub(super) fn decide_command(
     call: &Call<'_>,
     indices: impl Iterator<Item = usize> + Clone,
-    member: &Member,
+    member: Member,
 ) -> (Cmd, &'static Script) {
     match batch::batchable(call, indices.clone()) {
         Some(kind) => batch::one_command(&batch::encode(call, indices, member, kind)),
@@ -30,7 +30,7 @@ pub(super) fn decide_command(
 
 /// The limits `indices` of `call` grouped by the slot of their key, in the order the slots first
 /// appear, each group with its decide and release commands.
-pub(super) fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: &Member) -> Vec<SlotPart> {
+pub(super) fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, member: Member) -> Vec<SlotPart> {
     slot_parts_by(call, indices, member, |limits| decide_command(call, limits.iter().copied(), member))
 }
 
@@ -38,7 +38,7 @@ pub(super) fn slot_parts(call: &Call<'_>, indices: std::ops::Range<usize>, membe
 pub(super) fn slot_parts_by(
     call: &Call<'_>,
     indices: std::ops::Range<usize>,
-    member: &Member,
+    member: Member,
     decide: impl Fn(&[usize]) -> (Cmd, &'static Script),
 ) -> Vec<SlotPart> {
     by_slot(indices.map(|i| (i, &call.limits[i], call.subjects[i])))
