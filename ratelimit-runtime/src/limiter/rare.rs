@@ -1,14 +1,14 @@
-//! [`Rare`]: a value that is almost always empty (an optional box or `Arc`, keys kept inline),
-//! tested where it is dropped and dropped out of line.
+//! [`Rare`]: a value that is almost always empty (an optional box or `Arc`), tested where it is
+//! dropped and dropped out of line; and [`Empty`], what such a value is.
 
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 
-/// A field that is almost always empty: a permit's concurrency slots, a call's runtime overrides,
-/// the snapshot of an overrides file, a refusal. The drop of a plain one was an out-of-line
-/// call even when empty, about a dozen instructions on every decision for what is one test; and
-/// a type holding several of them got drop glue too large to inline, so every permit and every
-/// decision under way paid a call for a few tests.
+/// A field that is almost always empty: a call's runtime overrides, the snapshot of an overrides
+/// file, a refusal. The drop of a plain one was an out-of-line call even when empty, about a
+/// dozen instructions on every decision for what is one test. (A type holding several of them
+/// still gets drop glue too large to inline: the permit, dropped by every caller, tests one flag
+/// for all its fields instead.)
 pub(crate) struct Rare<T: Empty>(ManuallyDrop<T>);
 
 /// A value with an empty state (its `Default`) that owns nothing: left undropped, nothing leaks.
