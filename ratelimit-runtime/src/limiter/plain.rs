@@ -12,49 +12,56 @@ use super::decide::record_quota;
 use super::permit::{Admitted, Permit};
 use super::Limiter;
 use crate::metrics::Outcome;
+use crate::model::compiled::CompiledLimit;
 use crate::model::decision::Decision;
 use crate::model::refusal::RateLimited;
 use crate::model::subject::Subject;
-use crate::store::{Call, MemoryStore};
+use crate::store::MemoryStore;
 use std::time::Instant;
 
+/// A plain call as [`Limiter::plain_call`] found it: the store, the limit and its key.
+pub(crate) struct PlainCall<'l, 's> {
+    memory: &'l MemoryStore,
+    limit: &'l CompiledLimit,
+    key: &'s [u8],
+}
+
 impl Limiter {
-    /// The memory store and the key of a plain call (see the module's documentation) of
-    /// `cost` units; `None` when the call is not such a call. The caller decides it with
-    /// [`decide_plain`](Self::decide_plain). (Two steps, so that no decision or permit is
-    /// returned wrapped: each wrapping moved one whole once more.) Calls of several limits go
-    /// along the decision path: their keys, copied from step to step, cost more than it.
+    /// The memory store, the limit and the key of a plain call (see the module's
+    /// documentation) of `cost` units; `None` when the call is not such a call. The caller
+    /// decides it with [`decide_plain`](Self::decide_plain). (Two steps, so that no decision or
+    /// permit is returned wrapped: each wrapping moved one whole once more.) Calls of several
+    /// limits go along the decision path: their keys, copied from step to step, cost more than
+    /// it.
     #[inline(always)]
-    pub(crate) fn plain_call<'s>(&self, subjects: &'s [Subject<'_>], cost: u64) -> Option<(&MemoryStore, &'s [u8])> {
+    pub(crate) fn plain_call<'s>(&self, subjects: &'s [Subject<'_>], cost: u64) -> Option<PlainCall<'_, 's>> {
         let set = self.own();
         // What never changes for a limiter is one bit, resolved with its switches; what
-        // changes (an overrides file loaded, the call's cost) is looked at here.
+        // changes (an overrides file loaded, the call's cost and subject) is looked at here.
         if !self.switches().plain_on_memory() || cost > set.min_capacity || !self.unchanged() {
             return None;
         }
         let memory = self.memory_store()?;
-        let key = subjects.get(set.subject_of(0))?.key_bytes()?;
-        Some((memory, key))
+        let limit = set.limits.first()?;
+        let key = subjects.get(set.subject_of(0))?.key_bytes().filter(|key| MemoryStore::fits_one(key))?;
+        Some(PlainCall { memory, limit, key })
     }
 
-    /// Decides a plain call of `subjects` (keyed `keys`) on `memory`, and counts it.
+    /// Decides `plain`, the plain call of `subjects`, and counts it.
     #[inline(always)]
     pub(crate) fn decide_plain<'l>(
         &'l self,
-        memory: &MemoryStore,
-        key: &[u8],
+        plain: PlainCall<'_, '_>,
         subjects: &[Subject<'_>],
         cost: u64,
         pinned: Option<u64>,
         started: Option<Instant>,
     ) -> Result<Permit<'l>, RateLimited> {
-        let set = self.own();
-        let call = Call { limits: &set.limits, subjects: &[key], cost, now_us: pinned, shadow: 0 };
-        let d = memory.decide_ready(&call);
+        let d = plain.memory.decide_one_limit(plain.limit, plain.key, cost, pinned);
         if !d.allowed {
             return self.refused_plain(subjects, cost, pinned, started, &d);
         }
-        record_quota(|| set, &d);
+        record_quota(|| self.own(), &d);
         self.metrics().report(Outcome::Allowed, started, subjects);
         Permit::new(self, Some(&Admitted::of(&d)), None, cost, subjects, pinned.is_some(), false)
     }
@@ -98,8 +105,8 @@ mod tests {
     }
 
     /// Only a plain limiter's calls go straight to the memory store: a switch, a second limit,
-    /// a `sync`, tier or shadow limit, a cost above a rule or a missing subject sends the call
-    /// along the decision path.
+    /// a `sync`, tier or shadow limit, a limit the store's one-limit path does not take, a cost
+    /// above a rule, a key too long or a missing subject sends the call along the decision path.
     #[test]
     fn only_plain_calls_go_straight_to_the_store() {
         let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
@@ -117,6 +124,10 @@ mod tests {
         assert!(plain.plain_call(&one, 1).is_some());
         assert!(plain.plain_call(&one, 4).is_none(), "a cost above the rule");
         assert!(plain.plain_call(&[Subject::missing()], 1).is_none(), "a missing subject");
+        let long = [Subject::bytes(vec![b'k'; 65])];
+        assert!(plain.plain_call(&long, 1).is_none(), "a key too long for the store's stack");
+        let five = (1..=5).map(|s| Rule::new(Duration::from_secs(s), 3 * s).unwrap());
+        let gcra = |rules| Limit::new(LimitType::Key, rules).algorithm(Algorithm::Gcra);
         let not_plain = [
             build("plain::cache", vec![key()], |b| b.refusal_cache(true)),
             build("plain::overrides", vec![key()], |b| b.runtime_overrides(true)),
@@ -124,6 +135,10 @@ mod tests {
             build("plain::shadow", vec![key().mode(crate::Mode::Shadow)], |b| b),
             build("plain::tier", vec![key().tier("gold", rule())], |b| b),
             build("plain::sync", vec![key().sync(Duration::from_millis(100))], |b| b),
+            // Limits the memory store's one-limit path does not take.
+            build("plain::block", vec![key().block(Duration::from_secs(60))], |b| b),
+            build("plain::slots", vec![Limit::concurrency(LimitType::Key, 2)], |b| b),
+            build("plain::five", vec![gcra(five.collect::<Vec<_>>())], |b| b),
         ];
         for limiter in &not_plain {
             assert!(limiter.plain_call(&two, 1).is_none(), "{limiter:?}");

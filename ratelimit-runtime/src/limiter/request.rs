@@ -138,7 +138,7 @@ impl<'l, 's, 'a> Check<'l, 's, 'a> {
     pub(super) fn once_blocking(&self, pinned: Option<u64>) -> Result<Permit<'l>, RateLimited> {
         let started = metrics::start_timer();
         match self.limiter.plain_call(self.subjects, self.cost) {
-            Some((memory, key)) => self.limiter.decide_plain(memory, key, self.subjects, self.cost, pinned, started),
+            Some(plain) => self.limiter.decide_plain(plain, self.subjects, self.cost, pinned, started),
             None => self.along_the_path(pinned, started),
         }
     }
@@ -209,9 +209,9 @@ impl<'l> Future for CheckFuture<'l, '_, '_> {
                     };
                     this.since.get_or_insert_with(Instant::now);
                     let started = metrics::start_timer();
-                    if let Some((memory, key)) = check.limiter.plain_call(check.subjects, check.cost) {
+                    if let Some(plain) = check.limiter.plain_call(check.subjects, check.cost) {
                         let (limiter, subjects, cost) = (check.limiter, check.subjects, check.cost);
-                        match limiter.decide_plain(memory, key, subjects, cost, pinned, started) {
+                        match limiter.decide_plain(plain, subjects, cost, pinned, started) {
                             Ok(permit) => return Poll::Ready(Ok(permit)),
                             Err(refused) => match this.sleep_before_next_try(refused) {
                                 Some(refused) => return Poll::Ready(Err(refused)),

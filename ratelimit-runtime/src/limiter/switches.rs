@@ -6,7 +6,7 @@
 
 use super::Limiter;
 use crate::config;
-use crate::store::INTERNAL;
+use crate::store::{MemoryStore, INTERNAL};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// A limiter's switches, as resolved ([`Limiter::switches`]).
@@ -22,8 +22,9 @@ const REFUSAL_CACHE: u8 = 2;
 const PROVISIONAL: u8 = 4;
 /// Resolved for good: given in code, or read from the global configuration.
 const FOR_GOOD: u8 = 8;
-/// Neither switch, one limit, no `sync` limit, and the memory store: a call asks the store
-/// directly when its limits are in force as built (see `plain.rs`).
+/// Neither switch, one limit (that the memory store's one-limit path takes), no `sync` limit,
+/// and the memory store: a call asks the store directly when its limits are in force as built
+/// (see `plain.rs`).
 const PLAIN_ON_MEMORY: u8 = 16;
 
 impl Switches {
@@ -86,8 +87,11 @@ impl Limiter {
         let cache = cache
             .unwrap_or_else(|| config::global::refusal_cache_settings().0.unwrap_or_else(|| store.is_remote(INTERNAL)));
         let own = self.own();
-        let plain =
-            !overrides && !cache && own.limits.len() == 1 && own.synced.is_none() && self.memory_store().is_some();
+        let plain = !overrides
+            && !cache
+            && matches!(&own.limits[..], [limit] if MemoryStore::takes_one(limit))
+            && own.synced.is_none()
+            && self.memory_store().is_some();
         let s = if overrides { OVERRIDES } else { 0 }
             | if cache { REFUSAL_CACHE } else { 0 }
             | if plain { PLAIN_ON_MEMORY } else { 0 }

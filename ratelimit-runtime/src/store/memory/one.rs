@@ -32,22 +32,30 @@ impl MemoryStore {
     pub(super) fn one_limit<'c>(call: &Call<'c>) -> Option<(&'c CompiledLimit, &'c [u8])> {
         let ([limit], [subject]) = (call.limits, call.subjects) else { return None };
         // A shadow limit (decided only once the others admit) goes the general way.
-        if limit.has_block_or_slots() || call.shadow > 0 {
-            return None;
-        }
-        if 16 + subject.len() > INLINE_KEY
-            || (limit.algorithm != Algorithm::SlidingWindow && limit.rules.len() > INLINE_RULES)
-        {
-            return None;
-        }
-        Some((limit, subject))
+        (call.shadow == 0 && Self::takes_one(limit) && Self::fits_one(subject)).then_some((limit, subject))
     }
 
-    /// Decides `call` of one `limit` for `subject` (see [`one_limit`](Self::one_limit)).
-    /// Returns the decision itself, not an `Option` of it: wrapping it moved the whole decision
-    /// once more, piecewise around the niche, right before the caller read it back.
+    /// Whether the one-limit path decides calls of `limit` alone (with a subject that
+    /// [fits](Self::fits_one)): no block or concurrency slots, and no more O(1) rules than it
+    /// keeps on the stack. A limiter resolves this once (see `limiter/plain.rs`).
+    #[inline(always)]
+    pub(crate) fn takes_one(limit: &CompiledLimit) -> bool {
+        !limit.has_block_or_slots()
+            && (limit.algorithm == Algorithm::SlidingWindow || limit.rules.len() <= INLINE_RULES)
+    }
+
+    /// Whether the key of `subject` is built on the stack by the one-limit path.
+    #[inline(always)]
+    pub(crate) fn fits_one(subject: &[u8]) -> bool {
+        16 + subject.len() <= INLINE_KEY
+    }
+
+    /// Decides a call of `limit` alone for `subject` (see [`one_limit`](Self::one_limit)), of
+    /// `cost` units at `pinned` (µs since the epoch, or the store's time). Returns the decision
+    /// itself, not an `Option` of it: wrapping it moved the whole decision once more, piecewise
+    /// around the niche, right before the caller read it back.
     #[inline]
-    pub(super) fn decide_one(&self, call: &Call<'_>, limit: &CompiledLimit, subject: &[u8]) -> Decision {
+    pub(super) fn decide_one(&self, limit: &CompiledLimit, subject: &[u8], cost: u64, pinned: Option<u64>) -> Decision {
         let len = 16 + subject.len();
         // The key as `decide_general` builds it: its seeded hash, the limit's id, the subject.
         let mut buf = [0u8; INLINE_KEY];
@@ -57,7 +65,7 @@ impl MemoryStore {
         buf[..8].copy_from_slice(&hash.to_le_bytes());
         let key = &buf[..len];
 
-        let now = call.now_us.unwrap_or_else(|| self.now_us());
+        let now = pinned.unwrap_or_else(|| self.now_us());
         let mut shard = self.shards[shard_of(hash, self.mask)].lock();
         let found = match buf.first_chunk::<{ KEY_BYTES }>() {
             Some(padded) if len <= KEY_BYTES => shard.get_mut_padded(padded, len),
@@ -68,12 +76,12 @@ impl MemoryStore {
         // appends in time order, and a refund finds its units by time, so its time never
         // goes back. (A pinned time is the caller's.)
         let now = match &found {
-            Some(State::Log(log)) if call.now_us.is_none() => now.max(log.newest_time()),
+            Some(State::Log(log)) if pinned.is_none() => now.max(log.newest_time()),
             _ => now,
         };
         match found {
-            Some(state) => decide_in(limit, state, now, call.cost),
-            None => decide_new(&mut shard, key, limit, now, call.cost),
+            Some(state) => decide_in(limit, state, now, cost),
+            None => decide_new(&mut shard, key, limit, now, cost),
         }
     }
 }
