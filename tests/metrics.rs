@@ -70,22 +70,22 @@ fn memory_decisions_are_counted_exactly() {
     }
     let missing = by_user.check(&[Subject::missing()]).blocking().expect_err("no user");
     assert_eq!(missing.cause(), Cause::SubjectMissing);
-    // Enough calls on this thread for the 1-in-64 timing sample to fire at least 4 times.
-    for _ in 0..256 {
+    // Enough calls on this thread for the 1-in-256 timing sample to fire at least 4 times.
+    for _ in 0..1024 {
         let _ = by_ip.check(std::slice::from_ref(&ip)).blocking();
     }
 
     let s = scrape();
     assert_eq!(s.types.get(DECISIONS).map(String::as_str), Some("counter"));
     assert_eq!(decisions(&s, "metrics_test::memory_ip", "allowed"), 5.0);
-    assert_eq!(decisions(&s, "metrics_test::memory_ip", "denied"), 3.0 + 256.0);
+    assert_eq!(decisions(&s, "metrics_test::memory_ip", "denied"), 3.0 + 1024.0);
     assert_eq!(decisions(&s, "metrics_test::memory_user", "allowed"), 2.0);
     assert_eq!(decisions(&s, "metrics_test::memory_user", "denied"), 1.0);
     assert_eq!(decisions(&s, "metrics_test::memory_user", "subject_missing"), 1.0);
     for outcome in ["failed_open", "failed_closed", "exempt", "shadow_denied"] {
         assert_eq!(decisions(&s, "metrics_test::memory_ip", outcome), 0.0, "{outcome}");
     }
-    assert_eq!(s.sum(DECISIONS, &[("limiter", "metrics_test::memory_ip")]), 264.0, "no other outcome");
+    assert_eq!(s.sum(DECISIONS, &[("limiter", "metrics_test::memory_ip")]), 1032.0, "no other outcome");
     assert_eq!(s.count("ratelimit_local_denials_total", &[("limiter", "metrics_test::memory_ip")]), 0.0);
     let timed = s.count(DURATION_COUNT, &[("store", "memory")]) - duration_before;
     assert!(timed >= 4.0, "memory store calls timed: {timed}");
