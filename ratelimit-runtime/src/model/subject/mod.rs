@@ -80,38 +80,13 @@ impl<'a> Subject<'a> {
     /// IPv4-mapped IPv6 address counts as the IPv4 address it carries.
     #[inline]
     pub fn ip_with_prefix(addr: IpAddr, v6_prefix: u8) -> Subject<'static> {
-        if let IpAddr::V4(v4) = addr {
-            return Subject::ipv4(v4);
-        }
-        Subject::ip_v6(addr, v6_prefix)
-    }
-
-    #[inline]
-    fn ipv4(v4: Ipv4Addr) -> Subject<'static> {
-        let mut bytes = [0; 18];
-        bytes[0] = V4;
-        bytes[1..5].copy_from_slice(&v4.octets());
-        Subject(Inner::Ip(IpKey { len: 5, bytes }))
-    }
-
-    /// [`ip_with_prefix`](Self::ip_with_prefix) of an IPv6 address (out of line: the IPv4 path
-    /// is the one inlined into callers).
-    #[inline(never)]
-    fn ip_v6(addr: IpAddr, v6_prefix: u8) -> Subject<'static> {
-        let v6 = match addr {
-            IpAddr::V4(v4) => return Subject::ipv4(v4),
-            IpAddr::V6(v6) => v6,
+        // The two paths meet as a key, wrapped once: met as two subjects, the one the caller
+        // built was copied whole into its place, piece by piece.
+        let key = match addr {
+            IpAddr::V4(v4) => IpKey::v4(v4),
+            IpAddr::V6(v6) => IpKey::v6(v6, v6_prefix),
         };
-        if let Some(v4) = v6.to_ipv4_mapped() {
-            return Subject::ipv4(v4);
-        }
-        let prefix = v6_prefix.min(128);
-        let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix)) };
-        let mut bytes = [0; 18];
-        bytes[0] = V6;
-        bytes[1..17].copy_from_slice(&(u128::from(v6) & mask).to_be_bytes());
-        bytes[17] = prefix;
-        Subject(Inner::Ip(IpKey { len: 18, bytes }))
+        Subject(Inner::Ip(key))
     }
 
     /// The bytes that identify the subject (a client IP's canonical text, `203.0.113.7` or
@@ -167,6 +142,29 @@ impl<'a> Subject<'a> {
 }
 
 impl IpKey {
+    #[inline]
+    fn v4(v4: Ipv4Addr) -> IpKey {
+        let mut bytes = [0; 18];
+        bytes[0] = V4;
+        bytes[1..5].copy_from_slice(&v4.octets());
+        IpKey { len: 5, bytes }
+    }
+
+    /// The key of an IPv6 address (out of line: the IPv4 path is the one inlined into callers).
+    #[inline(never)]
+    fn v6(v6: Ipv6Addr, v6_prefix: u8) -> IpKey {
+        if let Some(v4) = v6.to_ipv4_mapped() {
+            return IpKey::v4(v4);
+        }
+        let prefix = v6_prefix.min(128);
+        let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix)) };
+        let mut bytes = [0; 18];
+        bytes[0] = V6;
+        bytes[1..17].copy_from_slice(&(u128::from(v6) & mask).to_be_bytes());
+        bytes[17] = prefix;
+        IpKey { len: 18, bytes }
+    }
+
     #[inline]
     fn key(&self) -> &[u8] {
         self.bytes.get(..usize::from(self.len)).unwrap_or_default()
