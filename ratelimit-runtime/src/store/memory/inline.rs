@@ -81,21 +81,20 @@ impl Key {
     #[inline(always)]
     pub(super) fn is_padded(&self, padded: &[u8; KEY_BYTES], len: usize) -> bool {
         match self {
-            Key::Inline(n, bytes) => usize::from(*n) == len && same(bytes, padded),
+            Key::Inline(n, bytes) => usize::from(*n) == len && same(bytes, padded, len),
             Key::Heap(_) => false,
         }
     }
 }
 
-/// Whether two padded keys are equal: word by word, inline (comparing the arrays calls
-/// `memcmp`), the last word overlapping the one before it.
+/// Whether two padded keys of `len` bytes are equal: word by word, inline (comparing the arrays
+/// calls `memcmp`), the last word overlapping the one before it. Past `len` both are zero, so
+/// a key of up to 24 bytes (a limit's id, its hash and an IPv4 subject's 5 bytes: most keys)
+/// is compared in its first three words alone.
 #[inline(always)]
-fn same(a: &[u8; KEY_BYTES], b: &[u8; KEY_BYTES]) -> bool {
-    let mut diff = 0;
-    for at in [0, 8, 16, 24, 32, KEY_BYTES - 8] {
-        diff |= word(a, at) ^ word(b, at);
-    }
-    diff == 0
+fn same(a: &[u8; KEY_BYTES], b: &[u8; KEY_BYTES], len: usize) -> bool {
+    let diff = |words: [usize; 3]| words.iter().fold(0, |d, &at| d | (word(a, at) ^ word(b, at)));
+    diff([0, 8, 16]) == 0 && (len <= 24 || diff([24, 32, KEY_BYTES - 8]) == 0)
 }
 
 /// The 8 bytes of `bytes` at `at` (zero past its end: never read, the callers stay inside).
@@ -155,6 +154,37 @@ impl DerefMut for Values {
         match self {
             Values::Inline(n, v) => &mut v[..usize::from(*n)],
             Values::Heap(v) => v,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Key, KEY_BYTES};
+
+    /// A key padded with zeros, as the one-limit path builds it.
+    fn padded(bytes: &[u8]) -> [u8; KEY_BYTES] {
+        let mut p = [0; KEY_BYTES];
+        p[..bytes.len()].copy_from_slice(bytes);
+        p
+    }
+
+    /// Every inline length: a key is its own, and any one byte changed (past the first three
+    /// words too) or another length makes it another.
+    #[test]
+    fn padded_keys_are_equal_only_byte_for_byte() {
+        for len in 0..=KEY_BYTES {
+            let bytes: Vec<u8> = (0..len).map(|i| i as u8 + 1).collect();
+            let key = Key::from(&bytes[..]);
+            assert!(key.is_padded(&padded(&bytes), len), "length {len}");
+            for at in 0..len {
+                let mut other = bytes.clone();
+                other[at] ^= 0x80;
+                assert!(!key.is_padded(&padded(&other), len), "length {len}, byte {at}");
+            }
+            if len > 0 {
+                assert!(!key.is_padded(&padded(&bytes[..len - 1]), len - 1), "length {len}, shorter");
+            }
         }
     }
 }
