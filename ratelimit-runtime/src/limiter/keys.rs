@@ -94,12 +94,7 @@ impl SubjectKeys {
         let n = set.limits.len();
         let key = |i: usize| subjects.get(set.subject_of(i)).and_then(Subject::key_bytes);
         if n == 1 {
-            // One client IP (most permits): its key and the zeros after it, as they lie.
-            if let Some((ip, len)) = subjects.get(set.subject_of(0)).and_then(Subject::ip_key) {
-                let mut bytes = [0u8; INLINE_BYTES];
-                bytes[..ip.len()].copy_from_slice(ip);
-                return SubjectKeys::Inline { count: 1, ends: [len as u8, 0, 0, 0], bytes: Words(bytes) };
-            }
+            return subjects.get(set.subject_of(0)).map_or(SubjectKeys::EMPTY, SubjectKeys::one);
         }
         if n <= INLINE_KEYS {
             let (mut ends, mut bytes) = ([0u8; INLINE_KEYS], [0u8; INLINE_BYTES]);
@@ -124,6 +119,26 @@ impl SubjectKeys {
         keys.map_or(SubjectKeys::EMPTY, SubjectKeys::Heap)
     }
 
+    /// The key of one limit's `subject` (none if it is missing).
+    #[inline(always)]
+    pub(crate) fn one(subject: &Subject<'_>) -> SubjectKeys {
+        // A client IP (most permits): its key and the zeros after it, as they lie.
+        if let Some((ip, len)) = subject.ip_key() {
+            let mut bytes = [0u8; INLINE_BYTES];
+            bytes[..ip.len()].copy_from_slice(ip);
+            return SubjectKeys::Inline { count: 1, ends: [len as u8, 0, 0, 0], bytes: Words(bytes) };
+        }
+        match subject.key_bytes() {
+            Some(key) if key.len() <= INLINE_BYTES => {
+                let mut bytes = [0u8; INLINE_BYTES];
+                crate::model::key::copy_key(&mut bytes[..key.len()], key);
+                SubjectKeys::Inline { count: 1, ends: [key.len() as u8, 0, 0, 0], bytes: Words(bytes) }
+            }
+            Some(key) => SubjectKeys::Heap(vec![key.to_vec()]),
+            None => SubjectKeys::EMPTY,
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         match self {
             SubjectKeys::Inline { count, .. } => usize::from(*count),
@@ -146,5 +161,30 @@ impl SubjectKeys {
             }
             SubjectKeys::Heap(keys) => keys.iter().map(Vec::as_slice).collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SubjectKeys;
+    use crate::model::subject::Subject;
+
+    /// A permit keeps the key the store was given, whatever the subject: an IP, a short value,
+    /// one too long for the inline bytes, the global subject; a missing one keeps none.
+    #[test]
+    fn one_subject_keeps_its_store_key() {
+        let long = vec![b'u'; 30];
+        let subjects = [
+            Subject::ip("203.0.113.7".parse().unwrap()),
+            Subject::ip("2001:db8::1".parse().unwrap()),
+            Subject::bytes(&b"alice"[..]),
+            Subject::bytes(&long[..]),
+            Subject::global(),
+        ];
+        for subject in &subjects {
+            let keys = SubjectKeys::one(subject);
+            assert_eq!(keys.slices(), [subject.key_bytes().unwrap()], "{subject:?}");
+        }
+        assert_eq!(SubjectKeys::one(&Subject::missing()).len(), 0);
     }
 }

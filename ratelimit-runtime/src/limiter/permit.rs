@@ -152,6 +152,23 @@ impl<'a> Permit<'a> {
         Ok(Permit { limiter, snapshot, cost, admitted: *d, keys, slots, decided: true, pinned, local, owns })
     }
 
+    /// The permit of a plain call (see `plain.rs`) of `subject`, allowed by `d`: one limit of
+    /// the limiter's own, and no concurrency slots. It knows its one key, where
+    /// [`new`](Self::new) looks for the limits' subjects again.
+    #[inline(always)]
+    pub(crate) fn plain(
+        limiter: &'a Limiter,
+        d: &Admitted,
+        cost: u64,
+        subject: &Subject<'_>,
+        pinned: bool,
+    ) -> Result<Permit<'a>, RateLimited> {
+        let keys = SubjectKeys::one(subject);
+        let owns = owns(&None, &keys, &None);
+        let (snapshot, keys, slots) = (ManuallyDrop::new(None), ManuallyDrop::new(keys), ManuallyDrop::new(None));
+        Ok(Permit { limiter, snapshot, cost, admitted: *d, keys, slots, decided: true, pinned, local: false, owns })
+    }
+
     /// The permit of a call that holds concurrency slots. Out of line (most limiters have
     /// none), so that the usual permit is built where it is returned.
     #[cold]

@@ -19,10 +19,12 @@ use crate::model::subject::Subject;
 use crate::store::MemoryStore;
 use std::time::Instant;
 
-/// A plain call as [`Limiter::plain_call`] found it: the store, the limit and its key.
+/// A plain call as [`Limiter::plain_call`] found it: the store, the limit, its subject and the
+/// subject's key.
 pub(crate) struct PlainCall<'l, 's> {
     memory: &'l MemoryStore,
     limit: &'l CompiledLimit,
+    subject: &'s Subject<'s>,
     key: &'s [u8],
 }
 
@@ -43,8 +45,9 @@ impl Limiter {
         }
         let memory = self.memory_store()?;
         let limit = set.limits.first()?;
-        let key = subjects.get(set.subject_of(0))?.key_bytes().filter(|key| MemoryStore::fits_one(key))?;
-        Some(PlainCall { memory, limit, key })
+        let subject = subjects.get(set.subject_of(0))?;
+        let key = subject.key_bytes().filter(|key| MemoryStore::fits_one(key))?;
+        Some(PlainCall { memory, limit, subject, key })
     }
 
     /// Decides `plain`, the plain call of `subjects`, and counts it.
@@ -63,7 +66,7 @@ impl Limiter {
         }
         record_quota(|| self.own(), &d);
         self.metrics().report(Outcome::Allowed, started, subjects);
-        Permit::new(self, Some(&Admitted::of(&d)), None, cost, subjects, pinned.is_some(), false)
+        Permit::plain(self, &Admitted::of(&d), cost, plain.subject, pinned.is_some())
     }
 
     /// A plain call refused by the store with `d`: named and counted as the decision path
