@@ -13,15 +13,15 @@ use crate::model::member::Member;
 use crate::model::policy::Headroom;
 use crate::model::refusal::RateLimited;
 use crate::model::subject::Subject;
-use crate::rt::io;
-use crate::store::{Answer, Call, Release, Store};
 use std::fmt;
 use std::mem::{take, ManuallyDrop};
 use std::sync::Arc;
 
 mod settle;
+mod slots;
 
 pub use settle::Settle;
+use slots::Slots;
 
 /// An allowed call. Borrows its limiter, so that deciding allocates nothing.
 ///
@@ -327,88 +327,11 @@ impl<'a> Permit<'a> {
     }
 }
 
-/// The concurrency slots a permit holds: owned (a `Limiter` is a handle), so that dropping it
-/// can free them from anywhere.
-struct Slots {
-    limiter: Limiter,
-    snapshot: Option<Arc<Snapshot>>,
-    keys: SubjectKeys,
-    at_us: u64,
-    member: Member,
-    pinned: bool,
-    /// Taken in process memory while the store failed: freed there.
-    local: bool,
-    /// Still to be freed by `Drop`.
-    held: bool,
-}
-
 /// Whether a permit of these parts owns anything to drop (known `false` where the usual permit
 /// is built: no test is left of it there).
 #[inline(always)]
 fn owns(snapshot: &Option<Arc<Snapshot>>, keys: &SubjectKeys, slots: &Option<Box<Slots>>) -> bool {
     snapshot.is_some() || !keys.holds_nothing() || slots.is_some()
-}
-
-/// Where a permit's units and slots are given back: the store that admitted it.
-fn release_store(limiter: &Limiter, local: bool) -> &dyn Store {
-    if local {
-        limiter.local_store()
-    } else {
-        &**limiter.store()
-    }
-}
-
-impl Slots {
-    /// The permit frees the slots itself: nothing left for `Drop`.
-    fn disarm(mut self) {
-        self.held = false;
-    }
-}
-
-/// A permit dropped without ending (the call panicked, or its future was dropped): the slots
-/// are freed in the background. In memory that is done at once; for a remote store the release
-/// runs on the library's I/O runtime, which works from async code and plain threads alike and
-/// never blocks the dropping thread (the store's timeout bounds it; if it fails, the lease
-/// frees the slots).
-impl Drop for Slots {
-    fn drop(&mut self) {
-        if !self.held {
-            return;
-        }
-        let set = self.limiter.enforced(self.snapshot.as_deref());
-        let indices: Vec<usize> = (0..set.limits.len()).filter(|&i| set.limits[i].is_concurrency()).collect();
-        if self.keys.len() != set.limits.len() {
-            return;
-        }
-        let subjects = self.keys.slices();
-        let release = Release {
-            call: Call {
-                limits: &set.limits,
-                subjects: &subjects,
-                cost: 1,
-                now_us: self.pinned.then_some(self.at_us),
-                shadow: 0,
-            },
-            indices: &indices,
-            at_us: self.at_us,
-            member: self.member,
-            actual: 1,
-        };
-        match release_store(&self.limiter, self.local).release(&release) {
-            Answer::Ready(Err(e)) => tracing::warn!(error = %e, "ratelimit: could not free a concurrency slot"),
-            Answer::Ready(Ok(())) => {}
-            Answer::Remote(fut) => match io::handle() {
-                Ok(handle) => {
-                    handle.spawn(async move {
-                        if let Err(e) = fut.await {
-                            tracing::warn!(error = %e, "ratelimit: could not free a concurrency slot; its lease will");
-                        }
-                    });
-                }
-                Err(e) => tracing::warn!(error = %e, "ratelimit: could not free a concurrency slot; its lease will"),
-            },
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! [`Settle`]: a permit settled to the units its call really took (a refund: to 0), and the
 //! store call that does it, freeing the permit's concurrency slots with it.
 
-use super::{release_store, Permit, Slots};
+use super::slots::{release_store, Slots};
+use super::Permit;
 use crate::error::StoreError;
 use crate::limiter::answer::StoreFuture;
 use crate::store::{Answer, Call, Release};
