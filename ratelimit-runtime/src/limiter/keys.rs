@@ -173,7 +173,7 @@ mod tests {
     /// one too long for the inline bytes, the global subject; a missing one keeps none.
     #[test]
     fn one_subject_keeps_its_store_key() {
-        let long = vec![b'u'; 30];
+        let long = [b'u'; 30];
         let subjects = [
             Subject::ip("203.0.113.7".parse().unwrap()),
             Subject::ip("2001:db8::1".parse().unwrap()),
