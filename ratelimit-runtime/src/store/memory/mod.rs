@@ -262,12 +262,13 @@ fn rare_tick() -> Option<u32> {
 }
 
 impl MemoryStore {
-    /// Decides a call of `limit` alone for `subject`, which the one-limit path takes
-    /// ([`takes_one`](Self::takes_one), [`fits_one`](Self::fits_one)), of `cost` units at
-    /// `pinned` (µs since the epoch, or the store's time): what [`Operations::decide`] answers,
-    /// without the wrapping a remote store's answer needs or a `Call` built for it (a limiter's
-    /// plain call, see `limiter/plain.rs`: building one, and testing again what the limiter
-    /// knows of its limit, cost that call 26 instructions of 591).
+    /// Decides a call of `limit` alone for `subject` (a limit the one-limit path
+    /// [takes](Self::takes_one)), of `cost` units at `pinned` (µs since the epoch, or the
+    /// store's time): what [`Operations::decide`] answers, without the wrapping a remote
+    /// store's answer needs or a `Call` built for it (a limiter's plain call, see
+    /// `limiter/plain.rs`: building one, and testing again what the limiter knows of its limit,
+    /// cost that call 26 instructions of 591). A key too long for the stack goes the general
+    /// way, as it would from `decide_now`.
     #[inline(always)]
     pub(crate) fn decide_one_limit(
         &self,
@@ -276,10 +277,31 @@ impl MemoryStore {
         cost: u64,
         pinned: Option<u64>,
     ) -> Decision {
-        let Some(tick) = rare_tick() else { return self.decide_one(limit, subject, cost, pinned) };
+        let tick = rare_tick();
+        if tick.is_none() && Self::fits_one(subject) {
+            return self.decide_one(limit, subject, cost, pinned);
+        }
+        self.decide_one_limit_cold(limit, subject, cost, pinned, tick)
+    }
+
+    /// [`decide_one_limit`](Self::decide_one_limit) of a rare call or a long key, with the
+    /// `Call` the other paths take.
+    #[cold]
+    #[inline(never)]
+    fn decide_one_limit_cold(
+        &self,
+        limit: &CompiledLimit,
+        subject: &[u8],
+        cost: u64,
+        pinned: Option<u64>,
+        tick: Option<u32>,
+    ) -> Decision {
         let subjects = [subject];
         let call = Call { limits: std::slice::from_ref(limit), subjects: &subjects, cost, now_us: pinned, shadow: 0 };
-        self.decide_rare(&call, tick)
+        match tick {
+            Some(tick) => self.decide_rare(&call, tick),
+            None => self.decide_now(&call),
+        }
     }
 }
 

@@ -46,7 +46,7 @@ impl MemoryStore {
 
     /// Whether the key of `subject` is built on the stack by the one-limit path.
     #[inline(always)]
-    pub(crate) fn fits_one(subject: &[u8]) -> bool {
+    pub(super) fn fits_one(subject: &[u8]) -> bool {
         16 + subject.len() <= INLINE_KEY
     }
 
