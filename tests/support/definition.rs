@@ -230,15 +230,21 @@ impl RuleModel {
         }
     }
 
-    /// Sets a bucket's empty instant (× N). An instant before the state's own time is an empty
-    /// bucket then (no later call can tell them apart).
+    /// Sets a bucket's empty instant (× N). An instant before the state's own time is kept
+    /// exactly, the state's time moved back to it: no later call can tell it from an empty
+    /// bucket at the state's time, but a settle at an earlier pinned time pours from
+    /// `max(E, t)`, and E is then the earlier instant.
     fn set_empty_n(&mut self, e: u128) {
         let (w, n, b) = (u128::from(self.w), u128::from(self.n), u128::from(self.cap));
         match &mut self.state {
             State::Tokens { tokens_w, at } => {
-                *tokens_w = (b * w) as i128 - e.saturating_sub(u128::from(*at) * n) as i128
+                *at = (*at).min((e / n) as u64);
+                *tokens_w = (b * w) as i128 - (e - u128::from(*at) * n) as i128
             }
-            State::Level { level_w, at } => *level_w = e.saturating_sub(u128::from(*at) * n),
+            State::Level { level_w, at } => {
+                *at = (*at).min((e / n) as u64);
+                *level_w = e - u128::from(*at) * n
+            }
             State::Tat(tat) => *tat = Some(e),
             _ => unreachable!("not a bucket"),
         }
