@@ -225,3 +225,58 @@ async fn a_pinned_refund_reaches_the_previous_window_of_a_counter() {
         assert_eq!(p.quota().unwrap().remaining, 9, "{}", store.describe());
     }
 }
+
+/// A bucket refunded to full, then a debt settled at the permit's own, earlier time: the debt
+/// is poured from that time, on memory and on the real server. (Random schedules found this
+/// case where the reference model poured it from the bucket's last call, 1 µs later.)
+#[test]
+fn a_debt_settled_at_an_earlier_time_pours_from_it() {
+    use ratelimit::{LimitType, Rule};
+    let server = RedisServer::start();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rule = |ms: u64, count: u64| vec![Rule::from_millis(ms, count).unwrap()];
+    let limits = [
+        LimitSpec {
+            limit_type: LimitType::Ip,
+            alg: Algorithm::SlidingWindow,
+            rules: rule(1000, 1),
+            burst: None,
+            block: None,
+        },
+        LimitSpec {
+            limit_type: LimitType::User,
+            alg: Algorithm::TokenBucket,
+            rules: rule(2_592_000_000, 1_000_000),
+            burst: Some(1),
+            block: Some(1_000_001),
+        },
+        LimitSpec {
+            limit_type: LimitType::Key,
+            alg: Algorithm::SlidingWindow,
+            rules: rule(1, 1),
+            burst: None,
+            block: None,
+        },
+    ];
+    // A call of 1 and two of 0 (the last 1 µs later), the first permit refunded, the second
+    // settled to 3 units, then a call of 0: refused, its retry-after the debt's.
+    let step = |kind: u8, op: u8, random: u64| Step { kind, k: 1, op, random };
+    let steps = [
+        step(0, 1, 0),
+        step(0, 0, 0),
+        step(1, 0, 0),
+        step(0, 6, 4_468_218_809_103_059_619),
+        step(0, 11, 1_030_326_590_317_533_679),
+        step(0, 0, 0),
+    ];
+    for store in rt.block_on(async { stores(&server) }) {
+        let counts = Counts::default();
+        let name = format!("exact_settle::earlier::{}", store.describe());
+        rt.block_on(async {
+            let _guard = rt.enter();
+            run(&store, None, &name, &limits, &steps, &counts).await
+        })
+        .unwrap_or_else(|e| panic!("{} : {e}", store.describe()));
+        assert_eq!(counts.refused.into_inner(), 1, "the last call is refused");
+    }
+}
