@@ -122,11 +122,10 @@ impl SubjectKeys {
     /// The key of one limit's `subject` (none if it is missing).
     #[inline(always)]
     pub(crate) fn one(subject: &Subject<'_>) -> SubjectKeys {
-        // A client IP (most permits): its key and the zeros after it, as they lie.
+        // A client IP (most permits): its key and what follows it, as they lie (whole words,
+        // as the subject was written; the bytes past `ends[0]` are never read).
         if let Some((ip, len)) = subject.ip_key() {
-            let mut bytes = [0u8; INLINE_BYTES];
-            bytes[..ip.len()].copy_from_slice(ip);
-            return SubjectKeys::Inline { count: 1, ends: [len as u8, 0, 0, 0], bytes: Words(bytes) };
+            return SubjectKeys::Inline { count: 1, ends: [len as u8, 0, 0, 0], bytes: Words(*ip) };
         }
         match subject.key_bytes() {
             Some(key) if key.len() <= INLINE_BYTES => {

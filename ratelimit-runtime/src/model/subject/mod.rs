@@ -42,12 +42,17 @@ const V4: u8 = 0xFF;
 const V6: u8 = 0xFE;
 const ESCAPED: u8 = 0xFD;
 
-/// An IP subject's key, inline: `len` bytes of `bytes` (5 for IPv4, 18 for IPv6).
+/// An IP subject's key, inline: its first bytes (5 for IPv4, 18 for IPv6), zeros, and its
+/// length in the last byte. Three aligned words, written as a 16-byte store and an 8-byte one:
+/// a copy of the subject right after reads them back whole. (Nineteen unaligned bytes, written
+/// piece by piece, made that copy's reads span several stores, and each such read waited for
+/// them all to land: about a tenth of the time of a call of an IPv4 subject.)
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct IpKey {
-    len: u8,
-    bytes: [u8; 18],
-}
+#[repr(C, align(8))]
+struct IpKey([u8; IP_KEY_BYTES]);
+
+/// An [`IpKey`]'s size; its length is the last byte.
+const IP_KEY_BYTES: usize = 24;
 
 impl<'a> Subject<'a> {
     /// The subject of a `Global` limit: everyone shares it.
@@ -100,13 +105,13 @@ impl<'a> Subject<'a> {
         }
     }
 
-    /// A client IP's key as the whole array it lies in (zero past the key) and its length:
-    /// copied as one fixed-size move, where copying the key's own bytes branches on its length.
-    /// `None` for other subjects.
+    /// A client IP's key as the whole array it lies in (zero past the key, but for the length
+    /// in the last byte) and its length: copied as one fixed-size move, where copying the key's
+    /// own bytes branches on its length. `None` for other subjects.
     #[inline]
-    pub(crate) fn ip_key(&self) -> Option<(&[u8; 18], usize)> {
+    pub(crate) fn ip_key(&self) -> Option<(&[u8; IP_KEY_BYTES], usize)> {
         match &self.0 {
-            Inner::Ip(ip) => Some((&ip.bytes, usize::from(ip.len))),
+            Inner::Ip(ip) => Some((&ip.0, ip.len())),
             _ => None,
         }
     }
@@ -142,12 +147,12 @@ impl<'a> Subject<'a> {
 }
 
 impl IpKey {
+    /// The key of an IPv4 address: its marker and octets in the first word, its length in the
+    /// last, each word built in a register and stored whole.
     #[inline]
     fn v4(v4: Ipv4Addr) -> IpKey {
-        let mut bytes = [0; 18];
-        bytes[0] = V4;
-        bytes[1..5].copy_from_slice(&v4.octets());
-        IpKey { len: 5, bytes }
+        let first = u128::from(V4) | u128::from(u32::from_le_bytes(v4.octets())) << 8;
+        IpKey::of_words(first, 5)
     }
 
     /// The key of an IPv6 address (out of line: the IPv4 path is the one inlined into callers).
@@ -158,16 +163,34 @@ impl IpKey {
         }
         let prefix = v6_prefix.min(128);
         let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix)) };
-        let mut bytes = [0; 18];
-        bytes[0] = V6;
-        bytes[1..17].copy_from_slice(&(u128::from(v6) & mask).to_be_bytes());
-        bytes[17] = prefix;
-        IpKey { len: 18, bytes }
+        let group = (u128::from(v6) & mask).to_be_bytes();
+        // The marker and the group's first 15 bytes, then its last byte and the prefix length.
+        let mut first = [0u8; 16];
+        first[0] = V6;
+        first[1..].copy_from_slice(&group[..15]);
+        let mut key = IpKey::of_words(u128::from_le_bytes(first), 18);
+        key.0[16] = group[15];
+        key.0[17] = prefix;
+        key
+    }
+
+    /// A key of `len` bytes whose first 16 are `first` (little-endian), zeros after them.
+    #[inline(always)]
+    fn of_words(first: u128, len: u8) -> IpKey {
+        let mut bytes = [0; IP_KEY_BYTES];
+        bytes[..16].copy_from_slice(&first.to_le_bytes());
+        bytes[16..].copy_from_slice(&(u64::from(len) << 56).to_le_bytes());
+        IpKey(bytes)
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        usize::from(self.0[IP_KEY_BYTES - 1])
     }
 
     #[inline]
     fn key(&self) -> &[u8] {
-        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
+        self.0.get(..self.len()).unwrap_or_default()
     }
 }
 
