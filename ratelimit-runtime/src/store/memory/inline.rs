@@ -75,26 +75,74 @@ impl Key {
 }
 
 impl Key {
-    /// Whether this is the key of `len` (at most `KEY_BYTES`) bytes at the start of `padded`,
-    /// zero after them: one comparison of fixed size (a few vector loads), as inline keys are
-    /// zero after their bytes too. A key kept on the heap is longer than any such key.
+    /// Whether this is the key `words` holds: its length, then its words, inline keys being
+    /// zero after their bytes as `words` are. A key kept on the heap is longer than any such key.
     #[inline(always)]
-    pub(super) fn is_padded(&self, padded: &[u8; KEY_BYTES], len: usize) -> bool {
-        match self {
-            Key::Inline(n, bytes) => usize::from(*n) == len && same(bytes, padded, len),
-            Key::Heap(_) => false,
-        }
+    pub(super) fn is_words(&self, key: &KeyWords) -> bool {
+        let Key::Inline(n, bytes) = self else { return false };
+        let diff = |i: usize| word(bytes, WORD_AT[i]) ^ key.words[i];
+        usize::from(*n) == key.len
+            && diff(0) | diff(1) | diff(2) == 0
+            && (key.len <= 24 || diff(3) | diff(4) | diff(5) == 0)
     }
 }
 
-/// Whether two padded keys of `len` bytes are equal: word by word, inline (comparing the arrays
-/// calls `memcmp`), the last word overlapping the one before it. Past `len` both are zero, so
-/// a key of up to 24 bytes (a limit's id, its hash and an IPv4 subject's 5 bytes: most keys)
-/// is compared in its first three words alone.
+/// Where an inline key's words start: the last overlaps the one before it. A key of up to 24
+/// bytes (a limit's hash and id, and a subject of up to 8 bytes: an IPv4 address, a short user
+/// id) is compared in its first three alone.
+const WORD_AT: [usize; 6] = [0, 8, 16, 24, 32, KEY_BYTES - 8];
+
+/// A key that fits inline (its hash, its limit's id and a subject of up to `KEY_BYTES - 16`
+/// bytes) as the words [`Key::is_words`] compares, zero past its end: computed in registers
+/// from the subject, which the caller wrote long before, so that a lookup reads no key bytes
+/// written just before it.
+pub(super) struct KeyWords {
+    words: [u64; 6],
+    len: usize,
+}
+
+impl KeyWords {
+    /// The key of `subject` under the limit of id `id`, whose seeded hash is `hash`; `None` when
+    /// it is too long to keep inline.
+    #[inline(always)]
+    pub(super) fn of(hash: u64, id: u64, subject: &[u8]) -> Option<KeyWords> {
+        let len = 16 + subject.len();
+        if len > KEY_BYTES {
+            return None;
+        }
+        let at = |i: usize| subject_word(subject, WORD_AT[i] - 16);
+        Some(KeyWords { words: [hash, id, at(2), at(3), at(4), at(5)], len })
+    }
+
+    /// The seeded hash the key starts with.
+    #[inline(always)]
+    pub(super) fn hash(&self) -> u64 {
+        self.words[0]
+    }
+}
+
+/// The 8 bytes of `s` at `at`, zero past its end, little-endian, read without a copy: whole
+/// words where they lie inside, else the word that ends where `s` does, shifted down, and for a
+/// subject shorter than a word two (or three) overlapping reads.
 #[inline(always)]
-fn same(a: &[u8; KEY_BYTES], b: &[u8; KEY_BYTES], len: usize) -> bool {
-    let diff = |words: [usize; 3]| words.iter().fold(0, |d, &at| d | (word(a, at) ^ word(b, at)));
-    diff([0, 8, 16]) == 0 && (len <= 24 || diff([24, 32, KEY_BYTES - 8]) == 0)
+fn subject_word(s: &[u8], at: usize) -> u64 {
+    let n = s.len();
+    if at + 8 <= n {
+        return word(s, at);
+    }
+    if at >= n {
+        return 0;
+    }
+    if n >= 8 {
+        return word(s, n - 8) >> (8 * (at + 8 - n));
+    }
+    // A subject shorter than a word (`at` is 0).
+    let byte = |i: usize| s.get(i).map_or(0, |&b| u64::from(b));
+    let half = |i: usize| s.get(i..i + 4).map_or(0, |b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+    match n {
+        4.. => half(0) | half(n - 4) << (8 * (n - 4)),
+        _ => byte(0) | byte(n / 2) << (8 * (n / 2)) | byte(n - 1) << (8 * (n - 1)),
+    }
 }
 
 /// The 8 bytes of `bytes` at `at` (zero past its end: never read, the callers stay inside).
@@ -104,7 +152,7 @@ fn word(bytes: &[u8], at: usize) -> u64 {
     if let Some(b) = bytes.get(at..at + 8) {
         w.copy_from_slice(b);
     }
-    u64::from_ne_bytes(w)
+    u64::from_le_bytes(w)
 }
 
 /// The stored values of an O(1) limit (`cells()` per rule, `None` where never written): inline
@@ -162,29 +210,30 @@ impl DerefMut for Values {
 mod tests {
     use super::{Key, KEY_BYTES};
 
-    /// A key padded with zeros, as the one-limit path builds it.
-    fn padded(bytes: &[u8]) -> [u8; KEY_BYTES] {
-        let mut p = [0; KEY_BYTES];
-        p[..bytes.len()].copy_from_slice(bytes);
-        p
-    }
+    use super::KeyWords;
 
-    /// Every inline length: a key is its own, and any one byte changed (past the first three
-    /// words too) or another length makes it another.
+    /// Every subject length that fits inline: a key is the one its words describe, and any one
+    /// byte changed (in every word, the overlapping last one too) or another length makes it
+    /// another. Past the inline bytes, no words.
     #[test]
-    fn padded_keys_are_equal_only_byte_for_byte() {
-        for len in 0..=KEY_BYTES {
-            let bytes: Vec<u8> = (0..len).map(|i| i as u8 + 1).collect();
-            let key = Key::from(&bytes[..]);
-            assert!(key.is_padded(&padded(&bytes), len), "length {len}");
-            for at in 0..len {
-                let mut other = bytes.clone();
+    fn keys_equal_their_words_byte_for_byte() {
+        let (hash, id) = (0x0123_4567_89ab_cdef_u64, 0xfedc_ba98_7654_3210_u64);
+        let key_of = |subject: &[u8]| [&hash.to_le_bytes()[..], &id.to_le_bytes(), subject].concat();
+        for n in 0..=KEY_BYTES - 16 {
+            let subject: Vec<u8> = (0..n).map(|i| i as u8 + 1).collect();
+            let words = KeyWords::of(hash, id, &subject).expect("fits inline");
+            let key = key_of(&subject);
+            assert!(Key::from(&key[..]).is_words(&words), "length {n}");
+            for at in 0..key.len() {
+                let mut other = key.clone();
                 other[at] ^= 0x80;
-                assert!(!key.is_padded(&padded(&other), len), "length {len}, byte {at}");
+                assert!(!Key::from(&other[..]).is_words(&words), "length {n}, byte {at}");
             }
-            if len > 0 {
-                assert!(!key.is_padded(&padded(&bytes[..len - 1]), len - 1), "length {len}, shorter");
+            if n > 0 {
+                assert!(!Key::from(&key[..key.len() - 1]).is_words(&words), "length {n}, shorter");
+                assert!(!Key::from(&[&key[..], &[0]].concat()[..]).is_words(&words), "length {n}, longer");
             }
         }
+        assert!(KeyWords::of(hash, id, &[1; KEY_BYTES - 15]).is_none());
     }
 }

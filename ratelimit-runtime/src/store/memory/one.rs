@@ -7,7 +7,7 @@
 
 use super::carry::{carry, kept_of};
 use super::check::{check_log, sliding_step};
-use super::inline::{Values, KEY_BYTES};
+use super::inline::{KeyWords, Values};
 use super::log::Log;
 use super::shard::{shard_of, Cells, Shard, State};
 use super::MemoryStore;
@@ -56,20 +56,16 @@ impl MemoryStore {
     /// around the niche, right before the caller read it back.
     #[inline]
     pub(super) fn decide_one(&self, limit: &CompiledLimit, subject: &[u8], cost: u64, pinned: Option<u64>) -> Decision {
-        let len = 16 + subject.len();
-        // The key as `decide_general` builds it: its seeded hash, the limit's id, the subject.
-        let mut buf = [0u8; INLINE_KEY];
-        buf[8..16].copy_from_slice(&limit.memory_id().to_le_bytes());
-        crate::model::key::copy_key(&mut buf[16..len], subject);
         let hash = self.key_hash(limit, subject);
-        buf[..8].copy_from_slice(&hash.to_le_bytes());
-        let key = &buf[..len];
-
         let now = pinned.unwrap_or_else(|| self.now_us());
+        // The key as words in registers, not bytes on the stack: bytes just written in pieces
+        // and read back as words wait for every piece to land (and so would the lock, for each
+        // store before it).
+        let words = KeyWords::of(hash, limit.memory_id(), subject);
         let mut shard = self.shards[shard_of(hash, self.mask)].lock();
-        let found = match buf.first_chunk::<{ KEY_BYTES }>() {
-            Some(padded) if len <= KEY_BYTES => shard.get_mut_padded(padded, len),
-            _ => shard.get_mut(key),
+        let found = match &words {
+            Some(words) => shard.get_mut_words(words),
+            None => shard.get_mut(&InlineKey::new(hash, limit, subject)),
         };
         // The clock was read before the lock (reading it under the lock costs every call
         // more than this look): a call that read it earlier may take the lock later. A log
@@ -81,8 +77,38 @@ impl MemoryStore {
         };
         match found {
             Some(state) => decide_in(limit, state, now, cost),
-            None => decide_new(&mut shard, key, limit, now, cost),
+            None => decide_new(&mut shard, &InlineKey::new(hash, limit, subject), limit, now, cost),
         }
+    }
+}
+
+/// A key as `decide_general` builds it (its seeded hash, the limit's id, the subject), on the
+/// stack: what a new subject is stored under, and what a subject too long for [`KeyWords`] is
+/// looked up by.
+struct InlineKey {
+    buf: [u8; INLINE_KEY],
+    len: usize,
+}
+
+impl InlineKey {
+    /// The key of `subject` (one that [fits](MemoryStore::fits_one)) under `limit`.
+    #[inline]
+    fn new(hash: u64, limit: &CompiledLimit, subject: &[u8]) -> InlineKey {
+        let len = 16 + subject.len();
+        let mut buf = [0u8; INLINE_KEY];
+        buf[..8].copy_from_slice(&hash.to_le_bytes());
+        buf[8..16].copy_from_slice(&limit.memory_id().to_le_bytes());
+        if let Some(to) = buf.get_mut(16..len) {
+            crate::model::key::copy_key(to, subject);
+        }
+        InlineKey { buf, len }
+    }
+}
+
+impl std::ops::Deref for InlineKey {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
     }
 }
 

@@ -123,11 +123,10 @@ impl Shard {
         }
     }
 
-    /// [`get_mut`](Self::get_mut) of a key of `len` bytes at the start of `padded` (zero after
-    /// them).
+    /// [`get_mut`](Self::get_mut) of the key `words` holds.
     #[inline(always)]
-    pub(super) fn get_mut_padded(&mut self, padded: &[u8; inline::KEY_BYTES], len: usize) -> Option<&mut State> {
-        match self.states.raw_entry_mut().from_hash(hash_of(&padded[..]), |k| k.is_padded(padded, len)) {
+    pub(super) fn get_mut_words(&mut self, words: &inline::KeyWords) -> Option<&mut State> {
+        match self.states.raw_entry_mut().from_hash(words.hash(), |k| k.is_words(words)) {
             RawEntryMut::Occupied(entry) => Some(entry.into_mut().used()),
             RawEntryMut::Vacant(_) => None,
         }
