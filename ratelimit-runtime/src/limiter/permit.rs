@@ -71,8 +71,10 @@ impl Drop for Permit<'_> {
 /// quota), and what finds the call's units in the store (its time and member).
 #[derive(Clone, Copy)]
 pub(crate) struct Admitted {
-    limit: u32,
-    rule: u32,
+    /// The rule's limit in the high half, the rule in the low half: one word, built from two
+    /// reads of the decision. (Two `u32` fields side by side were filled by one 16-byte read
+    /// of the decision's `limit` and `rule`, which waited for the store's writes of them.)
+    index: u64,
     remaining: u64,
     /// The reset, µs.
     reset_us: u64,
@@ -81,17 +83,16 @@ pub(crate) struct Admitted {
 }
 
 impl Admitted {
-    const NONE: Admitted = Admitted { limit: 0, rule: 0, remaining: 0, reset_us: 0, at_us: 0, member: Member::NONE };
+    const NONE: Admitted = Admitted { index: 0, remaining: 0, reset_us: 0, at_us: 0, member: Member::NONE };
 
     /// Taken from the store's answer where it lies (the decision under way keeps this, not the
     /// whole decision: one move of the decision fewer on its way to the permit).
     #[inline]
     pub(crate) fn of(d: &Decision) -> Admitted {
         Admitted {
-            // An index fits: a limiter's limits and rules are built from vectors far shorter
-            // than u32::MAX (a checked conversion cost every permit four instructions).
-            limit: d.limit as u32,
-            rule: d.rule as u32,
+            // An index fits in 32 bits: a limiter's limits and rules are built from vectors far
+            // shorter than u32::MAX (a checked conversion cost every permit four instructions).
+            index: (d.limit as u64) << 32 | (d.rule as u64 & u64::from(u32::MAX)),
             remaining: d.remaining,
             reset_us: d.reset_us,
             at_us: d.at_us,
@@ -101,10 +102,10 @@ impl Admitted {
 
     /// The allowed decision again, as far as the permit kept it.
     fn decision(&self) -> Decision {
-        let index = |i: u32| usize::try_from(i).unwrap_or(usize::MAX);
+        let index = |i: u64| usize::try_from(i & u64::from(u32::MAX)).unwrap_or(usize::MAX);
         Decision {
-            limit: index(self.limit),
-            rule: index(self.rule),
+            limit: index(self.index >> 32),
+            rule: index(self.index),
             remaining: self.remaining,
             reset_us: self.reset_us,
             member: self.member,
