@@ -1,5 +1,6 @@
-//! The in-memory store's path for a call of one limit (most calls): the key built on the stack,
-//! one shard lock, one lookup, and the rules checked and recorded in one pass.
+//! The in-memory store's path for a call of one limit (most calls): the key as words in
+//! registers (or, when long, on the stack), one shard lock, one lookup, and the rules checked
+//! and recorded in one pass.
 //!
 //! It decides exactly as `decide_general` (which checks every limit, then records): the same
 //! steps (`sliding`, `step_rule`, `room`, `deny`) on the same state, only fused. The unit tests
