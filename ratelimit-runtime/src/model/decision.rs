@@ -25,8 +25,7 @@ pub(crate) enum Why {
 /// `limit` and `rule`, which an admission of one limit leaves zero, share an aligned piece
 /// written whole, and no two fields an admission sets (`remaining`, `reset_us`, `at_us`) lie side
 /// by side as they do in the permit: the compiler moved such a pair in one 16-byte read, which
-/// waited for both writes. (Laid out as declared before, a `Gcra` call took 45 or 65 ns from
-/// one run of the same binary to the next.)
+/// waited for both writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C, align(16))]
 pub struct Decision {
